@@ -1,0 +1,51 @@
+// ExternalEvent: a binary signal that crosses the graph boundary (DESIGN §3.2).
+//
+// record sets the signal, wait blocks the stream until it is set and then clears it (a wait consumes
+// it), reset clears it. All three are stream-ordered tasks, and when captured they stay tasks that act
+// on the live event at every replay. A record that finds the signal already set is a collapsed signal
+// (the hang of the field): it is counted and reported. A wait blocked past the deadline is reported
+// with the event and the graph task, and synchronize() on that stream throws instead of hanging.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+namespace npugraph {
+
+class Stream;
+namespace detail { struct ExternalEventState; }
+
+class ExternalEvent {
+ public:
+  explicit ExternalEvent(std::string name = {});
+
+  void record(const Stream& stream);
+  void wait(const Stream& stream);
+  void reset(const Stream& stream);
+
+  const std::string& name() const;
+  // Host-side view of the signal (for diagnostics and tests).
+  bool is_set() const;
+  // Records that found the signal already set.
+  std::uint64_t collapsed_records() const;
+  // How long a wait may block before it is reported (default: default_external_wait_deadline()).
+  void set_wait_deadline(std::chrono::milliseconds deadline);
+  std::chrono::milliseconds wait_deadline() const;
+
+  const std::shared_ptr<detail::ExternalEventState>& impl() const { return state_; }
+
+ private:
+  std::shared_ptr<detail::ExternalEventState> state_;
+};
+
+void set_default_external_wait_deadline(std::chrono::milliseconds deadline);  // initially 10 s
+std::chrono::milliseconds default_external_wait_deadline();
+
+// Receives runtime diagnostics (collapsed records, stalled waits). Default: one line to stderr.
+using DiagnosticHandler = std::function<void(const std::string& message)>;
+void set_diagnostic_handler(DiagnosticHandler handler);
+
+}  // namespace npugraph

@@ -1,0 +1,66 @@
+// Kernels: the identity (a KernelDef) plus a parameter block of plain bytes.
+//
+// An op validates its arguments and plans on the host, then issues `launch(stream, kernel, params)`.
+// What happens to the launch depends on the stream's mode: it is enqueued (eager), recorded as a graph
+// task (capture), or bound to the next task of the group being updated (update, DESIGN §3.5).
+// Everything an update may change must live in the parameter block; the kernel itself reads only the
+// block and the ExecContext, so a captured launch can be replayed and re-parameterised.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <type_traits>
+
+namespace npugraph {
+
+class Stream;
+namespace detail { class ComputePool; struct StreamState; }
+
+// Passed to a kernel while it runs. parallel_for's chunks are a pure function of (n, grain): which
+// thread runs a chunk never changes the result, so eager and replayed results are bitwise equal.
+class ExecContext {
+ public:
+  ExecContext(detail::ComputePool* pool, int num_threads) : pool_(pool), num_threads_(num_threads) {}
+
+  // Threads a kernel may plan for (fixed per stream; default: the machine's cores).
+  int num_threads() const { return num_threads_; }
+
+  // Calls f(begin, end) for consecutive chunks [k*grain, min(n, (k+1)*grain)) on the compute pool.
+  template <class F>
+  void parallel_for(std::int64_t n, std::int64_t grain, F&& f) const {
+    using Fn = std::remove_reference_t<F>;
+    run_chunks(n, grain, [](void* obj, std::int64_t b, std::int64_t e) { (*static_cast<Fn*>(obj))(b, e); },
+               const_cast<void*>(static_cast<const void*>(&f)));
+  }
+
+ private:
+  using ChunkFn = void (*)(void*, std::int64_t, std::int64_t);
+  void run_chunks(std::int64_t n, std::int64_t grain, ChunkFn fn, void* obj) const;
+  detail::ComputePool* pool_;
+  int num_threads_;
+};
+
+using KernelFn = void (*)(const void* params, std::size_t size, const ExecContext& ctx);
+// Returns an empty string when `updated` may replace `captured` in a task update, else the reason.
+using UpdateCheckFn = std::string (*)(std::span<const std::byte> captured,
+                                      std::span<const std::byte> updated);
+
+// One per kernel, with static storage duration: its address is the kernel identity.
+struct KernelDef {
+  const char* name;
+  KernelFn cpu = nullptr;
+  UpdateCheckFn check_update = nullptr;
+};
+
+// Issues one kernel launch on `stream` (see the header comment for what that means per mode).
+void launch(const Stream& stream, const KernelDef& kernel, std::span<const std::byte> params);
+
+template <class P>
+  requires std::is_trivially_copyable_v<P>
+void launch(const Stream& stream, const KernelDef& kernel, const P& params) {
+  launch(stream, kernel, std::span<const std::byte>(std::as_bytes(std::span<const P, 1>(&params, 1))));
+}
+
+}  // namespace npugraph

@@ -1,0 +1,78 @@
+// Streams: asynchronous in-order queues of work on a device (DESIGN §3.1).
+//
+// `Stream` is a small copyable handle (copies name the same queue). Every thread has a current stream
+// per device, initially the device's default stream; StreamGuard changes it for a scope.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "npugraph/device.hpp"
+
+namespace npugraph {
+
+class Event;
+namespace detail { struct StreamState; }
+
+struct StreamOptions {
+  int num_threads = 0;  // compute threads a kernel on this stream may plan for; 0: the machine's cores
+};
+
+class Stream {
+ public:
+  // A new stream with its own in-order queue.
+  static Stream create(Device device = Device::cpu(), StreamOptions options = {});
+  // The device's default stream (id 0). Capture on it is an error.
+  static Stream default_stream(Device device = Device::cpu());
+
+  Device device() const;
+  std::uint64_t id() const;
+  bool is_default() const { return id() == 0; }
+  int num_threads() const;
+
+  // Blocks until all work issued so far has run. Throws the first error a task raised since the last
+  // synchronize (TaskError naming the task); throws TimeoutError when the stream is stalled in an
+  // ExternalEvent wait past its deadline, or when `timeout` elapses first.
+  void synchronize() const;
+  void synchronize(std::chrono::milliseconds timeout) const;
+  // True when all work issued so far has run (a synchronizing call for capture modes).
+  bool query() const;
+  // Orders this stream after the event's most recent record (wait_event).
+  void wait(const Event& event) const;
+  // Orders this stream after all work issued so far on `other` (wait_stream).
+  void wait(const Stream& other) const;
+
+  bool is_capturing() const;
+  bool is_updating() const;
+  std::string str() const;  // "cpu stream 3"
+
+  friend bool operator==(const Stream& a, const Stream& b) { return a.state_ == b.state_; }
+  const std::shared_ptr<detail::StreamState>& impl() const { return state_; }
+  explicit Stream(std::shared_ptr<detail::StreamState> state) : state_(std::move(state)) {}
+
+ private:
+  std::shared_ptr<detail::StreamState> state_;
+};
+
+Stream current_stream(Device device = Device::cpu());
+void set_current_stream(const Stream& stream);
+
+// Makes `stream` current for its device for the guard's scope.
+class StreamGuard {
+ public:
+  explicit StreamGuard(const Stream& stream);
+  ~StreamGuard();
+  StreamGuard(const StreamGuard&) = delete;
+  StreamGuard& operator=(const StreamGuard&) = delete;
+
+ private:
+  Stream previous_;
+};
+
+// Blocks until every stream of the device is idle; rethrows the first pending task error.
+void device_synchronize(Device device = Device::cpu());
+
+}  // namespace npugraph

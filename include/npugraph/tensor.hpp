@@ -1,0 +1,97 @@
+// Tensor: shape, strides, dtype, device and ref-counted storage.
+//
+// A tensor is a view (offset, shape, strides) of a Storage, which owns its bytes or borrows them
+// from the caller (from_blob, e.g. a numpy array). Copies share the storage.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "npugraph/device.hpp"
+#include "npugraph/dtype.hpp"
+#include "npugraph/shape.hpp"
+
+namespace npugraph {
+
+namespace detail { class MemPool; }
+
+class Storage {
+ public:
+  // Owning: a block of `pool`, returned to it on destruction.
+  Storage(void* data, std::size_t nbytes, Device device, std::shared_ptr<detail::MemPool> pool,
+          std::uint64_t stream_id);
+  // Borrowing: `owner` keeps the caller's memory alive (may be null).
+  Storage(void* data, std::size_t nbytes, Device device, std::shared_ptr<void> owner);
+  ~Storage();
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+
+  void* data() const { return data_; }
+  std::size_t nbytes() const { return nbytes_; }
+  Device device() const { return device_; }
+  // The pool this storage came from (null when borrowed).
+  const std::shared_ptr<detail::MemPool>& pool() const { return pool_; }
+
+ private:
+  void* data_;
+  std::size_t nbytes_;
+  Device device_;
+  std::shared_ptr<detail::MemPool> pool_;
+  std::uint64_t stream_id_ = 0;
+  std::shared_ptr<void> owner_;
+};
+
+class Tensor {
+ public:
+  Tensor() = default;
+  Tensor(std::shared_ptr<Storage> storage, std::int64_t offset_bytes, Shape shape, Shape strides,
+         DType dtype);
+
+  // Wraps caller memory without copying. Strides default to contiguous (in elements).
+  static Tensor from_blob(void* data, Shape shape, DType dtype, std::shared_ptr<void> owner = {},
+                          Device device = Device::cpu());
+  static Tensor from_blob(void* data, Shape shape, Shape strides, DType dtype,
+                          std::shared_ptr<void> owner = {}, Device device = Device::cpu());
+
+  bool defined() const { return storage_ != nullptr; }
+  DType dtype() const { return dtype_; }
+  Device device() const { return storage_ ? storage_->device() : Device::cpu(); }
+  int dim() const { return shape_.size(); }
+  const Shape& shape() const { return shape_; }
+  const Shape& strides() const { return strides_; }
+  // Negative dims count from the end. Throws ArgumentError when out of range.
+  std::int64_t size(int d) const;
+  std::int64_t stride(int d) const;
+  std::int64_t numel() const { return shape_.numel(); }
+  std::size_t element_size() const { return dtype_size(dtype_); }
+  std::size_t nbytes() const { return static_cast<std::size_t>(numel()) * element_size(); }
+  bool is_contiguous() const;
+  void* data() const {
+    return storage_ ? static_cast<std::byte*>(storage_->data()) + offset_ : nullptr;
+  }
+  template <class T>
+  T* data_ptr() const { return static_cast<T*>(data()); }
+  const std::shared_ptr<Storage>& storage() const { return storage_; }
+
+  // A contiguous tensor with the same elements seen under a new shape (numel must match).
+  Tensor view(Shape shape) const;
+  // "float16[1, 32, 1, 128]"
+  std::string str() const;
+
+ private:
+  std::shared_ptr<Storage> storage_;
+  std::int64_t offset_ = 0;
+  Shape shape_;
+  Shape strides_;
+  DType dtype_ = DType::f32;
+};
+
+Shape contiguous_strides(const Shape& shape);
+
+// Uninitialised memory from the caching allocator (from the capture's private pool while the
+// current stream captures).
+Tensor empty(Shape shape, DType dtype, Device device = Device::cpu());
+
+}  // namespace npugraph

@@ -1,0 +1,151 @@
+#include "backends/cpu/compute_pool.hpp"
+
+#include <algorithm>
+
+#include "npugraph/kernel.hpp"
+
+namespace npugraph::detail {
+
+int hardware_threads() {
+  static const int n = std::max(1u, std::thread::hardware_concurrency());
+  return n;
+}
+
+ComputePool& compute_pool() {
+  // Leaked on purpose: streams may still run work during static destruction.
+  static ComputePool* pool = new ComputePool(hardware_threads() - 1);
+  return *pool;
+}
+
+ComputePool::ComputePool(int helpers) {
+  threads_.reserve(static_cast<std::size_t>(std::max(0, helpers)));
+  for (int i = 0; i < helpers; ++i) threads_.emplace_back([this] { helper_loop(); });
+}
+
+ComputePool::~ComputePool() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  work_cv_.notify_all();
+  for (auto& t : threads_) t.join();
+}
+
+void ComputePool::post(Job* job, int max_helpers) {
+  if (threads_.empty() || max_helpers <= 0) return;
+  {
+    std::lock_guard lock(mu_);
+    job->max_helpers_ = max_helpers;
+    jobs_.push_back(job);
+  }
+  work_cv_.notify_all();
+}
+
+void ComputePool::poke() {
+  if (idle_.load(std::memory_order_acquire) == 0) return;
+  { std::lock_guard lock(mu_); }
+  work_cv_.notify_all();
+}
+
+void ComputePool::retire(Job* job) {
+  std::unique_lock lock(mu_);
+  auto it = std::find(jobs_.begin(), jobs_.end(), job);
+  if (it != jobs_.end()) jobs_.erase(it);
+  retire_cv_.wait(lock, [&] { return job->active_ == 0; });
+}
+
+void ComputePool::helper_loop() {
+  std::unique_lock lock(mu_);
+  for (;;) {
+    Job* job = nullptr;
+    for (Job* j : jobs_)
+      if (j->active_ < j->max_helpers_ && j->has_work()) { job = j; break; }
+    if (job == nullptr) {
+      if (stop_) return;
+      idle_.fetch_add(1, std::memory_order_acq_rel);
+      // Re-check after announcing idleness: poke() skips the notify when nobody is idle.
+      bool found = false;
+      for (Job* j : jobs_)
+        if (j->active_ < j->max_helpers_ && j->has_work()) { found = true; break; }
+      if (!found) work_cv_.wait(lock);
+      idle_.fetch_sub(1, std::memory_order_acq_rel);
+      continue;
+    }
+    ++job->active_;
+    lock.unlock();
+    job->help();
+    lock.lock();
+    if (--job->active_ == 0) retire_cv_.notify_all();
+  }
+}
+
+namespace {
+
+// Note [Deterministic chunks]: chunk k is always [k*grain, min(n, (k+1)*grain)), whoever runs it.
+class ChunkJob final : public ComputePool::Job {
+ public:
+  ChunkJob(std::int64_t n, std::int64_t grain, void (*fn)(void*, std::int64_t, std::int64_t),
+           void* obj)
+      : n_(n), grain_(grain), chunks_((n + grain - 1) / grain), fn_(fn), obj_(obj) {}
+
+  bool has_work() const override { return next_.load(std::memory_order_relaxed) < chunks_; }
+  void help() override {
+    for (;;) {
+      const std::int64_t k = next_.fetch_add(1, std::memory_order_relaxed);
+      if (k >= chunks_) return;
+      try {
+        fn_(obj_, k * grain_, std::min(n_, (k + 1) * grain_));
+      } catch (...) {
+        std::lock_guard lock(error_mu_);
+        if (!error_) error_ = std::current_exception();
+        next_.store(chunks_, std::memory_order_relaxed);  // skip the rest
+      }
+    }
+  }
+  void rethrow() {
+    if (error_) std::rethrow_exception(error_);
+  }
+
+ private:
+  const std::int64_t n_, grain_, chunks_;
+  void (*fn_)(void*, std::int64_t, std::int64_t);
+  void* obj_;
+  std::atomic<std::int64_t> next_{0};
+  std::mutex error_mu_;
+  std::exception_ptr error_;
+};
+
+}  // namespace
+
+void ComputePool::run_chunks(std::int64_t n, std::int64_t grain, int threads,
+                             void (*fn)(void*, std::int64_t, std::int64_t), void* obj) {
+  if (n <= 0) return;
+  grain = std::max<std::int64_t>(grain, 1);
+  if (n <= grain || threads <= 1 || threads_.empty()) {
+    for (std::int64_t b = 0; b < n; b += grain) fn(obj, b, std::min(n, b + grain));
+    return;
+  }
+  ChunkJob job(n, grain, fn, obj);
+  const std::int64_t chunks = (n + grain - 1) / grain;
+  post(&job, static_cast<int>(std::min<std::int64_t>(threads - 1, chunks - 1)));
+  job.help();
+  retire(&job);
+  job.rethrow();
+}
+
+}  // namespace npugraph::detail
+
+namespace npugraph {
+
+void ExecContext::run_chunks(std::int64_t n, std::int64_t grain, ChunkFn fn, void* obj) const {
+  if (pool_ == nullptr) {  // no pool: serial on the caller, same chunks
+    if (n <= 0) return;
+    grain = grain < 1 ? 1 : grain;
+    for (std::int64_t b = 0; b < n; b += grain) fn(obj, b, b + grain < n ? b + grain : n);
+    return;
+  }
+  pool_->run_chunks(n, grain, num_threads_, fn, obj);
+}
+
+}  // namespace npugraph
+

@@ -1,0 +1,69 @@
+// The CPU backend's shared compute pool.
+//
+// Note [One pool, never more busy threads than cores]
+// All parallel work — a kernel's parallel_for chunks and the concurrent branches of a graph replay —
+// runs on one process-wide pool of (cores - 1) helper threads. The thread that owns the work (a
+// stream's worker) always works on it too, and only waits for helpers once nothing is left to claim,
+// so a job finishes even when every helper is busy elsewhere, and nested jobs cannot deadlock.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <exception>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace npugraph::detail {
+
+class ComputePool {
+ public:
+  // Work helpers may join. help() runs until it finds nothing to claim, then returns.
+  class Job {
+   public:
+    virtual ~Job() = default;
+    virtual bool has_work() const = 0;
+    virtual void help() = 0;
+
+   private:
+    friend class ComputePool;
+    int active_ = 0;       // helpers inside help(); guarded by the pool's mutex
+    int max_helpers_ = 0;  // guarded by the pool's mutex
+  };
+
+  explicit ComputePool(int helpers);
+  ~ComputePool();
+  ComputePool(const ComputePool&) = delete;
+  ComputePool& operator=(const ComputePool&) = delete;
+
+  int helpers() const { return static_cast<int>(threads_.size()); }
+
+  // Makes `job` visible to at most `max_helpers` helpers at once.
+  void post(Job* job, int max_helpers);
+  // Tells idle helpers that a posted job has new work.
+  void poke();
+  // Withdraws `job` and waits until no helper is inside it.
+  void retire(Job* job);
+
+  // Runs fn(obj, begin, end) over chunks of `grain`, the caller included, on up to `threads` threads.
+  void run_chunks(std::int64_t n, std::int64_t grain, int threads,
+                  void (*fn)(void*, std::int64_t, std::int64_t), void* obj);
+
+ private:
+  void helper_loop();
+
+  std::mutex mu_;
+  std::condition_variable work_cv_;
+  std::condition_variable retire_cv_;
+  std::vector<Job*> jobs_;
+  std::atomic<int> idle_{0};
+  bool stop_ = false;
+  std::vector<std::thread> threads_;
+};
+
+// The process-wide pool: hardware_concurrency() - 1 helpers.
+ComputePool& compute_pool();
+int hardware_threads();
+
+}  // namespace npugraph::detail

@@ -1,0 +1,212 @@
+// The CPU backend: a worker thread per stream, kernels on the shared compute pool.
+#include <condition_variable>
+#include <cstring>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+#include "backends/cpu/compute_pool.hpp"
+#include "backends/cpu/execute.hpp"
+#include "graph/exec_graph.hpp"
+#include "npugraph/error.hpp"
+#include "runtime/stream_state.hpp"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define NG_PAUSE() _mm_pause()
+#else
+#define NG_PAUSE() ((void)0)
+#endif
+
+namespace npugraph::detail {
+namespace {
+
+// How long an idle worker (or a synchronizing host thread) spins before it sleeps: long enough to
+// keep back-to-back launches and launch+synchronize off the futex path, short enough not to burn a
+// core for nothing.
+constexpr auto kSpin = std::chrono::microseconds(50);
+
+class CpuStreamQueue final : public StreamQueue {
+ public:
+  explicit CpuStreamQueue(StreamState& owner) : owner_(owner) {
+    thread_ = std::thread([this] { run(); });
+  }
+  ~CpuStreamQueue() override { shutdown(); }
+
+  void submit(Task&& task) override {
+    bool wake;
+    {
+      std::lock_guard lock(mu_);
+      NG_CHECK_STATE(!stop_, owner_.str(), " is shut down: no more work can be issued on it");
+      pending_.push_back(std::move(task));
+      submitted_.store(submitted_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+      wake = sleeping_;
+    }
+    if (wake) cv_.notify_one();
+  }
+
+  std::uint64_t submitted() const override { return submitted_.load(std::memory_order_acquire); }
+  std::uint64_t completed() const override { return completed_.load(std::memory_order_acquire); }
+
+  bool wait_completed(std::uint64_t target,
+                      std::chrono::steady_clock::time_point deadline) override {
+    if (completed_.load(std::memory_order_acquire) >= target) return true;
+    const auto spin_until = std::chrono::steady_clock::now() + kSpin;
+    while (std::chrono::steady_clock::now() < std::min(spin_until, deadline)) {
+      for (int i = 0; i < 64; ++i) {
+        if (completed_.load(std::memory_order_acquire) >= target) return true;
+        NG_PAUSE();
+      }
+    }
+    waiters_.fetch_add(1);
+    std::unique_lock lock(done_mu_);
+    const bool ok = done_cv_.wait_until(lock, deadline, [&] {
+      return completed_.load(std::memory_order_acquire) >= target;
+    });
+    waiters_.fetch_sub(1);
+    return ok;
+  }
+
+  void shutdown() noexcept override {
+    {
+      std::lock_guard lock(mu_);
+      if (stop_) return;
+      stop_ = true;
+    }
+    cv_.notify_one();
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  void run() {
+    std::vector<Task> batch;
+    std::uint64_t taken = 0;
+    for (;;) {
+      // Spin briefly for more work before sleeping (see kSpin).
+      if (submitted_.load(std::memory_order_acquire) == taken) {
+        const auto spin_until = std::chrono::steady_clock::now() + kSpin;
+        while (submitted_.load(std::memory_order_acquire) == taken &&
+               std::chrono::steady_clock::now() < spin_until)
+          for (int i = 0; i < 64 && submitted_.load(std::memory_order_relaxed) == taken; ++i)
+            NG_PAUSE();
+      }
+      {
+        std::unique_lock lock(mu_);
+        if (pending_.empty()) {
+          if (stop_) return;
+          sleeping_ = true;
+          cv_.wait(lock, [&] { return stop_ || !pending_.empty(); });
+          sleeping_ = false;
+          if (pending_.empty()) return;
+        }
+        batch.swap(pending_);
+      }
+      taken += batch.size();
+      for (Task& task : batch) {
+        execute_task(task, owner_, compute_pool());
+        task.object.reset();  // drop references (events, graphs) as soon as the task ran
+        completed_.fetch_add(1, std::memory_order_acq_rel);
+        if (waiters_.load() > 0) {
+          { std::lock_guard lock(done_mu_); }
+          done_cv_.notify_all();
+        }
+      }
+      batch.clear();
+    }
+  }
+
+  StreamState& owner_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<Task> pending_;
+  bool sleeping_ = false;
+  bool stop_ = false;
+  std::atomic<std::uint64_t> submitted_{0};
+  std::atomic<std::uint64_t> completed_{0};
+  std::atomic<int> waiters_{0};
+  std::mutex done_mu_;
+  std::condition_variable done_cv_;
+  std::thread thread_;
+};
+
+void run_fill(const FillArgs& a) {
+  auto* dst = static_cast<unsigned char*>(a.dst);
+  if (a.pattern == 0) {
+    std::memset(dst, 0, a.count * a.elem_size);
+    return;
+  }
+  for (std::size_t i = 0; i < a.count; ++i) std::memcpy(dst + i * a.elem_size, &a.pattern, a.elem_size);
+}
+
+class CpuBackend final : public Backend {
+ public:
+  std::string_view name() const noexcept override { return "cpu"; }
+  const BackendCaps& caps() const noexcept override { return caps_; }
+  int default_num_threads() const noexcept override { return hardware_threads(); }
+  std::unique_ptr<StreamQueue> create_queue(StreamState& owner) override {
+    return std::make_unique<CpuStreamQueue>(owner);
+  }
+
+ private:
+  BackendCaps caps_{.graphs = true, .task_update = true, .external_events = true,
+                    .event_timing = true};
+};
+
+}  // namespace
+
+void execute_builtin(TaskKind kind, const std::byte* params, void* object, std::uint64_t value,
+                     const WaitSite& site) {
+  switch (kind) {
+    case TaskKind::fill: {
+      FillArgs a;
+      std::memcpy(&a, params, sizeof a);
+      run_fill(a);
+      return;
+    }
+    case TaskKind::copy: {
+      CopyArgs a;
+      std::memcpy(&a, params, sizeof a);
+      if (a.nbytes) std::memmove(a.dst, a.src, a.nbytes);
+      return;
+    }
+    case TaskKind::host_fn: (*static_cast<std::function<void()>*>(object))(); return;
+    case TaskKind::event_record: event_complete(*static_cast<EventState*>(object), value); return;
+    case TaskKind::event_wait:
+      event_block(*static_cast<EventState*>(object), value, *site.stream);
+      return;
+    case TaskKind::ext_record: external_record(*static_cast<ExternalEventState*>(object)); return;
+    case TaskKind::ext_wait: external_wait(*static_cast<ExternalEventState*>(object), site); return;
+    case TaskKind::ext_reset: external_reset(*static_cast<ExternalEventState*>(object)); return;
+    case TaskKind::graph_launch:
+      run_graph(*static_cast<ExecGraph*>(object), *site.stream, compute_pool());
+      return;
+    case TaskKind::patch: apply_patch(*static_cast<Patch*>(object)); return;
+    case TaskKind::kernel: break;
+  }
+  NG_THROW(InternalError, "execute_builtin called for a kernel task");
+}
+
+void execute_task(Task& task, StreamState& stream, ComputePool& pool) {
+  try {
+    if (task.kind == TaskKind::kernel) {
+      const ExecContext ctx(&pool, stream.num_threads);
+      task.kernel->cpu(task.params.data(), task.params.size(), ctx);
+    } else {
+      execute_builtin(task.kind, task.params.data(), task.object.get(), task.value,
+                      WaitSite{&stream});
+    }
+  } catch (const std::exception& e) {
+    stream.report_error(std::string("task '") + task_name(task) + "' failed: " + e.what());
+  } catch (...) {
+    stream.report_error(std::string("task '") + task_name(task) + "' failed: unknown exception");
+  }
+}
+
+Backend& backend_for(Device device) {
+  static CpuBackend cpu;
+  NG_CHECK_AS(UnsupportedError, device.is_cpu(), "device = ", device.str(),
+              ": this build has no backend for it (available: cpu)");
+  return cpu;
+}
+
+}  // namespace npugraph::detail

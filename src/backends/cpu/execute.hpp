@@ -1,0 +1,18 @@
+// Running one task on the CPU backend (shared by stream queues and the graph executor).
+#pragma once
+
+#include "runtime/sync_objects.hpp"
+#include "runtime/task.hpp"
+
+namespace npugraph::detail {
+
+class ComputePool;
+struct StreamState;
+
+// Runs a task that is not a kernel (fill, copy, host function, events, graph launch, patch).
+void execute_builtin(TaskKind kind, const std::byte* params, void* object, std::uint64_t value,
+                     const WaitSite& site);
+// Runs any task; an exception from it becomes the stream's pending error.
+void execute_task(Task& task, StreamState& stream, ComputePool& pool);
+
+}  // namespace npugraph::detail

@@ -1,0 +1,72 @@
+// The caching host allocator's pools (see memory.hpp for the user-facing contract).
+//
+// Note [Stream-ordered reuse]
+// A freed block is cached under the stream that was current when it was allocated and is reused
+// only by allocations made while that same stream is current. Work already queued on the stream may
+// still read the old tensor, but any later work that writes the new one runs after it in stream
+// order, so reuse is safe without synchronising — the rule of CUDA's caching allocator.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "npugraph/device.hpp"
+#include "npugraph/memory.hpp"
+
+namespace npugraph::detail {
+
+class MemPool {
+ public:
+  MemPool(Device device, bool is_private);
+  ~MemPool();
+  MemPool(const MemPool&) = delete;
+  MemPool& operator=(const MemPool&) = delete;
+
+  void* allocate(std::size_t nbytes, std::uint64_t stream_id);
+  void deallocate(void* p, std::size_t nbytes, std::uint64_t stream_id) noexcept;
+  // Returns cached free blocks to the system.
+  void release_cached() noexcept;
+  MemoryStats stats() const;
+  std::uint64_t id() const { return id_; }
+  bool is_private() const { return is_private_; }
+  Device device() const { return device_; }
+
+  static std::size_t round_size(std::size_t nbytes);
+
+ private:
+  struct Key {
+    std::uint64_t stream;
+    std::size_t size;
+    friend bool operator==(const Key&, const Key&) = default;
+  };
+  struct KeyHash {
+    std::size_t operator()(const Key& k) const noexcept {
+      return std::hash<std::uint64_t>()(k.stream * 0x9e3779b97f4a7c15ull ^ k.size);
+    }
+  };
+
+  Device device_;
+  bool is_private_;
+  std::uint64_t id_;
+  mutable std::mutex mu_;
+  std::unordered_map<Key, std::vector<void*>, KeyHash> free_;
+  std::size_t reserved_ = 0;
+  std::size_t allocated_ = 0;
+  std::size_t segments_ = 0;
+};
+
+// The device's default (non-graph) pool.
+MemPool& default_pool(Device device);
+// The pool an allocation made now on this thread uses: the current stream's capture pool, if it
+// captures, else the default pool. Returns the pool to hold (null for the default pool) and the pool.
+struct PoolChoice {
+  std::shared_ptr<MemPool> hold;
+  MemPool* pool;
+  std::uint64_t stream_id;
+};
+PoolChoice choose_pool(Device device);
+
+}  // namespace npugraph::detail

@@ -1,0 +1,114 @@
+#include "graph/exec_graph.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/mem_pool.hpp"
+#include "graph/run_state.hpp"
+#include "npugraph/error.hpp"
+
+namespace npugraph::detail {
+
+ExecGraph::~ExecGraph() = default;
+
+// Note [Instantiation]
+// Nodes are renumbered in a topological order (capture order already is one: a task only depends on
+// earlier tasks). Each node keeps a successor range; nodes with exactly one predecessor need no
+// counter (their predecessor runs them next), the others get a pending counter reset per replay.
+// Parameter blocks of ungrouped kernels move into one 16-byte-aligned arena; a group's blocks live in
+// its ParamSet, which updates replace atomically.
+std::shared_ptr<ExecGraph> instantiate(const GraphDefData& def, std::uint64_t graph_id,
+                                       std::shared_ptr<MemPool> pool) {
+  auto g = std::make_shared<ExecGraph>();
+  g->graph_id = graph_id;
+  g->pool = std::move(pool);
+  const std::size_t n = def.nodes.size();
+  NG_CHECK_ARG(n < (1u << 31), "instantiate: graph has ", n, " tasks: must be < 2^31");
+  g->nodes.resize(n);
+  g->names.reserve(n);
+
+  std::vector<std::uint32_t> preds(n, 0), succ_count(n, 0);
+  for (std::size_t i = 0; i < n; ++i) {
+    preds[i] = static_cast<std::uint32_t>(def.nodes[i].deps.size());
+    for (std::uint32_t d : def.nodes[i].deps) ++succ_count[d];
+  }
+  std::uint32_t offset = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    g->nodes[i].succ_begin = g->nodes[i].succ_end = offset;
+    offset += succ_count[i];
+  }
+  g->succ.resize(offset);
+  for (std::uint32_t i = 0; i < n; ++i)
+    for (std::uint32_t d : def.nodes[i].deps) g->succ[g->nodes[d].succ_end++] = i;
+
+  std::size_t arena_bytes = 0;
+  for (const Node& node : def.nodes)
+    if (node.task.kind != TaskKind::kernel || node.group < 0)
+      arena_bytes += (node.task.params.size() + 15) / 16 * 16;
+  g->arena.reset(new std::byte[arena_bytes ? arena_bytes : 16]);  // new[] aligns to 16 here
+  static_assert(__STDCPP_DEFAULT_NEW_ALIGNMENT__ >= 16);
+  std::size_t cursor = 0;
+
+  for (std::uint32_t i = 0; i < n; ++i) {
+    const Node& src = def.nodes[i];
+    ExecNode& dst = g->nodes[i];
+    dst.kind = src.task.kind;
+    dst.value = src.task.value;
+    dst.group = src.group;
+    if (src.task.kind == TaskKind::kernel) dst.fn = src.task.kernel->cpu;
+    if (src.task.object) {
+      g->objects.push_back(src.task.object);
+      dst.object = src.task.object.get();
+    }
+    if (src.task.kind != TaskKind::kernel || src.group < 0) {
+      std::memcpy(g->arena.get() + cursor, src.task.params.data(), src.task.params.size());
+      dst.params = g->arena.get() + cursor;
+      dst.param_size = static_cast<std::uint32_t>(src.task.params.size());
+      cursor += (src.task.params.size() + 15) / 16 * 16;
+    }
+    if (preds[i] == 0) g->sources.push_back(i);
+    if (succ_count[i] == 0) ++g->sinks;
+    dst.single_pred = preds[i] == 1;
+    if (preds[i] > 1) {
+      dst.counter = static_cast<std::int32_t>(g->counter_init.size());
+      g->counter_init.push_back(static_cast<std::int32_t>(preds[i]));
+    }
+    g->names.push_back(task_name(src.task));
+    g->stream_ids.push_back(src.stream_id);
+  }
+
+  g->groups.reserve(def.groups.size());
+  for (const auto& members : def.groups) {
+    auto slot = std::make_unique<GroupSlot>();
+    auto set = std::make_shared<ParamSet>();
+    for (std::size_t pos = 0; pos < members.size(); ++pos) {
+      const std::uint32_t node = members[pos];
+      slot->nodes.push_back(node);
+      slot->kernels.push_back(def.nodes[node].task.kernel);
+      set->params.push_back(def.nodes[node].task.params);
+      g->nodes[node].group_pos = static_cast<std::uint32_t>(pos);
+    }
+    slot->current.store(std::move(set));
+    g->groups.push_back(std::move(slot));
+  }
+  return g;
+}
+
+std::string ExecGraph::describe(std::uint32_t node) const {
+  return cat("task #", node, " '", names[node], "'");
+}
+
+std::string ExecGraph::dot() const {
+  GraphDefData def;  // rebuilt from the compact tables: only names, streams, edges and groups matter
+  def.nodes.resize(nodes.size());
+  for (std::uint32_t i = 0; i < nodes.size(); ++i) {
+    def.nodes[i].task.kind = nodes[i].kind;
+    def.nodes[i].stream_id = stream_ids[i];
+    for (std::uint32_t k = nodes[i].succ_begin; k < nodes[i].succ_end; ++k)
+      def.nodes[succ[k]].deps.push_back(i);
+  }
+  for (const auto& slot : groups) def.groups.push_back(slot->nodes);
+  return def.dot("graph " + std::to_string(graph_id), names);
+}
+
+}  // namespace npugraph::detail

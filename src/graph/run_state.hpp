@@ -1,0 +1,50 @@
+// Per-replay state of the CPU graph executor.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "backends/cpu/compute_pool.hpp"
+#include "graph/exec_graph.hpp"
+
+namespace npugraph::detail {
+
+struct RunState final : ComputePool::Job {
+  explicit RunState(const ExecGraph& graph);
+
+  bool has_work() const override;
+  void help() override;
+
+  // Runs nodes until none is claimable; the owner also waits until every sink has run.
+  void work(bool owner);
+
+  const ExecGraph* graph = nullptr;
+  StreamState* stream = nullptr;
+  ComputePool* pool = nullptr;
+  bool parallel = false;  // whether helpers are invited
+
+  std::unique_ptr<std::atomic<std::int32_t>[]> counters;
+  std::vector<std::shared_ptr<const ParamSet>> pinned;  // per group, taken at its first task
+
+  std::atomic<std::uint32_t> next_source{0};
+  std::atomic<std::uint32_t> sinks_left{0};
+
+  std::mutex ready_mu;
+  std::vector<std::uint32_t> ready;
+  std::atomic<std::int32_t> ready_count{0};
+
+  std::mutex wake_mu;
+  std::condition_variable wake_cv;
+  std::atomic<bool> owner_waiting{false};
+
+ private:
+  void run_node(std::uint32_t node);
+  void push_ready(std::uint32_t node);
+  bool pop_ready(std::uint32_t& node);
+  void finish_sinks(std::uint32_t count);
+};
+
+}  // namespace npugraph::detail

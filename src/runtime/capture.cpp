@@ -1,0 +1,235 @@
+#include "runtime/capture.hpp"
+
+#include <algorithm>
+#include <sstream>
+
+#include "core/mem_pool.hpp"
+#include "graph/graph_core.hpp"
+#include "npugraph/error.hpp"
+#include "runtime/sync_objects.hpp"
+
+namespace npugraph::detail {
+namespace {
+
+// Captures in progress, for the capture-mode checks of synchronizing calls.
+std::vector<CaptureState*>& active_captures() {
+  static std::vector<CaptureState*> v;
+  return v;
+}
+std::atomic<int> g_active{0};
+
+const char* mode_name(CaptureMode m) {
+  switch (m) {
+    case CaptureMode::global: return "global";
+    case CaptureMode::thread_local_: return "thread_local";
+    case CaptureMode::relaxed: return "relaxed";
+  }
+  return "?";
+}
+
+void leave_capture(StreamState& s) {
+  s.mode.store(StreamMode::normal, std::memory_order_release);
+  s.capture.reset();
+  s.frontier.clear();
+  s.open_group = -1;
+}
+
+// Every joined stream leaves capture mode. A failed capture makes the handles it issued stale.
+void finish(CaptureState& c, bool success = false) {
+  for (auto& s : c.streams) leave_capture(*s);
+  auto& v = active_captures();
+  std::erase(v, &c);
+  g_active.store(static_cast<int>(v.size()));
+  if (auto core = c.graph.lock()) {
+    core->capture.reset();
+    core->state = Graph::State::empty;
+    core->pool = PoolHandle();
+    if (!success) ++core->generation;
+  }
+}
+
+void check_capture_valid(const CaptureState& c, const StreamState& s, const char* what) {
+  NG_CHECK_STATE(c.invalid.empty(), what, " on ", s.str(), ": the capture of graph ", c.graph_id,
+                 " was invalidated (", c.invalid, "); end it with capture_end, which discards it");
+}
+
+}  // namespace
+
+const std::shared_ptr<MemPool>& capture_pool(const CaptureState& capture) { return capture.pool; }
+
+void begin_capture(const std::shared_ptr<StreamState>& stream, const std::shared_ptr<GraphCore>& core,
+                   const CaptureOptions& options) {
+  StreamState& s = *stream;
+  NG_CHECK_STATE(s.id != 0, "capture_begin: cannot capture ", s.str(),
+                 ": capture on a side stream (CaptureScope makes one current for you, or use "
+                 "Stream::create() with a StreamGuard)");
+  NG_CHECK_STATE(s.mode.load() != StreamMode::capturing, "capture_begin: ", s.str(),
+                 " is already capturing (graph ", s.capture ? s.capture->graph_id : 0,
+                 "); end that capture first");
+  NG_CHECK_STATE(s.mode.load() != StreamMode::updating, "capture_begin: ", s.str(),
+                 " is in task-update mode; call task_update_end first");
+  NG_CHECK_STATE(core->state == Graph::State::empty, "capture_begin: graph ", core->id, " is ",
+                 core->state == Graph::State::ready ? "already captured; reset() it first"
+                                                    : "already capturing");
+  if (options.pool.defined())
+    NG_CHECK_ARG(options.pool.impl()->device() == s.device, "capture_begin: pool = ",
+                 options.pool.id(), ": belongs to ", options.pool.impl()->device().str(),
+                 ", the stream to ", s.device.str());
+  auto c = std::make_shared<CaptureState>();
+  c->graph_id = core->id;
+  c->mode = options.mode;
+  c->thread = std::this_thread::get_id();
+  c->graph = core;
+  c->pool = options.pool.defined() ? options.pool.impl() : std::make_shared<MemPool>(s.device, true);
+  c->origin = stream;
+  c->streams.push_back(stream);
+  s.capture = c;
+  s.frontier.clear();
+  s.open_group = -1;
+  s.mode.store(StreamMode::capturing, std::memory_order_release);
+  active_captures().push_back(c.get());
+  g_active.store(static_cast<int>(active_captures().size()));
+  core->state = Graph::State::capturing;
+  core->capture = c;
+  core->pool = PoolHandle(c->pool);
+}
+
+GraphDefData end_capture(StreamState& s, GraphCore& core) {
+  NG_CHECK_STATE(core.capture != nullptr, "capture_end: graph ", core.id, " is not capturing");
+  std::shared_ptr<CaptureState> c = core.capture;
+  NG_CHECK_STATE(c->origin.get() == &s, "capture_end: the capture of graph ", c->graph_id,
+                 " began on ", c->origin->str(), "; end it there, not on ", s.str());
+  if (!c->invalid.empty()) {
+    const std::string why = c->invalid;
+    finish(*c);
+    NG_THROW(StateError, "capture_end: the capture of graph ", c->graph_id,
+             " was invalidated and is discarded: ", why);
+  }
+  for (auto& js : c->streams) {
+    if (js->open_group >= 0) {
+      const std::string where = js->str();
+      finish(*c);
+      NG_THROW(StateError, "capture_end: a task group is still open on ", where,
+               ": call task_group_end(stream) before capture_end; the capture is discarded");
+    }
+  }
+  // Unjoined work: every recorded task must be an ancestor of (or be) the origin's last tasks.
+  const auto& nodes = c->def.nodes;
+  std::vector<char> reached(nodes.size(), 0);
+  std::vector<std::uint32_t> stack(s.frontier.begin(), s.frontier.end());
+  while (!stack.empty()) {
+    const std::uint32_t n = stack.back();
+    stack.pop_back();
+    if (reached[n]) continue;
+    reached[n] = 1;
+    for (std::uint32_t d : nodes[n].deps) stack.push_back(d);
+  }
+  for (std::uint32_t n = 0; n < nodes.size(); ++n) {
+    if (reached[n]) continue;
+    std::string stream_name = "stream " + std::to_string(nodes[n].stream_id);
+    for (auto& js : c->streams)
+      if (js->id == nodes[n].stream_id) stream_name = js->str();
+    const std::string what = c->def.describe(n);
+    finish(*c);
+    NG_THROW(StateError, "capture_end: unjoined work: ", what, " on ", stream_name,
+             " is not joined back into ", s.str(), " (record an event on ", stream_name,
+             " and make ", s.str(), " wait on it before capture_end); the capture is discarded");
+  }
+  GraphDefData def = std::move(c->def);
+  finish(*c, /*success=*/true);
+  return def;
+}
+
+void abandon_capture(CaptureState& capture) { finish(capture); }
+
+void record_task(StreamState& s, Task&& task) {
+  CaptureState& c = *s.capture;
+  check_capture_valid(c, s, task_name(task));
+  NG_CHECK_STATE(s.open_group < 0 || task.kind == TaskKind::kernel, "task group on ", s.str(),
+                 ": only kernel launches may be issued inside a task group; '", task_name(task),
+                 "' was not recorded (the capture is still valid)");
+  Node node;
+  node.task = std::move(task);
+  node.deps = s.frontier;
+  node.stream_id = s.id;
+  node.group = s.open_group;
+  const std::uint32_t id = c.def.add(std::move(node));
+  s.frontier.assign(1, id);
+  if (s.open_group >= 0) c.def.groups[static_cast<std::size_t>(s.open_group)].push_back(id);
+}
+
+void capture_event_record(StreamState& s, EventState& event) {
+  CaptureState& c = *s.capture;
+  check_capture_valid(c, s, "Event::record");
+  NG_CHECK_STATE(s.open_group < 0, "task group on ", s.str(),
+                 ": only kernel launches may be issued inside a task group; 'event_record' was not "
+                 "recorded (the capture is still valid)");
+  std::lock_guard lock(event.mu);
+  event.captured = true;
+  event.capture = s.capture;
+  event.captured_nodes = s.frontier;
+}
+
+void capture_event_wait(const std::shared_ptr<StreamState>& stream,
+                        const std::shared_ptr<CaptureState>& capture,
+                        const std::vector<std::uint32_t>& nodes) {
+  StreamState& s = *stream;
+  NG_CHECK_STATE(capture != nullptr && std::find(active_captures().begin(), active_captures().end(),
+                                                 capture.get()) != active_captures().end(),
+                 "Stream::wait(event) on ", s.str(),
+                 ": the event was last recorded inside a capture that has ended; record it again");
+  check_capture_valid(*capture, s, "Stream::wait(event)");
+  switch (s.mode.load()) {
+    case StreamMode::updating:
+      NG_THROW(StateError, "Stream::wait(event) on ", s.str(),
+               ": the stream is in task-update mode and the event belongs to a capture");
+    case StreamMode::normal:  // fork: the stream joins the capture
+      s.capture = capture;
+      s.frontier = nodes;
+      s.open_group = -1;
+      s.mode.store(StreamMode::capturing, std::memory_order_release);
+      capture->streams.push_back(stream);
+      return;
+    case StreamMode::capturing:
+      NG_CHECK_STATE(s.capture == capture, "Stream::wait(event) on ", s.str(),
+                     ": the stream captures graph ", s.capture->graph_id,
+                     " but the event was recorded in the capture of graph ", capture->graph_id);
+      NG_CHECK_STATE(s.open_group < 0, "task group on ", s.str(),
+                     ": only kernel launches may be issued inside a task group; 'event_wait' was "
+                     "not recorded (the capture is still valid)");
+      for (std::uint32_t n : nodes)
+        if (std::find(s.frontier.begin(), s.frontier.end(), n) == s.frontier.end())
+          s.frontier.push_back(n);
+      return;
+  }
+}
+
+void check_sync_call(const char* call, const StreamState* target) {
+  if (g_active.load(std::memory_order_acquire) == 0) return;
+  std::lock_guard lock(runtime_mutex());
+  const auto me = std::this_thread::get_id();
+  std::vector<CaptureState*> offended;
+  std::string why;
+  for (CaptureState* c : active_captures()) {
+    const bool on_capture = target && target->capture.get() == c;
+    const bool bad = on_capture || c->mode == CaptureMode::global ||
+                     (c->mode == CaptureMode::thread_local_ && c->thread == me);
+    if (!bad) continue;
+    offended.push_back(c);
+    std::ostringstream os;
+    if (on_capture)
+      os << call << " on " << target->str() << ", which is capturing graph " << c->graph_id;
+    else
+      os << call << " while graph " << c->graph_id << " is being captured in " << mode_name(c->mode)
+         << " mode";
+    if (why.empty()) why = os.str();
+    if (c->invalid.empty()) c->invalid = os.str();
+  }
+  if (!offended.empty())
+    NG_THROW(StateError, why,
+             " is not allowed: the capture is invalidated (capture_end will discard it). Synchronize "
+             "before capture_begin, or capture with mode 'relaxed' / 'thread_local' if this call is "
+             "safe");
+}
+
+}  // namespace npugraph::detail

@@ -1,0 +1,135 @@
+#include "npugraph/event.hpp"
+
+#include "npugraph/error.hpp"
+#include "npugraph/stream.hpp"
+#include "runtime/capture.hpp"
+#include "runtime/issue.hpp"
+#include "runtime/sync_objects.hpp"
+
+namespace npugraph::detail {
+
+void event_complete(EventState& event, std::uint64_t seq) {
+  {
+    std::lock_guard lock(event.mu);
+    if (seq > event.completed) {
+      event.completed = seq;
+      event.completed_at = std::chrono::steady_clock::now();
+    }
+  }
+  event.cv.notify_all();
+}
+
+void event_block(EventState& event, std::uint64_t seq, StreamState& stream) {
+  std::unique_lock lock(event.mu);
+  while (event.completed < seq) {
+    if (runtime_exiting()) return;
+    event.cv.wait_for(lock, std::chrono::milliseconds(20));
+  }
+  (void)stream;
+}
+
+}  // namespace npugraph::detail
+
+namespace npugraph {
+
+using detail::EventState;
+using detail::StreamMode;
+
+Event::Event(EventOptions options) : state_(std::make_shared<EventState>(options.enable_timing)) {}
+
+void Event::record() { record(current_stream()); }
+
+void Event::record(const Stream& stream) {
+  auto& s = detail::state_of(stream);
+  if (s.mode.load(std::memory_order_acquire) == StreamMode::capturing) {
+    std::lock_guard lock(detail::runtime_mutex());
+    if (s.mode.load() == StreamMode::capturing) {
+      detail::capture_event_record(s, *state_);
+      return;
+    }
+  }
+  std::uint64_t seq;
+  {
+    std::lock_guard lock(state_->mu);
+    seq = ++state_->recorded;
+    state_->captured = false;
+    state_->capture.reset();
+    state_->captured_nodes.clear();
+  }
+  detail::Task task;
+  task.kind = detail::TaskKind::event_record;
+  task.object = state_;
+  task.value = seq;
+  detail::issue(s, std::move(task));
+}
+
+void Event::wait(const Stream& stream) const {
+  auto& s = detail::state_of(stream);
+  std::shared_ptr<detail::CaptureState> capture;
+  std::vector<std::uint32_t> nodes;
+  std::uint64_t seq;
+  bool captured;
+  {
+    std::lock_guard lock(state_->mu);
+    captured = state_->captured;
+    if (captured) {
+      capture = state_->capture.lock();
+      nodes = state_->captured_nodes;
+    }
+    seq = state_->recorded;
+  }
+  if (captured) {
+    std::lock_guard lock(detail::runtime_mutex());
+    detail::capture_event_wait(stream.impl(), capture, nodes);
+    return;
+  }
+  if (s.mode.load() == StreamMode::capturing)
+    NG_THROW(StateError, "Stream::wait(event) on ", s.str(),
+             ": the stream is capturing and the event was recorded outside the capture; record it "
+             "before capture_begin and wait on it there, or use an ExternalEvent for signals that "
+             "cross the graph boundary");
+  if (seq == 0) return;  // never recorded: nothing to wait for
+  detail::Task task;
+  task.kind = detail::TaskKind::event_wait;
+  task.object = state_;
+  task.value = seq;
+  detail::issue(s, std::move(task));
+}
+
+bool Event::query() const {
+  detail::check_sync_call("Event::query", nullptr);
+  std::lock_guard lock(state_->mu);
+  return state_->completed >= state_->recorded;
+}
+
+void Event::synchronize() const {
+  detail::check_sync_call("Event::synchronize", nullptr);
+  std::unique_lock lock(state_->mu);
+  const std::uint64_t target = state_->recorded;
+  state_->cv.wait(lock, [&] { return state_->completed >= target; });
+}
+
+float Event::elapsed_time(const Event& end) const {
+  NG_CHECK_ARG(state_->timing && end.state_->timing,
+               "Event::elapsed_time: both events need EventOptions{.enable_timing = true}");
+  std::chrono::steady_clock::time_point a, b;
+  {
+    std::lock_guard lock(state_->mu);
+    NG_CHECK_STATE(state_->recorded > 0 && state_->completed >= state_->recorded,
+                   "Event::elapsed_time: the start event has not been recorded or has not run yet "
+                   "(synchronize it first)");
+    a = state_->completed_at;
+  }
+  {
+    std::lock_guard lock(end.state_->mu);
+    NG_CHECK_STATE(end.state_->recorded > 0 && end.state_->completed >= end.state_->recorded,
+                   "Event::elapsed_time: the end event has not been recorded or has not run yet "
+                   "(synchronize it first)");
+    b = end.state_->completed_at;
+  }
+  return std::chrono::duration<float, std::milli>(b - a).count();
+}
+
+void Stream::wait(const Event& event) const { event.wait(*this); }
+
+}  // namespace npugraph

@@ -1,0 +1,137 @@
+#include "npugraph/external_event.hpp"
+
+#include <atomic>
+
+#include "npugraph/error.hpp"
+#include "npugraph/stream.hpp"
+#include "runtime/issue.hpp"
+#include "runtime/sync_objects.hpp"
+
+namespace npugraph::detail {
+namespace {
+
+std::atomic<std::int64_t> g_default_deadline_ms{10000};
+std::atomic<std::uint64_t> g_next_event{1};
+
+std::chrono::milliseconds deadline_of(const ExternalEventState& e) {
+  return std::chrono::milliseconds(e.deadline_ms >= 0 ? e.deadline_ms : g_default_deadline_ms.load());
+}
+
+}  // namespace
+
+ExternalEventState::ExternalEventState(std::string n)
+    : name(n.empty() ? "external_event_" + std::to_string(g_next_event.fetch_add(1)) : std::move(n)) {}
+
+void external_record(ExternalEventState& e) {
+  std::uint64_t collapsed = 0;
+  {
+    std::lock_guard lock(e.mu);
+    if (e.signal) collapsed = ++e.collapsed;
+    e.signal = true;
+  }
+  e.cv.notify_all();
+  if (collapsed)
+    diagnose("ExternalEvent '" + e.name + "': record found the signal already set (collapsed signal #" +
+             std::to_string(collapsed) +
+             "): two records before one wait deliver one signal, so a second wait will block");
+}
+
+void external_wait(ExternalEventState& e, const WaitSite& site) {
+  using clock = std::chrono::steady_clock;
+  std::unique_lock lock(e.mu);
+  if (e.signal) {
+    e.signal = false;
+    return;
+  }
+  const auto start = clock::now();
+  const auto deadline = deadline_of(e);
+  bool reported = false;
+  while (!e.signal) {
+    if (runtime_exiting()) return;
+    e.cv.wait_for(lock, std::chrono::milliseconds(10));
+    if (!reported && !e.signal && clock::now() - start >= deadline) {
+      reported = true;
+      std::string what = "ExternalEvent '" + e.name + "' wait";
+      if (site.graph_id)
+        what += " (graph " + std::to_string(site.graph_id) + ", task #" + std::to_string(site.node) + ")";
+      lock.unlock();
+      site.stream->set_stall(Stall{what, start, deadline});
+      diagnose(site.stream->str() + " is blocked in " + what + " for more than " +
+               std::to_string(deadline.count()) + " ms: no record has arrived");
+      lock.lock();
+    }
+  }
+  e.signal = false;
+  if (reported) {
+    lock.unlock();
+    site.stream->set_stall(std::nullopt);
+  }
+}
+
+void external_reset(ExternalEventState& e) {
+  std::lock_guard lock(e.mu);
+  e.signal = false;
+}
+
+}  // namespace npugraph::detail
+
+namespace npugraph {
+
+namespace {
+void issue_external(const Stream& stream, detail::TaskKind kind,
+                    const std::shared_ptr<detail::ExternalEventState>& e) {
+  detail::Task task;
+  task.kind = kind;
+  task.object = e;
+  detail::issue(detail::state_of(stream), std::move(task));
+}
+}  // namespace
+
+ExternalEvent::ExternalEvent(std::string name)
+    : state_(std::make_shared<detail::ExternalEventState>(std::move(name))) {}
+
+void ExternalEvent::record(const Stream& stream) {
+  issue_external(stream, detail::TaskKind::ext_record, state_);
+}
+void ExternalEvent::wait(const Stream& stream) {
+  issue_external(stream, detail::TaskKind::ext_wait, state_);
+}
+void ExternalEvent::reset(const Stream& stream) {
+  issue_external(stream, detail::TaskKind::ext_reset, state_);
+}
+
+const std::string& ExternalEvent::name() const { return state_->name; }
+
+bool ExternalEvent::is_set() const {
+  std::lock_guard lock(state_->mu);
+  return state_->signal;
+}
+
+std::uint64_t ExternalEvent::collapsed_records() const {
+  std::lock_guard lock(state_->mu);
+  return state_->collapsed;
+}
+
+void ExternalEvent::set_wait_deadline(std::chrono::milliseconds deadline) {
+  NG_CHECK_ARG(deadline.count() >= 0, "ExternalEvent::set_wait_deadline: deadline = ",
+               deadline.count(), " ms: must be >= 0");
+  std::lock_guard lock(state_->mu);
+  state_->deadline_ms = deadline.count();
+}
+
+std::chrono::milliseconds ExternalEvent::wait_deadline() const {
+  std::lock_guard lock(state_->mu);
+  return detail::deadline_of(*state_);
+}
+
+void set_default_external_wait_deadline(std::chrono::milliseconds deadline) {
+  NG_CHECK_ARG(deadline.count() >= 0, "set_default_external_wait_deadline: deadline = ",
+               deadline.count(), " ms: must be >= 0");
+  detail::g_default_deadline_ms.store(deadline.count());
+}
+
+std::chrono::milliseconds default_external_wait_deadline() {
+  return std::chrono::milliseconds(detail::g_default_deadline_ms.load());
+}
+
+}  // namespace npugraph

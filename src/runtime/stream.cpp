@@ -1,0 +1,293 @@
+#include "npugraph/stream.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <functional>
+
+#include "core/mem_pool.hpp"
+#include "npugraph/error.hpp"
+#include "npugraph/event.hpp"
+#include "npugraph/external_event.hpp"
+#include "graph/task_update.hpp"
+#include "runtime/capture.hpp"
+#include "runtime/stream_state.hpp"
+
+namespace npugraph::detail {
+namespace {
+
+std::atomic<bool> g_exiting{false};
+
+// Every live stream, for device_synchronize and an orderly shutdown at exit.
+struct Registry {
+  std::mutex mu;
+  std::vector<std::weak_ptr<StreamState>> streams;
+  std::shared_ptr<StreamState> default_cpu;
+  std::uint64_t next_id = 1;
+
+  ~Registry() {
+    g_exiting.store(true);
+    std::vector<std::shared_ptr<StreamState>> live;
+    {
+      std::lock_guard lock(mu);
+      for (auto& w : streams)
+        if (auto s = w.lock()) live.push_back(std::move(s));
+    }
+    for (auto& s : live) s->queue->shutdown();
+  }
+
+  std::vector<std::shared_ptr<StreamState>> snapshot(Device device) {
+    std::lock_guard lock(mu);
+    std::vector<std::shared_ptr<StreamState>> out;
+    for (auto& w : streams)
+      if (auto s = w.lock(); s && s->device == device) out.push_back(std::move(s));
+    return out;
+  }
+};
+
+Registry& registry() {
+  static Registry r;
+  return r;
+}
+
+std::shared_ptr<StreamState> make_stream(Device device, StreamOptions options, bool is_default) {
+  Backend& backend = backend_for(device);
+  NG_CHECK_ARG(options.num_threads >= 0, "Stream::create: num_threads = ", options.num_threads,
+               ": must be >= 0 (0: the machine's cores)");
+  const int threads = options.num_threads ? options.num_threads : backend.default_num_threads();
+  Registry& r = registry();
+  std::uint64_t id;
+  {
+    std::lock_guard lock(r.mu);
+    id = is_default ? 0 : r.next_id++;
+  }
+  auto state = std::make_shared<StreamState>(device, id, threads);
+  state->queue = backend.create_queue(*state);
+  std::lock_guard lock(r.mu);
+  std::erase_if(r.streams, [](const auto& w) { return w.expired(); });
+  r.streams.push_back(state);
+  return state;
+}
+
+const std::shared_ptr<StreamState>& default_state(Device device) {
+  backend_for(device);
+  Registry& r = registry();
+  static std::once_flag once;
+  std::call_once(once, [&] { r.default_cpu = make_stream(device, {}, true); });
+  return r.default_cpu;
+}
+
+thread_local std::shared_ptr<StreamState> t_current;
+
+std::mutex& diag_mutex() {
+  static std::mutex m;
+  return m;
+}
+DiagnosticHandler& diag_handler() {
+  static DiagnosticHandler h;
+  return h;
+}
+
+// Waits for `s` to finish what was issued before the call; throws on stalls, timeouts, errors.
+void sync_stream(StreamState& s, std::optional<std::chrono::milliseconds> timeout) {
+  using clock = std::chrono::steady_clock;
+  const std::uint64_t target = s.queue->submitted();
+  const auto start = clock::now();
+  for (;;) {
+    auto slice = clock::now() + std::chrono::milliseconds(20);
+    if (timeout) slice = std::min(slice, start + *timeout);
+    if (s.queue->wait_completed(target, slice)) break;
+    const auto stall = s.stall();
+    if (stall) {
+      const auto blocked = std::chrono::duration_cast<std::chrono::milliseconds>(clock::now() - stall->since);
+      NG_THROW(TimeoutError, s.str(), ": synchronize gave up: the stream is blocked in ", stall->what,
+               " for ", blocked.count(), " ms, past its ", stall->deadline.count(),
+               " ms deadline (is a record missing, or did two records collapse into one?)");
+    }
+    if (timeout && clock::now() >= start + *timeout)
+      NG_THROW(TimeoutError, s.str(), ": synchronize timed out after ", timeout->count(), " ms with ",
+               s.queue->completed(), " of ", target, " tasks done");
+  }
+  if (auto error = s.take_error()) NG_THROW(TaskError, s.str(), ": ", *error);
+}
+
+}  // namespace
+
+StreamState::StreamState(Device d, std::uint64_t i, int threads)
+    : device(d), id(i), num_threads(threads) {}
+
+StreamState::~StreamState() {
+  if (queue) queue->shutdown();
+}
+
+std::string StreamState::str() const {
+  return device.str() + (id == 0 ? std::string(" default stream") : " stream " + std::to_string(id));
+}
+
+void StreamState::report_error(const std::string& message) noexcept {
+  std::lock_guard lock(mu_);
+  if (errors_++ == 0) {
+    try {
+      error_ = message;
+    } catch (...) {
+    }
+  }
+}
+
+std::optional<std::string> StreamState::take_error() {
+  std::lock_guard lock(mu_);
+  if (errors_ == 0) return std::nullopt;
+  std::string message = std::move(error_);
+  if (errors_ > 1) message += " (and " + std::to_string(errors_ - 1) + " more task errors)";
+  errors_ = 0;
+  error_.clear();
+  return message;
+}
+
+void StreamState::set_stall(std::optional<Stall> stall) {
+  std::lock_guard lock(mu_);
+  stall_ = std::move(stall);
+}
+
+std::optional<Stall> StreamState::stall() const {
+  std::lock_guard lock(mu_);
+  return stall_;
+}
+
+std::mutex& runtime_mutex() {
+  static std::mutex m;
+  return m;
+}
+
+StreamState& state_of(const Stream& stream) {
+  NG_CHECK_ARG(stream.impl() != nullptr, "stream: undefined handle");
+  return *stream.impl();
+}
+
+bool runtime_exiting() { return g_exiting.load(std::memory_order_relaxed); }
+
+void diagnose(const std::string& message) {
+  std::lock_guard lock(diag_mutex());
+  if (diag_handler()) {
+    try {
+      diag_handler()(message);
+    } catch (...) {
+    }
+    return;
+  }
+  std::fprintf(stderr, "npugraph: %s\n", message.c_str());
+}
+
+std::shared_ptr<StreamState> current_state() {
+  if (!t_current) t_current = default_state(Device::cpu());
+  return t_current;
+}
+
+}  // namespace npugraph::detail
+
+namespace npugraph {
+
+using detail::state_of;
+
+Stream Stream::create(Device device, StreamOptions options) {
+  return Stream(detail::make_stream(device, options, false));
+}
+
+Stream Stream::default_stream(Device device) { return Stream(detail::default_state(device)); }
+
+Device Stream::device() const { return state_of(*this).device; }
+std::uint64_t Stream::id() const { return state_of(*this).id; }
+int Stream::num_threads() const { return state_of(*this).num_threads; }
+std::string Stream::str() const { return state_of(*this).str(); }
+
+void Stream::synchronize() const {
+  auto& s = state_of(*this);
+  detail::check_sync_call("Stream::synchronize", &s);
+  detail::sync_stream(s, std::nullopt);
+}
+
+void Stream::synchronize(std::chrono::milliseconds timeout) const {
+  auto& s = state_of(*this);
+  NG_CHECK_ARG(timeout.count() >= 0, "Stream::synchronize: timeout = ", timeout.count(),
+               " ms: must be >= 0");
+  detail::check_sync_call("Stream::synchronize", &s);
+  detail::sync_stream(s, timeout);
+}
+
+bool Stream::query() const {
+  auto& s = state_of(*this);
+  detail::check_sync_call("Stream::query", &s);
+  return s.queue->completed() >= s.queue->submitted();
+}
+
+void Stream::wait(const Stream& other) const {
+  Event e;
+  e.record(other);
+  e.wait(*this);
+}
+
+bool Stream::is_capturing() const {
+  return state_of(*this).mode.load() == detail::StreamMode::capturing;
+}
+
+bool Stream::is_updating() const {
+  return state_of(*this).mode.load() == detail::StreamMode::updating;
+}
+
+Stream current_stream(Device device) {
+  NG_CHECK_AS(UnsupportedError, device.is_cpu(), "current_stream: device = ", device.str(),
+              ": this build has no backend for it (available: cpu)");
+  return Stream(detail::current_state());
+}
+
+void set_current_stream(const Stream& stream) {
+  state_of(stream);
+  detail::t_current = stream.impl();
+}
+
+StreamGuard::StreamGuard(const Stream& stream) : previous_(current_stream(stream.device())) {
+  set_current_stream(stream);
+}
+
+StreamGuard::~StreamGuard() { detail::t_current = previous_.impl(); }
+
+void device_synchronize(Device device) {
+  detail::check_sync_call("device_synchronize", nullptr);
+  std::exception_ptr first;
+  for (auto& s : detail::registry().snapshot(device)) {
+    if (s->mode.load() == detail::StreamMode::capturing) continue;  // its work is recorded, not run
+    try {
+      detail::sync_stream(*s, std::nullopt);
+    } catch (const Error&) {
+      if (!first) first = std::current_exception();
+    }
+  }
+  if (first) std::rethrow_exception(first);
+}
+
+void empty_cache(Device device) {
+  detail::check_sync_call("empty_cache", nullptr);
+  detail::default_pool(device).release_cached();
+}
+
+void set_diagnostic_handler(DiagnosticHandler handler) {
+  std::lock_guard lock(detail::diag_mutex());
+  detail::diag_handler() = std::move(handler);
+}
+
+}  // namespace npugraph
+
+namespace npugraph::detail {
+
+PoolChoice choose_pool(Device device) {
+  auto s = current_state();
+  if (s->mode.load(std::memory_order_acquire) == StreamMode::capturing) {
+    std::lock_guard lock(runtime_mutex());
+    if (s->capture) {
+      const auto& pool = capture_pool(*s->capture);
+      return {pool, pool.get(), s->id};
+    }
+  }
+  return {nullptr, &default_pool(device), s->id};
+}
+
+}  // namespace npugraph::detail

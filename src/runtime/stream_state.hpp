@@ -1,0 +1,75 @@
+// The shared state behind a Stream handle.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "npugraph/device.hpp"
+#include "npugraph/stream.hpp"
+#include "runtime/backend.hpp"
+
+namespace npugraph::detail {
+
+struct CaptureState;
+struct UpdateState;
+
+enum class StreamMode : std::uint8_t { normal, capturing, updating };
+
+// What a stream is blocked on, once a wait has passed its deadline.
+struct Stall {
+  std::string what;  // "ExternalEvent 'ev' wait (graph 2, task #0)"
+  std::chrono::steady_clock::time_point since;
+  std::chrono::milliseconds deadline;
+};
+
+struct StreamState {
+  StreamState(Device device, std::uint64_t id, int num_threads);
+  ~StreamState();
+
+  std::string str() const;  // "cpu stream 3"
+  // A task failed while executing: keep the first message for the next synchronize.
+  void report_error(const std::string& message) noexcept;
+  std::optional<std::string> take_error();
+  void set_stall(std::optional<Stall> stall);
+  std::optional<Stall> stall() const;
+
+  const Device device;
+  const std::uint64_t id;
+  const int num_threads;
+  std::unique_ptr<StreamQueue> queue;
+
+  // Fast-path check for launch(): normal streams enqueue without taking the runtime lock.
+  std::atomic<StreamMode> mode{StreamMode::normal};
+
+  // Capture and update state, guarded by runtime_mutex().
+  std::shared_ptr<CaptureState> capture;
+  std::vector<std::uint32_t> frontier;  // captured nodes the stream's next task depends on
+  int open_group = -1;                   // index of the capture's open task group on this stream
+  std::unique_ptr<UpdateState> update;
+
+ private:
+  mutable std::mutex mu_;
+  std::string error_;
+  std::uint64_t errors_ = 0;
+  std::optional<Stall> stall_;
+};
+
+// Guards every capture / task-group / update state transition (rare, host-side, never hot).
+std::mutex& runtime_mutex();
+
+// The stream's state; throws ArgumentError for an undefined handle.
+StreamState& state_of(const Stream& stream);
+
+// The calling thread's current stream (the default stream until one is set).
+std::shared_ptr<StreamState> current_state();
+
+// Diagnostics (collapsed signals, stalled waits) go through the handler set by the user.
+void diagnose(const std::string& message);
+
+}  // namespace npugraph::detail

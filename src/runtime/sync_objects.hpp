@@ -1,0 +1,61 @@
+// The state behind Event and ExternalEvent, and the task bodies that act on them.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace npugraph::detail {
+
+struct StreamState;
+struct CaptureState;
+
+struct EventState {
+  explicit EventState(bool enable_timing) : timing(enable_timing) {}
+  const bool timing;
+
+  std::mutex mu;
+  std::condition_variable cv;
+  std::uint64_t recorded = 0;   // sequence number of the most recent eager record
+  std::uint64_t completed = 0;  // highest record sequence that has run
+  std::chrono::steady_clock::time_point completed_at{};
+  // Set when the most recent record happened in a capture: the nodes it marks.
+  std::weak_ptr<CaptureState> capture;
+  std::vector<std::uint32_t> captured_nodes;
+  bool captured = false;
+};
+
+// A record task ran.
+void event_complete(EventState& event, std::uint64_t seq);
+// A wait task: blocks until the record `seq` has run.
+void event_block(EventState& event, std::uint64_t seq, StreamState& stream);
+
+struct ExternalEventState {
+  explicit ExternalEventState(std::string name);
+  const std::string name;
+  std::mutex mu;
+  std::condition_variable cv;
+  bool signal = false;
+  std::uint64_t collapsed = 0;
+  std::int64_t deadline_ms = -1;  // -1: the process default
+};
+
+// Where a blocking wait runs, for stall reports: the stream and, in a replay, the graph task.
+struct WaitSite {
+  StreamState* stream;
+  std::uint64_t graph_id = 0;  // 0: not in a graph
+  std::uint32_t node = 0;
+};
+
+void external_record(ExternalEventState& event);
+void external_wait(ExternalEventState& event, const WaitSite& site);
+void external_reset(ExternalEventState& event);
+
+// True once the process is exiting: blocked waits give up so worker threads can be joined.
+bool runtime_exiting();
+
+}  // namespace npugraph::detail

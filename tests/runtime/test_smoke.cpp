@@ -1,0 +1,5 @@
+#include <gtest/gtest.h>
+
+#include "npugraph/npugraph.hpp"
+
+TEST(Smoke, Builds) { SUCCEED(); }
