@@ -14,7 +14,10 @@ using ng::ops::FiaOptions;
 
 class FiaErrors : public ::testing::Test {
  protected:
+  // (Re)builds the valid base case; tests call it again to start over.
   void SetUp() override {
+    opt = FiaOptions{.num_heads = 4, .input_layout = "BNSD", .num_key_value_heads = 2,
+                     .softmax_lse_flag = true};
     q = random_tensor(qv, {2, 4, 3, 8}, DType::f16, 1);
     k = random_tensor(kv, {2, 2, 5, 8}, DType::f16, 2);
     v = random_tensor(vv, {2, 2, 5, 8}, DType::f16, 3);
@@ -33,8 +36,7 @@ class FiaErrors : public ::testing::Test {
     return [this] { (void)ng::ops::fia_workspace_bytes(q, k, v, opt); };
   }
 
-  FiaOptions opt{.num_heads = 4, .input_layout = "BNSD", .num_key_value_heads = 2,
-                 .softmax_lse_flag = true};
+  FiaOptions opt;
   std::vector<double> qv, kv, vv;
   Tensor q, k, v, out, lse, ws;
 };

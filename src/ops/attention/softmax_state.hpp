@@ -9,8 +9,8 @@
 //   - empty: no column, or only columns whose score is -inf. `max` stays -inf, `sum` stays 0, and
 //     add() must not be called (exp(-inf - -inf) would be NaN). lse() is +inf: the convention of FIA
 //     for a row with nothing visible, whose output is 0.
-//   - NaN: a NaN score becomes the maximum and stays it, so sum, acc and lse all turn NaN: NaN in,
-//     NaN out, never a silently finite row.
+//   - NaN: add(NaN) makes `sum` (and the caller's acc) NaN, and raise_max(NaN) makes the maximum NaN
+//     for good, so the row's output and lse turn NaN: NaN in, NaN out, never a silently finite row.
 //   - +inf: a +inf score makes exp(inf - inf) = NaN: such a row is NaN as well.
 #pragma once
 

@@ -1,0 +1,148 @@
+// Streams and events (DESIGN §3.1).
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+#include <vector>
+
+#include "npugraph/npugraph.hpp"
+#include "test_util.hpp"
+
+using namespace npugraph;
+using namespace std::chrono_literals;
+using ngtest::throws_with;
+
+TEST(Stream, RunsInIssueOrderAsynchronously) {
+  Stream s = Stream::create();
+  std::vector<int> order;
+  std::atomic<bool> gate{false};
+  launch_host_func(s, [&] { while (!gate.load()) std::this_thread::yield(); order.push_back(0); });
+  for (int i = 1; i <= 100; ++i) launch_host_func(s, [&order, i] { order.push_back(i); });
+  EXPECT_FALSE(s.query());  // blocked behind the gate: the issuing thread did not wait
+  gate = true;
+  s.synchronize();
+  EXPECT_TRUE(s.query());
+  ASSERT_EQ(order.size(), 101u);
+  for (int i = 0; i <= 100; ++i) EXPECT_EQ(order[static_cast<std::size_t>(i)], i);
+}
+
+TEST(Stream, CurrentStreamAndGuard) {
+  Stream s = Stream::create();
+  EXPECT_TRUE(current_stream().is_default());
+  {
+    StreamGuard g(s);
+    EXPECT_EQ(current_stream(), s);
+  }
+  EXPECT_TRUE(current_stream().is_default());
+  EXPECT_NE(s.id(), 0u);
+  EXPECT_EQ(s.str(), "cpu stream " + std::to_string(s.id()));
+}
+
+TEST(Stream, KernelsFillCopyAndAddGiveTheRightValues) {
+  Stream s = Stream::create();
+  StreamGuard g(s);
+  Tensor a = empty({5}, f32), b = empty({5}, f32), c = empty({5}, f32);
+  fill_(a, 1.5);
+  fill_(b, 2.0);
+  ops::add_out(a, b, c);
+  Tensor d = ops::scale(c, 2.0);
+  Tensor e = empty({5}, f32);
+  copy_(e, d);
+  s.synchronize();
+  EXPECT_EQ(ngtest::values_of(e), std::vector<float>(5, 7.0f));
+  Tensor h = zeros({3}, f16);
+  s.synchronize();
+  EXPECT_EQ(static_cast<float>(h.data_ptr<half>()[2]), 0.0f);
+}
+
+TEST(Stream, ATaskErrorSurfacesAtSynchronizeNamingTheTaskAndTheStreamStaysUsable) {
+  Stream s = Stream::create();
+  launch_host_func(s, [] { throw std::runtime_error("boom"); });
+  int after = 0;
+  launch_host_func(s, [&] { after = 1; });
+  EXPECT_TRUE(throws_with<TaskError>([&] { s.synchronize(); }, {"host_func", "boom", s.str()}));
+  EXPECT_EQ(after, 1);                 // later work still ran
+  EXPECT_NO_THROW(s.synchronize());    // the error was reported once
+  launch_host_func(s, [&] { after = 2; });
+  s.synchronize();
+  EXPECT_EQ(after, 2);
+}
+
+TEST(Stream, SynchronizeWithTimeoutThrowsWhenWorkDoesNotFinish) {
+  Stream s = Stream::create();
+  std::atomic<bool> gate{false};
+  launch_host_func(s, [&] { while (!gate.load()) std::this_thread::sleep_for(1ms); });
+  EXPECT_TRUE(throws_with<TimeoutError>([&] { s.synchronize(30ms); }, {"timed out after 30 ms", "0 of 1"}));
+  gate = true;
+  EXPECT_NO_THROW(s.synchronize());
+}
+
+TEST(Event, OrdersOneStreamAfterAnother) {
+  Stream a = Stream::create(), b = Stream::create();
+  std::atomic<bool> gate{false};
+  std::atomic<int> seen{-1};
+  int value = 0;
+  launch_host_func(a, [&] { while (!gate.load()) std::this_thread::yield(); value = 42; });
+  Event e;
+  e.record(a);
+  b.wait(e);
+  launch_host_func(b, [&] { seen = value; });
+  std::this_thread::sleep_for(5ms);
+  EXPECT_EQ(seen.load(), -1);  // b is held by the event
+  EXPECT_FALSE(e.query());
+  gate = true;
+  b.synchronize();
+  EXPECT_EQ(seen.load(), 42);
+  EXPECT_TRUE(e.query());
+}
+
+TEST(Event, WaitStreamAndSynchronize) {
+  Stream a = Stream::create(), b = Stream::create();
+  int value = 0, seen = 0;
+  launch_host_func(a, [&] { std::this_thread::sleep_for(2ms); value = 7; });
+  b.wait(a);
+  launch_host_func(b, [&] { seen = value; });
+  b.synchronize();
+  EXPECT_EQ(seen, 7);
+  Event e;
+  EXPECT_TRUE(e.query());  // never recorded
+  e.record(a);
+  e.synchronize();
+  EXPECT_TRUE(e.query());
+}
+
+TEST(Event, ElapsedTime) {
+  Stream s = Stream::create();
+  Event start({.enable_timing = true}), end({.enable_timing = true});
+  start.record(s);
+  launch_host_func(s, [] { std::this_thread::sleep_for(20ms); });
+  end.record(s);
+  end.synchronize();
+  const float ms = start.elapsed_time(end);
+  EXPECT_GE(ms, 19.0f);
+  EXPECT_LT(ms, 2000.0f);
+  Event plain;
+  plain.record(s);
+  EXPECT_TRUE(throws_with<ArgumentError>([&] { start.elapsed_time(plain); }, {"enable_timing"}));
+}
+
+TEST(Stream, DeviceSynchronizeWaitsForEveryStream) {
+  Stream a = Stream::create(), b = Stream::create();
+  std::atomic<int> done{0};
+  launch_host_func(a, [&] { std::this_thread::sleep_for(5ms); ++done; });
+  launch_host_func(b, [&] { std::this_thread::sleep_for(5ms); ++done; });
+  device_synchronize();
+  EXPECT_EQ(done.load(), 2);
+}
+
+TEST(Stream, BadArguments) {
+  Tensor a = empty({4}, f32), b = empty({5}, f32), c = empty({4}, i32);
+  EXPECT_TRUE(throws_with<ArgumentError>([&] { copy_(a, b); }, {"copy_", "f", "4"}));
+  EXPECT_TRUE(throws_with<ArgumentError>([&] { copy_(a, c); }, {"dtype", "int32"}));
+  EXPECT_TRUE(throws_with<ArgumentError>([&] { fill_(c, 0.5); }, {"value = 0.5", "integer"}));
+  EXPECT_TRUE(throws_with<ArgumentError>([&] { ops::add_out(a, b, a); }, {"add", "b", "shape"}));
+  EXPECT_TRUE(throws_with<ArgumentError>([&] { ops::scale(c, 2.0); }, {"scale", "int32"}));
+  EXPECT_TRUE(throws_with<ArgumentError>([] { Stream::create(Device::cpu(), {.num_threads = -1}); },
+                                         {"num_threads = -1"}));
+}
