@@ -280,6 +280,32 @@ TEST(FiaLimits, MaxHeadsRatioAndDim) {
   EXPECT_LE(worst, 4e-3);
 }
 
+// More batches than the parameter block holds inline (its tail then lives on the heap).
+TEST(FiaBatch, LargeBatchMatchesReference) {
+  const std::int64_t B = ng::ops::attention::FiaParamBuffer::kInlineBatch + 6;
+  RefArgs a{.layout = "BSND", .B = B, .N = 2, .KVN = 1, .Sq = 3, .Skv = 5, .D = 4, .scale = 0.7};
+  for (std::int64_t b = 0; b < B; ++b) {
+    a.actual_seq_lengths.push_back(b % 4);
+    a.actual_seq_lengths_kv.push_back((b * 7) % 6);
+  }
+  std::vector<double> qv, kv, vv;
+  const Tensor q = random_tensor(qv, layout_shape(a.layout, B, 2, 3, 4), DType::f32, 81);
+  const Tensor k = random_tensor(kv, layout_shape(a.layout, B, 1, 5, 4), DType::f32, 82);
+  const Tensor v = random_tensor(vv, layout_shape(a.layout, B, 1, 5, 4), DType::f32, 83);
+  const auto r = ng::ops::fused_infer_attention_score(
+      q, k, v, {.actual_seq_lengths = a.actual_seq_lengths,
+                .actual_seq_lengths_kv = a.actual_seq_lengths_kv, .num_heads = 2, .scale = 0.7,
+                .input_layout = "BSND", .num_key_value_heads = 1, .softmax_lse_flag = true});
+  ng::current_stream().synchronize();
+  const RefResult ref = fia_reference(a, qv, kv, vv);
+  const auto out = read_back(r.attention_out), lse = read_back(r.softmax_lse);
+  for (std::size_t i = 0; i < out.size(); ++i) ASSERT_NEAR(out[i], ref.out[i], 1e-5) << i;
+  for (std::size_t i = 0; i < lse.size(); ++i) {
+    if (std::isinf(ref.lse[i])) ASSERT_EQ(lse[i], ref.lse[i]) << i;
+    else ASSERT_NEAR(lse[i], ref.lse[i], 1e-5 * (1 + std::abs(ref.lse[i]))) << i;
+  }
+}
+
 // The workspace depends on shapes only, and exactly fia_workspace_bytes bytes suffice.
 TEST(FiaWorkspace, ShapesOnlyAndExactSizeSuffices) {
   std::vector<double> qv, kv, vv;
