@@ -5,7 +5,10 @@ JOBS ?= $(shell nproc)
 BUILD ?= build
 ASAN_BUILD ?= build-asan
 CMAKE_FLAGS ?=
-PACKAGES := cmake make g++ libgtest-dev libgmock-dev libbenchmark-dev
+PACKAGES := cmake make g++ libgtest-dev libgmock-dev libbenchmark-dev \
+            python3-dev python3-pybind11 python3-numpy python3-pytest python3-torch
+PYTHON := /usr/bin/python3
+CMAKE_COMMON := -DNPUGRAPH_WERROR=ON -DPython3_EXECUTABLE=$(PYTHON)
 
 .PHONY: all setup build demo test test-release test-asan bench clean
 
@@ -21,7 +24,7 @@ setup:
 	fi
 
 build: setup
-	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DNPUGRAPH_WERROR=ON $(CMAKE_FLAGS)
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_COMMON) $(CMAKE_FLAGS)
 	cmake --build $(BUILD) -j$(JOBS)
 
 demo: build
@@ -33,7 +36,7 @@ test-release: build
 	cd $(BUILD) && ctest --output-on-failure -j$(JOBS)
 
 test-asan: setup
-	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DNPUGRAPH_WERROR=ON \
+	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_COMMON) \
 	  -DNPUGRAPH_SANITIZE=ON -DNPUGRAPH_BUILD_BENCH=OFF $(CMAKE_FLAGS)
 	cmake --build $(ASAN_BUILD) -j$(JOBS)
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \

@@ -127,7 +127,10 @@ class CaptureScope {
   ~CaptureScope() noexcept(false);
   CaptureScope(const CaptureScope&) = delete;
   CaptureScope& operator=(const CaptureScope&) = delete;
+  // Ends the capture (what the destructor does when no exception is leaving the scope).
   void end();
+  // Discards the capture and restores the previous stream (what an exception leaving the scope does).
+  void abandon() noexcept;
   const Stream& stream() const { return stream_; }
 
  private:

@@ -215,13 +215,18 @@ CaptureScope::CaptureScope(Graph& graph, const Stream& stream, CaptureOptions op
 CaptureScope::~CaptureScope() noexcept(false) {
   if (ended_) return;
   if (std::uncaught_exceptions() > exceptions_on_entry_) {
-    ended_ = true;
-    set_current_stream(previous_);
-    std::lock_guard lock(runtime_mutex());
-    if (graph_.impl() && graph_.impl()->capture) detail::abandon_capture(*graph_.impl()->capture);
+    abandon();
     return;
   }
   end();
+}
+
+void CaptureScope::abandon() noexcept {
+  if (ended_) return;
+  ended_ = true;
+  set_current_stream(previous_);
+  std::lock_guard lock(runtime_mutex());
+  if (graph_.impl() && graph_.impl()->capture) detail::abandon_capture(*graph_.impl()->capture);
 }
 
 void CaptureScope::end() {
