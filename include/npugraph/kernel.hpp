@@ -54,6 +54,21 @@ struct KernelDef {
   UpdateCheckFn check_update = nullptr;
 };
 
+// Wraps an op's host path (argument checks, planning, launch). If it throws while `stream` is in
+// task-update mode, the update is abandoned: DESIGN §3.5 says that on any error nothing is installed,
+// the stream leaves update mode and the handle is free again — argument errors included.
+class UpdateErrorGuard {
+ public:
+  explicit UpdateErrorGuard(const Stream& stream) noexcept;
+  ~UpdateErrorGuard();
+  UpdateErrorGuard(const UpdateErrorGuard&) = delete;
+  UpdateErrorGuard& operator=(const UpdateErrorGuard&) = delete;
+
+ private:
+  const Stream& stream_;
+  int exceptions_;
+};
+
 // Issues one kernel launch on `stream` (see the header comment for what that means per mode).
 void launch(const Stream& stream, const KernelDef& kernel, std::span<const std::byte> params);
 

@@ -55,10 +55,6 @@ void* MemPool::allocate(std::size_t nbytes, std::uint64_t stream_id) {
     }
   }
   void* p = std::aligned_alloc(kAlignment, size);
-  if (p == nullptr) {
-    release_cached();
-    p = std::aligned_alloc(kAlignment, size);
-  }
   NG_CHECK_AS(ResourceError, p != nullptr, "out of memory: allocating ", nbytes, " bytes on ",
               device_.str(), " failed (", reserved_, " bytes reserved by this pool)");
   std::lock_guard lock(mu_);

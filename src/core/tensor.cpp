@@ -2,6 +2,8 @@
 
 #include "core/mem_pool.hpp"
 #include "npugraph/error.hpp"
+#include "npugraph/memory.hpp"
+#include "npugraph/stream.hpp"
 
 namespace npugraph {
 
@@ -100,9 +102,26 @@ std::string Tensor::str() const {
 
 Tensor empty(Shape shape, DType dtype, Device device) {
   check_shape(shape, "empty");
-  const std::size_t nbytes = static_cast<std::size_t>(shape.numel()) * dtype_size(dtype);
+  constexpr std::uint64_t kMaxBytes = std::uint64_t{1} << 48;
+  std::uint64_t bytes = dtype_size(dtype);
+  for (int i = 0; i < shape.size(); ++i) {
+    const auto d = static_cast<std::uint64_t>(shape[i]);
+    NG_CHECK_ARG(d == 0 || bytes <= kMaxBytes / d, "empty: shape = ", shape.str(), " of ",
+                 dtype_name(dtype), ": more than 2^48 bytes");
+    bytes *= d;
+  }
+  const std::size_t nbytes = static_cast<std::size_t>(bytes);
   detail::PoolChoice choice = detail::choose_pool(device);
-  void* p = choice.pool->allocate(nbytes, choice.stream_id);
+  void* p;
+  try {
+    p = choice.pool->allocate(nbytes, choice.stream_id);
+  } catch (const ResourceError&) {
+    // Out of memory: return the default pool's cached blocks once queued work no longer needs them
+    // (empty_cache synchronizes first), then retry. Not possible while capturing.
+    if (current_stream(device).is_capturing()) throw;
+    empty_cache(device);
+    p = choice.pool->allocate(nbytes, choice.stream_id);
+  }
   std::shared_ptr<detail::MemPool> hold = std::move(choice.hold);
   if (!hold) hold = std::shared_ptr<detail::MemPool>(std::shared_ptr<void>(), choice.pool);
   auto storage = std::make_shared<Storage>(p, nbytes, device, std::move(hold), choice.stream_id);

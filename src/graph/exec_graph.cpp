@@ -88,6 +88,7 @@ std::shared_ptr<ExecGraph> instantiate(const GraphDefData& def, std::uint64_t gr
       set->params.push_back(def.nodes[node].task.params);
       g->nodes[node].group_pos = static_cast<std::uint32_t>(pos);
     }
+    slot->captured = set;
     slot->current.store(std::move(set));
     g->groups.push_back(std::move(slot));
   }

@@ -26,8 +26,10 @@ struct ParamSet {
 struct GroupSlot {
   std::vector<std::uint32_t> nodes;  // exec node indices, in group order
   std::vector<const KernelDef*> kernels;
+  std::shared_ptr<const ParamSet> captured;  // what capture recorded: updates are checked against it
   std::atomic<std::shared_ptr<const ParamSet>> current;
-  StreamState* updater = nullptr;  // the stream updating it; guarded by runtime_mutex()
+  // The stream updating it; guarded by runtime_mutex(). A stream abandons its update before it dies.
+  StreamState* updater = nullptr;
 };
 
 struct ExecNode {

@@ -36,7 +36,8 @@ GraphDef& GraphDef::operator=(GraphDef&&) noexcept = default;
 
 GraphDef::NodeId GraphDef::add_kernel(const KernelDef& kernel, std::span<const std::byte> params,
                                       std::span<const NodeId> deps) {
-  NG_CHECK_ARG(kernel.cpu != nullptr, "GraphDef::add_kernel: kernel '", kernel.name ? kernel.name : "?",
+  NG_CHECK_ARG(kernel.name != nullptr, "GraphDef::add_kernel: kernel.name = null: every kernel needs a name");
+  NG_CHECK_ARG(kernel.cpu != nullptr, "GraphDef::add_kernel: kernel '", kernel.name,
                "' has no implementation for the cpu backend");
   detail::Node node;
   node.task.kind = detail::TaskKind::kernel;
@@ -82,16 +83,18 @@ Graph::Graph() : core_(std::make_shared<detail::GraphCore>()) { core_->id = g_ne
 
 Graph::~Graph() {
   if (!core_) return;
-  std::lock_guard lock(runtime_mutex());
+  detail::RuntimeLock lock;
   if (core_->capture) detail::abandon_capture(*core_->capture);
+  detail::defer_release(std::move(core_->exec));
 }
 
 Graph::Graph(Graph&&) noexcept = default;
 Graph& Graph::operator=(Graph&& other) noexcept {
   if (this != &other) {
     if (core_) {
-      std::lock_guard lock(runtime_mutex());
+      detail::RuntimeLock lock;
       if (core_->capture) detail::abandon_capture(*core_->capture);
+      detail::defer_release(std::move(core_->exec));
     }
     core_ = std::move(other.core_);
   }
@@ -103,7 +106,7 @@ void Graph::capture_begin(CaptureOptions options) { capture_begin(current_stream
 void Graph::capture_begin(const Stream& stream, CaptureOptions options) {
   NG_CHECK_STATE(core_ != nullptr, "capture_begin: moved-from graph");
   state_of(stream);
-  std::lock_guard lock(runtime_mutex());
+  detail::RuntimeLock lock;
   detail::begin_capture(stream.impl(), core_, options);
 }
 
@@ -112,12 +115,18 @@ void Graph::capture_end() { capture_end(current_stream()); }
 void Graph::capture_end(const Stream& stream) {
   NG_CHECK_STATE(core_ != nullptr, "capture_end: moved-from graph");
   auto& s = state_of(stream);
-  std::lock_guard lock(runtime_mutex());
+  detail::GraphDefData def;  // declared before the lock: its tasks' objects die unlocked
+  detail::RuntimeLock lock;
   NG_CHECK_STATE(core_->state == State::capturing && core_->capture, "capture_end: graph ", core_->id,
                  " is not capturing");
   auto pool = core_->capture->pool;
-  detail::GraphDefData def = detail::end_capture(s, *core_);
-  core_->exec = detail::instantiate(def, core_->id, pool);
+  def = detail::end_capture(s, *core_);
+  try {
+    core_->exec = detail::instantiate(def, core_->id, pool);
+  } catch (...) {
+    ++core_->generation;  // the handles this capture issued name groups that do not exist
+    throw;
+  }
   core_->pool = PoolHandle(pool);
   core_->state = State::ready;
 }
@@ -125,18 +134,22 @@ void Graph::capture_end(const Stream& stream) {
 void Graph::replay() const { replay(current_stream()); }
 
 void Graph::replay(const Stream& stream) const {
-  NG_CHECK_STATE(core_ && core_->state == State::ready && core_->exec, "replay: graph ",
-                 core_ ? core_->id : 0, " has not been captured (capture it, then replay)");
   detail::Task task;
   task.kind = detail::TaskKind::graph_launch;
-  task.object = core_->exec;
+  {
+    std::lock_guard lock(runtime_mutex());  // races with reset() / capture_end() on other threads
+    NG_CHECK_STATE(core_ && core_->state == State::ready && core_->exec, "replay: graph ",
+                   core_ ? core_->id : 0, " has not been captured (capture it, then replay)");
+    task.object = core_->exec;
+  }
   detail::issue(state_of(stream), std::move(task));
 }
 
 void Graph::reset() {
   if (!core_) return;
-  std::lock_guard lock(runtime_mutex());
+  detail::RuntimeLock lock;
   if (core_->capture) detail::abandon_capture(*core_->capture);
+  detail::defer_release(std::move(core_->exec));
   core_->exec.reset();
   core_->pool = PoolHandle();
   core_->state = State::empty;
@@ -225,7 +238,7 @@ void CaptureScope::abandon() noexcept {
   if (ended_) return;
   ended_ = true;
   set_current_stream(previous_);
-  std::lock_guard lock(runtime_mutex());
+  detail::RuntimeLock lock;
   if (graph_.impl() && graph_.impl()->capture) detail::abandon_capture(*graph_.impl()->capture);
 }
 

@@ -16,25 +16,27 @@ std::shared_ptr<ExecGraph> resolve_group(const GroupRef& ref, const char* call) 
                  ") is stale: its graph was reset or destroyed, or its capture failed");
   NG_CHECK_STATE(core->state == Graph::State::ready && core->exec, call, ": graph ", ref.graph_id,
                  " is still capturing: update its task groups after capture_end");
+  NG_CHECK_STATE(ref.group < core->exec->groups.size(), call, ": the task group handle names group ",
+                 ref.group, " but graph ", ref.graph_id, " has ", core->exec->groups.size());
   return core->exec;
 }
-
-namespace {
 
 // Leaves update mode, installing nothing (the rule for every update error).
 void abandon_update(StreamState& s) {
   if (s.update) {
     GroupSlot& slot = *s.update->graph->groups[s.update->group];
     if (slot.updater == &s) slot.updater = nullptr;
-    s.update.reset();
+    defer_release(std::shared_ptr<UpdateState>(std::move(s.update)));
   }
   s.mode.store(StreamMode::normal, std::memory_order_release);
 }
 
-[[noreturn]] void fail_update(StreamState& s, const std::string& message) {
+void fail_update(StreamState& s, const std::string& message) {
   abandon_update(s);
   NG_THROW(StateError, message, " (the update is abandoned: nothing was installed)");
 }
+
+namespace {
 
 std::string group_name(const UpdateState& u) {
   return "group " + std::to_string(u.group) + " of graph " + std::to_string(u.graph->graph_id);
@@ -57,12 +59,15 @@ void update_bind(StreamState& s, Task&& task) {
                                task.kernel->name, "' but task ", i + 1, " of ", group_name(u),
                                " is kernel '", slot.kernels[i]->name, "'"));
   if (task.kernel->check_update) {
-    const std::shared_ptr<const ParamSet> current = slot.current.load();
+    // Against the captured block (not the current one, which patches change asynchronously). It runs
+    // under the runtime lock: a check_update must not call back into npugraph.
     std::string why;
     try {
-      why = task.kernel->check_update(current->params[i].span(), task.params.span());
+      why = task.kernel->check_update(slot.captured->params[i].span(), task.params.span());
     } catch (const std::exception& e) {
       why = e.what();
+    } catch (...) {
+      why = "check_update threw a non-standard exception";
     }
     if (!why.empty())
       fail_update(s, detail::cat("task update on ", s.str(), ": launch ", i + 1, " ('",
@@ -86,7 +91,7 @@ using detail::StreamMode;
 
 bool TaskGroupHandle::valid() const {
   if (!ref_) return false;
-  std::lock_guard lock(runtime_mutex());
+  detail::RuntimeLock lock;
   auto core = ref_->core.lock();
   return core && core->generation == ref_->generation;
 }
@@ -103,7 +108,7 @@ std::uint64_t TaskGroupHandle::graph_id() const {
 
 void task_group_begin(const Stream& stream) {
   auto& s = state_of(stream);
-  std::lock_guard lock(runtime_mutex());
+  detail::RuntimeLock lock;
   NG_CHECK_STATE(s.mode.load() == StreamMode::capturing && s.capture, "task_group_begin: ", s.str(),
                  " is not capturing: task groups are marked during a graph capture (inside a "
                  "CaptureScope, or between capture_begin and capture_end)");
@@ -117,7 +122,7 @@ void task_group_begin(const Stream& stream) {
 
 TaskGroupHandle task_group_end(const Stream& stream) {
   auto& s = state_of(stream);
-  std::lock_guard lock(runtime_mutex());
+  detail::RuntimeLock lock;
   NG_CHECK_STATE(s.mode.load() == StreamMode::capturing && s.capture, "task_group_end: ", s.str(),
                  " is not capturing: task groups are marked during a graph capture");
   if (s.open_group < 0) {
@@ -130,11 +135,11 @@ TaskGroupHandle task_group_end(const Stream& stream) {
   }
   detail::CaptureState& c = *s.capture;
   const int g = s.open_group;
-  s.open_group = -1;
   const auto& nodes = c.def.groups[static_cast<std::size_t>(g)];
   NG_CHECK_STATE(!nodes.empty(), "task_group_end on ", s.str(),
                  ": the group holds no kernel launch; issue the op(s) to update between "
-                 "task_group_begin and task_group_end");
+                 "task_group_begin and task_group_end (the group stays open)");
+  s.open_group = -1;
   auto core = c.graph.lock();
   auto ref = std::make_shared<detail::GroupRef>();
   ref->core = core;
@@ -148,7 +153,7 @@ TaskGroupHandle task_group_end(const Stream& stream) {
 void task_update_begin(const Stream& stream, const TaskGroupHandle& handle) {
   auto& s = state_of(stream);
   NG_CHECK_ARG(handle.defined(), "task_update_begin: handle is undefined (task_group_end returns one)");
-  std::lock_guard lock(runtime_mutex());
+  detail::RuntimeLock lock;
   NG_CHECK_STATE(s.mode.load() != StreamMode::capturing, "task_update_begin: ", s.str(),
                  " is capturing; update on a stream that is not capturing (a second stream, as in "
                  "the seed example)");
@@ -165,6 +170,7 @@ void task_update_begin(const Stream& stream, const TaskGroupHandle& handle) {
                  "; finish that update (task_update_end) first");
   slot.updater = &s;
   s.update = std::make_unique<detail::UpdateState>();
+  s.update->ref = handle.impl();
   s.update->graph = std::move(graph);
   s.update->group = handle.impl()->group;
   s.update->params.reserve(slot.nodes.size());
@@ -173,10 +179,11 @@ void task_update_begin(const Stream& stream, const TaskGroupHandle& handle) {
 
 void task_update_end(const Stream& stream) {
   auto& s = state_of(stream);
-  std::unique_lock lock(runtime_mutex());
+  detail::RuntimeLock lock;
   NG_CHECK_STATE(s.mode.load() == StreamMode::updating && s.update, "task_update_end: ", s.str(),
                  " is not updating: call task_update_begin first");
-  std::unique_ptr<detail::UpdateState> u = std::move(s.update);
+  std::shared_ptr<detail::UpdateState> u(std::move(s.update));
+  detail::defer_release(u);
   detail::GroupSlot& slot = *u->graph->groups[u->group];
   slot.updater = nullptr;
   s.mode.store(StreamMode::normal, std::memory_order_release);
@@ -184,6 +191,7 @@ void task_update_end(const Stream& stream) {
                  slot.nodes.size(), " tasks updated on ", s.str(), " (group ", u->group, " of graph ",
                  u->graph->graph_id, "); re-issue every task of the group between task_update_begin "
                  "and task_update_end (nothing was installed)");
+  detail::resolve_group(*u->ref, "task_update_end");  // the graph was not reset meanwhile
   lock.unlock();
   auto set = std::make_shared<detail::ParamSet>();
   set->params = std::move(u->params);
@@ -199,7 +207,7 @@ void task_update_end(const Stream& stream) {
 
 void task_update_abort(const Stream& stream) {
   auto& s = state_of(stream);
-  std::lock_guard lock(runtime_mutex());
+  detail::RuntimeLock lock;
   NG_CHECK_STATE(s.mode.load() == StreamMode::updating, "task_update_abort: ", s.str(),
                  " is not updating");
   detail::abandon_update(s);
@@ -209,7 +217,7 @@ TaskGroupScope::TaskGroupScope(const Stream& stream) : stream_(stream) { task_gr
 
 TaskGroupScope::~TaskGroupScope() {
   if (ended_) return;
-  std::lock_guard lock(runtime_mutex());
+  detail::RuntimeLock lock;
   auto& s = state_of(stream_);
   if (s.capture && s.open_group >= 0) {  // abandon the open group: it stays recorded, ungrouped
     for (auto n : s.capture->def.groups[static_cast<std::size_t>(s.open_group)])

@@ -35,7 +35,8 @@ class StreamQueue {
   // Blocks until `target` tasks have completed or `deadline` passes; returns whether they did.
   virtual bool wait_completed(std::uint64_t target,
                               std::chrono::steady_clock::time_point deadline) = 0;
-  // Runs what is queued, then stops accepting work (called when the stream is destroyed).
+  // Runs what is queued, then stops accepting work (called when the stream is destroyed; may be
+  // called on the queue's own worker thread, when a task held the stream's last reference).
   virtual void shutdown() noexcept = 0;
 };
 
@@ -45,7 +46,8 @@ class Backend {
   virtual std::string_view name() const noexcept = 0;
   virtual const BackendCaps& caps() const noexcept = 0;
   virtual int default_num_threads() const noexcept = 0;
-  virtual std::unique_ptr<StreamQueue> create_queue(StreamState& owner) = 0;
+  // The queue may keep only a weak reference to its owner (the owner owns the queue).
+  virtual std::unique_ptr<StreamQueue> create_queue(const std::shared_ptr<StreamState>& owner) = 0;
 };
 
 // The backend for `device`; throws UnsupportedError when this build has none.

@@ -5,6 +5,7 @@
 
 #include "core/mem_pool.hpp"
 #include "graph/graph_core.hpp"
+#include "graph/task_update.hpp"
 #include "npugraph/error.hpp"
 #include "runtime/sync_objects.hpp"
 
@@ -29,6 +30,7 @@ const char* mode_name(CaptureMode m) {
 
 void leave_capture(StreamState& s) {
   s.mode.store(StreamMode::normal, std::memory_order_release);
+  defer_release(std::move(s.capture));  // the capture holds streams: never destroy it locked
   s.capture.reset();
   s.frontier.clear();
   s.open_group = -1;
@@ -41,6 +43,7 @@ void finish(CaptureState& c, bool success = false) {
   std::erase(v, &c);
   g_active.store(static_cast<int>(v.size()));
   if (auto core = c.graph.lock()) {
+    defer_release(std::move(core->capture));
     core->capture.reset();
     core->state = Graph::State::empty;
     core->pool = PoolHandle();
@@ -181,9 +184,12 @@ void capture_event_wait(const std::shared_ptr<StreamState>& stream,
   check_capture_valid(*capture, s, "Stream::wait(event)");
   switch (s.mode.load()) {
     case StreamMode::updating:
-      NG_THROW(StateError, "Stream::wait(event) on ", s.str(),
-               ": the stream is in task-update mode and the event belongs to a capture");
+      fail_update(s, cat("task update on ", s.str(), ": only kernel launches may be issued while "
+                         "updating; 'event_wait' is not a kernel launch"));
     case StreamMode::normal:  // fork: the stream joins the capture
+      NG_CHECK_STATE(s.id != 0, "Stream::wait(event): ", s.str(),
+                     " cannot join a capture (its work would be recorded into the graph for every "
+                     "thread); fork onto a stream made with Stream::create()");
       s.capture = capture;
       s.frontier = nodes;
       s.open_group = -1;
@@ -206,7 +212,7 @@ void capture_event_wait(const std::shared_ptr<StreamState>& stream,
 
 void check_sync_call(const char* call, const StreamState* target) {
   if (g_active.load(std::memory_order_acquire) == 0) return;
-  std::lock_guard lock(runtime_mutex());
+  RuntimeLock lock;
   const auto me = std::this_thread::get_id();
   std::vector<CaptureState*> offended;
   std::string why;

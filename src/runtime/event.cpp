@@ -2,6 +2,7 @@
 
 #include "npugraph/error.hpp"
 #include "npugraph/stream.hpp"
+#include "graph/task_update.hpp"
 #include "runtime/capture.hpp"
 #include "runtime/issue.hpp"
 #include "runtime/sync_objects.hpp"
@@ -22,10 +23,9 @@ void event_complete(EventState& event, std::uint64_t seq) {
 void event_block(EventState& event, std::uint64_t seq, StreamState& stream) {
   std::unique_lock lock(event.mu);
   while (event.completed < seq) {
-    if (runtime_exiting()) return;
+    if (runtime_exiting() || stream.closing.load()) return;  // the stream is going away: give up
     event.cv.wait_for(lock, std::chrono::milliseconds(20));
   }
-  (void)stream;
 }
 
 }  // namespace npugraph::detail
@@ -41,11 +41,15 @@ void Event::record() { record(current_stream()); }
 
 void Event::record(const Stream& stream) {
   auto& s = detail::state_of(stream);
-  if (s.mode.load(std::memory_order_acquire) == StreamMode::capturing) {
-    std::lock_guard lock(detail::runtime_mutex());
-    if (s.mode.load() == StreamMode::capturing) {
-      detail::capture_event_record(s, *state_);
-      return;
+  detail::Task task;
+  task.kind = detail::TaskKind::event_record;
+  task.object = state_;
+  if (s.mode.load(std::memory_order_acquire) != StreamMode::normal) {
+    detail::RuntimeLock lock;
+    switch (s.mode.load()) {
+      case StreamMode::capturing: detail::capture_event_record(s, *state_); return;
+      case StreamMode::updating: detail::update_bind(s, std::move(task)); return;  // throws
+      case StreamMode::normal: break;
     }
   }
   std::uint64_t seq;
@@ -55,12 +59,16 @@ void Event::record(const Stream& stream) {
     state_->captured = false;
     state_->capture.reset();
     state_->captured_nodes.clear();
+    state_->recorder = stream.impl();
   }
-  detail::Task task;
-  task.kind = detail::TaskKind::event_record;
-  task.object = state_;
   task.value = seq;
-  detail::issue(s, std::move(task));
+  try {
+    detail::issue(s, std::move(task));
+  } catch (...) {  // not issued: the event must not wait for it
+    std::lock_guard lock(state_->mu);
+    if (state_->recorded == seq) --state_->recorded;
+    throw;
+  }
 }
 
 void Event::wait(const Stream& stream) const {
@@ -78,8 +86,16 @@ void Event::wait(const Stream& stream) const {
     }
     seq = state_->recorded;
   }
+  detail::Task task;
+  task.kind = detail::TaskKind::event_wait;
+  task.object = state_;
+  task.value = seq;
+  if (s.mode.load() == StreamMode::updating) {  // not a kernel launch: fails the update
+    detail::RuntimeLock lock;
+    detail::update_bind(s, std::move(task));
+  }
   if (captured) {
-    std::lock_guard lock(detail::runtime_mutex());
+    detail::RuntimeLock lock;
     detail::capture_event_wait(stream.impl(), capture, nodes);
     return;
   }
@@ -89,10 +105,6 @@ void Event::wait(const Stream& stream) const {
              "before capture_begin and wait on it there, or use an ExternalEvent for signals that "
              "cross the graph boundary");
   if (seq == 0) return;  // never recorded: nothing to wait for
-  detail::Task task;
-  task.kind = detail::TaskKind::event_wait;
-  task.object = state_;
-  task.value = seq;
   detail::issue(s, std::move(task));
 }
 
@@ -106,7 +118,17 @@ void Event::synchronize() const {
   detail::check_sync_call("Event::synchronize", nullptr);
   std::unique_lock lock(state_->mu);
   const std::uint64_t target = state_->recorded;
-  state_->cv.wait(lock, [&] { return state_->completed >= target; });
+  while (state_->completed < target) {
+    if (detail::runtime_exiting()) return;
+    state_->cv.wait_for(lock, std::chrono::milliseconds(20));
+    if (state_->completed >= target) break;
+    // A recorder stuck in an ExternalEvent wait past its deadline would make this wait forever.
+    if (auto recorder = state_->recorder.lock()) {
+      if (auto stall = recorder->stall())
+        NG_THROW(TimeoutError, "Event::synchronize gave up: the recording stream ", recorder->str(),
+                 " is blocked in ", stall->what, " past its ", stall->deadline.count(), " ms deadline");
+    }
+  }
 }
 
 float Event::elapsed_time(const Event& end) const {

@@ -45,9 +45,16 @@ void external_wait(ExternalEventState& e, const WaitSite& site) {
   }
   const auto start = clock::now();
   const auto deadline = deadline_of(e);
+  const auto key = reinterpret_cast<std::uintptr_t>(&start);  // unique while this wait runs
   bool reported = false;
   while (!e.signal) {
-    if (runtime_exiting()) return;
+    if (runtime_exiting() || site.stream->closing.load()) {  // the stream is going away
+      lock.unlock();
+      if (reported) site.stream->remove_stall(key);
+      diagnose(site.stream->str() + " was destroyed while blocked in ExternalEvent '" + e.name +
+               "' wait; the wait is abandoned");
+      return;
+    }
     e.cv.wait_for(lock, std::chrono::milliseconds(10));
     if (!reported && !e.signal && clock::now() - start >= deadline) {
       reported = true;
@@ -55,7 +62,7 @@ void external_wait(ExternalEventState& e, const WaitSite& site) {
       if (site.graph_id)
         what += " (graph " + std::to_string(site.graph_id) + ", task #" + std::to_string(site.node) + ")";
       lock.unlock();
-      site.stream->set_stall(Stall{what, start, deadline});
+      site.stream->add_stall(key, Stall{what, start, deadline});
       diagnose(site.stream->str() + " is blocked in " + what + " for more than " +
                std::to_string(deadline.count()) + " ms: no record has arrived");
       lock.lock();
@@ -64,7 +71,7 @@ void external_wait(ExternalEventState& e, const WaitSite& site) {
   e.signal = false;
   if (reported) {
     lock.unlock();
-    site.stream->set_stall(std::nullopt);
+    site.stream->remove_stall(key);
   }
 }
 

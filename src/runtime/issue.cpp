@@ -1,10 +1,13 @@
 #include "runtime/issue.hpp"
 
+#include <cmath>
 #include <cstring>
+#include <exception>
 
 #include "graph/task_update.hpp"
 #include "npugraph/error.hpp"
 #include "npugraph/kernel.hpp"
+#include "npugraph/task_group.hpp"
 #include "npugraph/tasks.hpp"
 #include "runtime/capture.hpp"
 
@@ -36,7 +39,7 @@ void issue(StreamState& s, Task&& task) {
     s.queue->submit(std::move(task));
     return;
   }
-  std::unique_lock lock(runtime_mutex());
+  RuntimeLock lock;
   switch (s.mode.load()) {
     case StreamMode::normal:
       lock.unlock();
@@ -55,8 +58,20 @@ using detail::state_of;
 using detail::Task;
 using detail::TaskKind;
 
+UpdateErrorGuard::UpdateErrorGuard(const Stream& stream) noexcept
+    : stream_(stream), exceptions_(std::uncaught_exceptions()) {}
+
+UpdateErrorGuard::~UpdateErrorGuard() {
+  if (std::uncaught_exceptions() <= exceptions_) return;
+  try {
+    if (stream_.is_updating()) task_update_abort(stream_);
+  } catch (...) {  // already left update mode
+  }
+}
+
 void launch(const Stream& stream, const KernelDef& kernel, std::span<const std::byte> params) {
-  NG_CHECK_ARG(kernel.cpu != nullptr, "launch: kernel '", kernel.name ? kernel.name : "?",
+  NG_CHECK_ARG(kernel.name != nullptr, "launch: kernel.name = null: every kernel needs a name");
+  NG_CHECK_ARG(kernel.cpu != nullptr, "launch: kernel '", kernel.name,
                "' has no implementation for the cpu backend");
   Task task;
   task.kind = TaskKind::kernel;
@@ -95,8 +110,15 @@ void fill_(const Tensor& dst, double value) { fill_(current_stream(dst.device())
 void fill_(const Stream& stream, const Tensor& dst, double value) {
   check_plain(dst, "fill_", "dst");
   if (!is_floating(dst.dtype()) && dst.dtype() != DType::boolean) {
-    const bool integral = value == static_cast<double>(static_cast<std::int64_t>(value));
-    NG_CHECK_ARG(integral, "fill_: value = ", value, ": must be an integer for a ",
+    double lo = -9223372036854775808.0, hi = 9223372036854775807.0;
+    switch (dst.dtype()) {
+      case DType::i8: lo = -128, hi = 127; break;
+      case DType::u8: lo = 0, hi = 255; break;
+      case DType::i32: lo = -2147483648.0, hi = 2147483647.0; break;
+      default: break;
+    }
+    NG_CHECK_ARG(std::isfinite(value) && value == std::floor(value) && value >= lo && value < hi + 1,
+                 "fill_: value = ", value, ": must be an integer in [", lo, ", ", hi, "] for a ",
                  dtype_name(dst.dtype()), " tensor");
   }
   const detail::FillArgs args{dst.data(), static_cast<std::size_t>(dst.numel()), dst.element_size(),

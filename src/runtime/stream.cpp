@@ -61,7 +61,7 @@ std::shared_ptr<StreamState> make_stream(Device device, StreamOptions options, b
     id = is_default ? 0 : r.next_id++;
   }
   auto state = std::make_shared<StreamState>(device, id, threads);
-  state->queue = backend.create_queue(*state);
+  state->queue = backend.create_queue(state);
   std::lock_guard lock(r.mu);
   std::erase_if(r.streams, [](const auto& w) { return w.expired(); });
   r.streams.push_back(state);
@@ -116,6 +116,11 @@ StreamState::StreamState(Device d, std::uint64_t i, int threads)
     : device(d), id(i), num_threads(threads) {}
 
 StreamState::~StreamState() {
+  closing.store(true);
+  if (update) {  // destroyed mid-update: free the handle (nothing is installed)
+    RuntimeLock lock;
+    abandon_update(*this);
+  }
   if (queue) queue->shutdown();
 }
 
@@ -143,19 +148,44 @@ std::optional<std::string> StreamState::take_error() {
   return message;
 }
 
-void StreamState::set_stall(std::optional<Stall> stall) {
+void StreamState::add_stall(std::uint64_t key, Stall stall) {
   std::lock_guard lock(mu_);
-  stall_ = std::move(stall);
+  stalls_.emplace_back(key, std::move(stall));
+}
+
+void StreamState::remove_stall(std::uint64_t key) {
+  std::lock_guard lock(mu_);
+  std::erase_if(stalls_, [&](const auto& e) { return e.first == key; });
 }
 
 std::optional<Stall> StreamState::stall() const {
   std::lock_guard lock(mu_);
-  return stall_;
+  if (stalls_.empty()) return std::nullopt;
+  return stalls_.front().second;
 }
 
 std::mutex& runtime_mutex() {
   static std::mutex m;
   return m;
+}
+
+namespace {
+thread_local RuntimeLock* t_runtime_lock = nullptr;
+}
+
+RuntimeLock::RuntimeLock() : lock_(runtime_mutex()) { t_runtime_lock = this; }
+
+RuntimeLock::~RuntimeLock() { unlock(); }
+
+void RuntimeLock::unlock() {
+  if (!lock_.owns_lock()) return;
+  t_runtime_lock = nullptr;
+  lock_.unlock();
+  graveyard_.clear();  // destructors run here, unlocked
+}
+
+void defer_release(std::shared_ptr<void> object) {
+  if (t_runtime_lock && object) t_runtime_lock->graveyard_.push_back(std::move(object));
 }
 
 StreamState& state_of(const Stream& stream) {
@@ -166,10 +196,14 @@ StreamState& state_of(const Stream& stream) {
 bool runtime_exiting() { return g_exiting.load(std::memory_order_relaxed); }
 
 void diagnose(const std::string& message) {
-  std::lock_guard lock(diag_mutex());
-  if (diag_handler()) {
+  DiagnosticHandler handler;
+  {
+    std::lock_guard lock(diag_mutex());
+    handler = diag_handler();  // called unlocked: it may set another handler
+  }
+  if (handler) {
     try {
-      diag_handler()(message);
+      handler(message);
     } catch (...) {
     }
     return;
@@ -266,6 +300,8 @@ void device_synchronize(Device device) {
 
 void empty_cache(Device device) {
   detail::check_sync_call("empty_cache", nullptr);
+  // Queued work may still read cached blocks (Note [Stream-ordered reuse]): let it finish first.
+  device_synchronize(device);
   detail::default_pool(device).release_cached();
 }
 
@@ -281,7 +317,7 @@ namespace npugraph::detail {
 PoolChoice choose_pool(Device device) {
   auto s = current_state();
   if (s->mode.load(std::memory_order_acquire) == StreamMode::capturing) {
-    std::lock_guard lock(runtime_mutex());
+    RuntimeLock lock;
     if (s->capture) {
       const auto& pool = capture_pool(*s->capture);
       return {pool, pool.get(), s->id};

@@ -36,7 +36,9 @@ struct StreamState {
   // A task failed while executing: keep the first message for the next synchronize.
   void report_error(const std::string& message) noexcept;
   std::optional<std::string> take_error();
-  void set_stall(std::optional<Stall> stall);
+  // Blocked waits register while they are past their deadline (several may, from graph branches).
+  void add_stall(std::uint64_t key, Stall stall);
+  void remove_stall(std::uint64_t key);
   std::optional<Stall> stall() const;
 
   const Device device;
@@ -46,6 +48,8 @@ struct StreamState {
 
   // Fast-path check for launch(): normal streams enqueue without taking the runtime lock.
   std::atomic<StreamMode> mode{StreamMode::normal};
+  // Set when the stream is being destroyed: blocked waits give up so its worker can be joined.
+  std::atomic<bool> closing{false};
 
   // Capture and update state, guarded by runtime_mutex().
   std::shared_ptr<CaptureState> capture;
@@ -57,11 +61,30 @@ struct StreamState {
   mutable std::mutex mu_;
   std::string error_;
   std::uint64_t errors_ = 0;
-  std::optional<Stall> stall_;
+  std::vector<std::pair<std::uint64_t, Stall>> stalls_;
 };
 
 // Guards every capture / task-group / update state transition (rare, host-side, never hot).
 std::mutex& runtime_mutex();
+
+// Holds runtime_mutex(). Objects released while it is held (captures, streams, executable graphs,
+// updates) are parked with defer_release() and destroyed after the unlock: their destructors may join
+// worker threads or run user code, which must never happen under the lock.
+class RuntimeLock {
+ public:
+  RuntimeLock();
+  ~RuntimeLock();
+  RuntimeLock(const RuntimeLock&) = delete;
+  RuntimeLock& operator=(const RuntimeLock&) = delete;
+  void unlock();
+
+ private:
+  friend void defer_release(std::shared_ptr<void> object);
+  std::unique_lock<std::mutex> lock_;
+  std::vector<std::shared_ptr<void>> graveyard_;
+};
+// Under a RuntimeLock on this thread: parks `object` until the unlock. Otherwise drops it now.
+void defer_release(std::shared_ptr<void> object);
 
 // The stream's state; throws ArgumentError for an undefined handle.
 StreamState& state_of(const Stream& stream);

@@ -23,6 +23,7 @@ struct EventState {
   std::uint64_t recorded = 0;   // sequence number of the most recent eager record
   std::uint64_t completed = 0;  // highest record sequence that has run
   std::chrono::steady_clock::time_point completed_at{};
+  std::weak_ptr<StreamState> recorder;  // the stream of the most recent eager record
   // Set when the most recent record happened in a capture: the nodes it marks.
   std::weak_ptr<CaptureState> capture;
   std::vector<std::uint32_t> captured_nodes;

@@ -42,7 +42,7 @@ void ComputePool::post(Job* job, int max_helpers) {
 }
 
 void ComputePool::poke() {
-  if (idle_.load(std::memory_order_acquire) == 0) return;
+  if (idle_.load(std::memory_order_seq_cst) == 0) return;
   { std::lock_guard lock(mu_); }
   work_cv_.notify_all();
 }
@@ -62,7 +62,7 @@ void ComputePool::helper_loop() {
       if (j->active_ < j->max_helpers_ && j->has_work()) { job = j; break; }
     if (job == nullptr) {
       if (stop_) return;
-      idle_.fetch_add(1, std::memory_order_acq_rel);
+      idle_.fetch_add(1, std::memory_order_seq_cst);
       // Re-check after announcing idleness: poke() skips the notify when nobody is idle.
       bool found = false;
       for (Job* j : jobs_)

@@ -26,9 +26,19 @@ namespace {
 // core for nothing.
 constexpr auto kSpin = std::chrono::microseconds(50);
 
+// Set on a worker thread that destroyed its own queue (a task held the stream's last reference).
+thread_local bool t_destroyed_own_queue = false;
+
+// Note [Worker lifetime]
+// The worker refers to its stream by a raw pointer: the stream owns the queue, and ~StreamState joins
+// the worker (after setting `closing`, which makes blocked waits give up), so the pointer outlives
+// every use. The worker never holds a strong reference — a stream blocked in a wait could then never
+// be destroyed. The stream's last reference may be dropped on the worker itself, by a task object it
+// releases; so objects are released only after the whole batch ran, and if ~StreamState then ran on
+// the worker, shutdown() detached it and run() returns without touching the queue again.
 class CpuStreamQueue final : public StreamQueue {
  public:
-  explicit CpuStreamQueue(StreamState& owner) : owner_(owner) {
+  explicit CpuStreamQueue(const std::shared_ptr<StreamState>& owner) : owner_(owner.get()) {
     thread_ = std::thread([this] { run(); });
   }
   ~CpuStreamQueue() override { shutdown(); }
@@ -37,7 +47,7 @@ class CpuStreamQueue final : public StreamQueue {
     bool wake;
     {
       std::lock_guard lock(mu_);
-      NG_CHECK_STATE(!stop_, owner_.str(), " is shut down: no more work can be issued on it");
+      NG_CHECK_STATE(!stop_, owner_->str(), " is shut down: no more work can be issued on it");
       pending_.push_back(std::move(task));
       submitted_.store(submitted_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
       wake = sleeping_;
@@ -58,7 +68,7 @@ class CpuStreamQueue final : public StreamQueue {
         NG_PAUSE();
       }
     }
-    waiters_.fetch_add(1);
+    waiters_.fetch_add(1, std::memory_order_seq_cst);
     std::unique_lock lock(done_mu_);
     const bool ok = done_cv_.wait_until(lock, deadline, [&] {
       return completed_.load(std::memory_order_acquire) >= target;
@@ -74,7 +84,13 @@ class CpuStreamQueue final : public StreamQueue {
       stop_ = true;
     }
     cv_.notify_one();
-    if (thread_.joinable()) thread_.join();
+    if (!thread_.joinable()) return;
+    if (thread_.get_id() == std::this_thread::get_id()) {
+      t_destroyed_own_queue = true;
+      thread_.detach();
+      return;
+    }
+    thread_.join();
   }
 
  private:
@@ -103,19 +119,19 @@ class CpuStreamQueue final : public StreamQueue {
       }
       taken += batch.size();
       for (Task& task : batch) {
-        execute_task(task, owner_, compute_pool());
-        task.object.reset();  // drop references (events, graphs) as soon as the task ran
-        completed_.fetch_add(1, std::memory_order_acq_rel);
-        if (waiters_.load() > 0) {
+        execute_task(task, *owner_, compute_pool());
+        completed_.fetch_add(1, std::memory_order_seq_cst);
+        if (waiters_.load(std::memory_order_seq_cst) > 0) {
           { std::lock_guard lock(done_mu_); }
           done_cv_.notify_all();
         }
       }
-      batch.clear();
+      batch.clear();  // releases task objects: may run ~StreamState here (Note [Worker lifetime])
+      if (t_destroyed_own_queue) return;
     }
   }
 
-  StreamState& owner_;
+  StreamState* owner_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::vector<Task> pending_;
@@ -143,7 +159,7 @@ class CpuBackend final : public Backend {
   std::string_view name() const noexcept override { return "cpu"; }
   const BackendCaps& caps() const noexcept override { return caps_; }
   int default_num_threads() const noexcept override { return hardware_threads(); }
-  std::unique_ptr<StreamQueue> create_queue(StreamState& owner) override {
+  std::unique_ptr<StreamQueue> create_queue(const std::shared_ptr<StreamState>& owner) override {
     return std::make_unique<CpuStreamQueue>(owner);
   }
 

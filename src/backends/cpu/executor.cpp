@@ -46,7 +46,7 @@ void RunState::push_ready(std::uint32_t node) {
   {
     std::lock_guard lock(ready_mu);
     ready.push_back(node);
-    ready_count.fetch_add(1, std::memory_order_release);
+    ready_count.fetch_add(1, std::memory_order_seq_cst);
   }
   if (parallel) pool->poke();
   if (owner_waiting.load()) {
@@ -67,7 +67,7 @@ bool RunState::pop_ready(std::uint32_t& node) {
 
 void RunState::finish_sinks(std::uint32_t count) {
   if (count == 0) return;
-  if (sinks_left.fetch_sub(count, std::memory_order_acq_rel) == count && owner_waiting.load()) {
+  if (sinks_left.fetch_sub(count, std::memory_order_seq_cst) == count && owner_waiting.load()) {
     { std::lock_guard lock(wake_mu); }
     wake_cv.notify_one();
   }

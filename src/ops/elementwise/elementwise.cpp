@@ -110,11 +110,13 @@ const KernelDef& scale_kernel() { return kScale; }
 const KernelDef& noop_kernel() { return kNoop; }
 
 void add_out(const Tensor& a, const Tensor& b, const Tensor& out) {
+  const Stream stream = current_stream(a.device());
+  const UpdateErrorGuard guard(stream);
   check_operand(a, "add", "a");
   check_like(b, a, "add", "b", "a");
   check_like(out, a, "add", "out", "a");
   const BinaryParams p{a.data(), b.data(), out.data(), a.numel(), a.dtype()};
-  launch(current_stream(a.device()), kAdd, p);
+  launch(stream, kAdd, p);
 }
 
 Tensor add(const Tensor& a, const Tensor& b) {
@@ -125,10 +127,12 @@ Tensor add(const Tensor& a, const Tensor& b) {
 }
 
 void scale_out(const Tensor& x, double alpha, const Tensor& out) {
+  const Stream stream = current_stream(x.device());
+  const UpdateErrorGuard guard(stream);
   check_operand(x, "scale", "x");
   check_like(out, x, "scale", "out", "x");
   const ScaleParams p{x.data(), out.data(), x.numel(), static_cast<float>(alpha), x.dtype()};
-  launch(current_stream(x.device()), kScale, p);
+  launch(stream, kScale, p);
 }
 
 Tensor scale(const Tensor& x, double alpha) {
