@@ -43,7 +43,8 @@ test-asan: setup
 	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -j$(JOBS)
 
 bench: build
-	@for b in $(BUILD)/bench_*; do [ -x "$$b" ] && echo "== $$b" && "$$b" --benchmark_min_time=0.2; done
+	@for b in $(BUILD)/bench_*; do [ -x "$$b" ] && echo "== $$b" && "$$b" --benchmark_min_time=0.5; done
+	PYTHONPATH=$(BUILD)/python $(PYTHON) bench/bench_python.py
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD)

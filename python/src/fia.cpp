@@ -27,11 +27,35 @@ std::vector<std::int64_t> int_list(py::handle v, const char* name) {
 using Setter = void (*)(ops::FiaOptions&, py::handle);
 #define NG_INT(field) {#field, [](ops::FiaOptions& o, py::handle v) { o.field = v.cast<std::int64_t>(); }}
 #define NG_LIST(field) {#field, [](ops::FiaOptions& o, py::handle v) { o.field = int_list(v, #field); }}
+#define NG_TENSOR(field) \
+  {#field, [](ops::FiaOptions& o, py::handle v) { o.field = v.is_none() ? Tensor() : to_tensor(v, #field); }}
 
 const std::unordered_map<std::string_view, Setter>& setters() {
   static const std::unordered_map<std::string_view, Setter> table = {
+      NG_TENSOR(pse_shift),
+      NG_TENSOR(atten_mask),
       NG_LIST(actual_seq_lengths),
       NG_LIST(actual_seq_lengths_kv),
+      NG_TENSOR(dequant_scale1),
+      NG_TENSOR(quant_scale1),
+      NG_TENSOR(dequant_scale2),
+      NG_TENSOR(quant_scale2),
+      NG_TENSOR(quant_offset2),
+      NG_TENSOR(antiquant_scale),
+      NG_TENSOR(antiquant_offset),
+      NG_TENSOR(block_table),
+      NG_TENSOR(query_padding_size),
+      NG_TENSOR(kv_padding_size),
+      NG_TENSOR(key_antiquant_scale),
+      NG_TENSOR(key_antiquant_offset),
+      NG_TENSOR(value_antiquant_scale),
+      NG_TENSOR(value_antiquant_offset),
+      NG_TENSOR(key_shared_prefix),
+      NG_TENSOR(value_shared_prefix),
+      NG_LIST(actual_shared_prefix_len),
+      NG_TENSOR(query_rope),
+      NG_TENSOR(key_rope),
+      NG_TENSOR(key_rope_antiquant_scale),
       NG_INT(num_heads),
       {"scale", [](ops::FiaOptions& o, py::handle v) { o.scale = v.cast<double>(); }},
       NG_INT(pre_tokens),
@@ -41,12 +65,16 @@ const std::unordered_map<std::string_view, Setter>& setters() {
       NG_INT(sparse_mode),
       NG_INT(inner_precise),
       NG_INT(block_size),
+      NG_INT(antiquant_mode),
       {"softmax_lse_flag", [](ops::FiaOptions& o, py::handle v) { o.softmax_lse_flag = v.cast<bool>(); }},
+      NG_INT(key_antiquant_mode),
+      NG_INT(value_antiquant_mode),
   };
   return table;
 }
 #undef NG_INT
 #undef NG_LIST
+#undef NG_TENSOR
 
 ops::FiaOptions parse_options(const py::kwargs& kwargs) {
   ops::FiaOptions o;

@@ -1,5 +1,6 @@
-// Hand-computed FIA cases (which also check the reference), lse conventions, zero-fill, masked rows,
-// the `.out` form's contracts, determinism, strided inputs and the head/dim limits.
+// Basic FIA contracts: a hand-computed case (which also checks the reference), lse conventions,
+// zero-fill, masked rows, the `.out` form's contracts, determinism, strided inputs, the head/dim
+// limits and large batches. Hand-computed mask and padding cases are in test_fia_hand.cpp.
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -41,8 +42,8 @@ TEST(FiaHand, OneHeadTwoKeys) {
   const double want_out[2] = {p0 * 1 + p1 * 3, p0 * 2 + p1 * 4};
   const double want_lse = std::log(std::exp(2.0) + 1);
 
-  RefArgs a{.layout = "BNSD", .Skv = 2, .D = 2, .scale = 2.0};
-  const RefResult ref = fia_reference(a, qv, kv, vv);
+  RefArgs a{.layout = "BNSD", .Skv = 2, .Dk = 2, .scale = 2.0};
+  const RefResult ref = fia_reference(a, {qv, kv, vv, {}, {}});
   EXPECT_NEAR(ref.out[0], want_out[0], 1e-12);
   EXPECT_NEAR(ref.out[1], want_out[1], 1e-12);
   EXPECT_NEAR(ref.lse[0], want_lse, 1e-12);
@@ -53,30 +54,6 @@ TEST(FiaHand, OneHeadTwoKeys) {
   EXPECT_NEAR(out[0], want_out[0], 1e-6);
   EXPECT_NEAR(out[1], want_out[1], 1e-6);
   EXPECT_NEAR(read_back(r.lse)[0], want_lse, 1e-6);
-}
-
-// Two query rows, two keys, BSH, next_tokens = 0 (causal): row 0 sees key 0 only, row 1 both.
-TEST(FiaHand, CausalTwoRows) {
-  std::vector<double> qv{1, 1, 0, 2}, kv{1, 0, 0, 1}, vv{5, 6, 7, 8};
-  const Tensor q = host_tensor(qv, {1, 2, 2}, DType::f32);
-  const Tensor k = host_tensor(kv, {1, 2, 2}, DType::f32);
-  const Tensor v = host_tensor(vv, {1, 2, 2}, DType::f32);
-  // Row 0: s = [1]: out = v0 = [5, 6], lse = 1.
-  // Row 1: s = [0, 2]: p1 = e^2 / (1 + e^2); out = p0 [5, 6] + p1 [7, 8]; lse = log(1 + e^2).
-  const double p1 = std::exp(2.0) / (1 + std::exp(2.0)), p0 = 1 - p1;
-  const std::vector<double> want_out{5, 6, p0 * 5 + p1 * 7, p0 * 6 + p1 * 8};
-  const std::vector<double> want_lse{1, std::log(1 + std::exp(2.0))};
-
-  RefArgs a{.layout = "BSH", .Sq = 2, .Skv = 2, .D = 2, .next_tokens = 0};
-  const RefResult ref = fia_reference(a, qv, kv, vv);
-  for (int i = 0; i < 4; ++i) EXPECT_NEAR(ref.out[i], want_out[i], 1e-12) << i;
-  for (int i = 0; i < 2; ++i) EXPECT_NEAR(ref.lse[i], want_lse[i], 1e-12) << i;
-
-  const FiaOptions opt{.next_tokens = 0, .softmax_lse_flag = true};
-  const OutRun r = run_out(q, k, v, opt, {1, 1, 2, 1});
-  const auto out = read_back(r.out), lse = read_back(r.lse);
-  for (int i = 0; i < 4; ++i) EXPECT_NEAR(out[i], want_out[i], 1e-6) << i;
-  for (int i = 0; i < 2; ++i) EXPECT_NEAR(lse[i], want_lse[i], 1e-6) << i;
 }
 
 // GQA by hand: 2 query heads share 1 KV head; D = 1, one key: out = v, lse = scale * q * k.
@@ -92,14 +69,15 @@ TEST(FiaHand, GqaSharesKvHead) {
 }
 
 // Rows past the actual query length are zero-filled with lse +inf; a kv length of 0 and a band
-// that misses every column give 0 and +inf too.
+// that misses every column give 0 and +inf too (sparse_mode 0 applies the band with a full mask).
 TEST(FiaRows, ZeroFillAndFullyMasked) {
   std::vector<double> qv, kv, vv;
   const Tensor q = random_tensor(qv, {2, 2, 4, 8}, DType::f16, 11);
   const Tensor k = random_tensor(kv, {2, 2, 6, 8}, DType::f16, 12);
   const Tensor v = random_tensor(vv, {2, 2, 6, 8}, DType::f16, 13);
   // Batch 0: 2 valid rows, next_tokens = -1 hides everything from row 0. Batch 1: kv length 0.
-  const FiaOptions opt{.actual_seq_lengths = {2, 4},
+  const FiaOptions opt{.atten_mask = filled_tensor({4, 6}, DType::boolean, 0),
+                       .actual_seq_lengths = {2, 4},
                        .actual_seq_lengths_kv = {6, 0},
                        .num_heads = 2,
                        .next_tokens = -1,
@@ -127,6 +105,25 @@ TEST(FiaRows, ZeroFillAndFullyMasked) {
   for (int n = 0; n < 2; ++n)
     for (int d = 0; d < 8; ++d)
       EXPECT_EQ(out[((0 * 2 + n) * 4 + 1) * 8 + d], vv[(n * 6 + 0) * 8 + d]);
+}
+
+// A key/value S of 0 gives zeros and lse +inf (torch_npu: "S2 = 0 fills the output with zeros");
+// a query S of 0 is an empty call.
+TEST(FiaRows, EmptyKeyAndEmptyQuery) {
+  std::vector<double> qv;
+  const Tensor q = random_tensor(qv, {2, 3, 8}, DType::f16, 91);  // BSH, N = 2, D = 4
+  const Tensor k = filled_tensor({2, 0, 8}, DType::f16, 0);
+  const Tensor v = filled_tensor({2, 0, 8}, DType::f16, 0);
+  const FiaOptions opt{.num_heads = 2, .softmax_lse_flag = true};
+  const OutRun r = run_out(q, k, v, opt, {2, 2, 3, 1});
+  for (double x : read_back(r.out)) EXPECT_EQ(x, 0.0);
+  for (double x : read_back(r.lse)) EXPECT_EQ(x, kInf);
+  const Tensor q0 = filled_tensor({2, 0, 8}, DType::f16, 0);
+  const Tensor k1 = random_tensor(qv, {2, 5, 8}, DType::f16, 92);
+  const auto e = ng::ops::fused_infer_attention_score(q0, k1, k1, opt);
+  ng::current_stream().synchronize();
+  EXPECT_EQ(e.attention_out.shape(), (Shape{2, 0, 8}));
+  EXPECT_EQ(e.softmax_lse.shape(), (Shape{2, 2, 0, 1}));
 }
 
 // Every visible score -inf (scale * q.k overflows to -inf) is treated as nothing visible.
@@ -217,10 +214,10 @@ TEST(FiaDeterminism, EagerTwiceAndSerialKernelAreBitwiseEqual) {
   const Tensor q = random_tensor(qv, {2, 32, 8 * 32}, DType::f16, 41);  // BSH, N = 8, D = 32
   const Tensor k = random_tensor(kv, {2, 160, 2 * 32}, DType::f16, 42);
   const Tensor v = random_tensor(vv, {2, 160, 2 * 32}, DType::f16, 43);
-  const FiaOptions opt{.actual_seq_lengths = {32, 20}, .actual_seq_lengths_kv = {160, 100},
-                       .num_heads = 8, .scale = 0.2, .next_tokens = 64,
-                       .num_key_value_heads = 2, .softmax_lse_flag = true};
-  const auto plan = ng::ops::attention::plan_workspace(2, 8, 32, 160, 32);
+  const FiaOptions opt{.atten_mask = compressed_mask(), .actual_seq_lengths = {32, 20},
+                       .actual_seq_lengths_kv = {160, 100}, .num_heads = 8, .scale = 0.2,
+                       .num_key_value_heads = 2, .sparse_mode = 3, .softmax_lse_flag = true};
+  const auto plan = ng::ops::attention::plan_workspace(2 * 8 * 32, 160, 32, 0, 32);
   EXPECT_GT(plan.chunks, 16);  // really parallel
 
   const auto r1 = ng::ops::fused_infer_attention_score(q, k, v, opt);
@@ -263,9 +260,40 @@ TEST(FiaStrides, NonContiguousInputs) {
   EXPECT_TRUE(bitwise_equal(a.softmax_lse, b.softmax_lse));
 }
 
+// atten_mask and pse_shift may be strided views (e.g. a slice of a bigger mask): same result.
+TEST(FiaStrides, StridedMaskAndPse) {
+  std::vector<double> qv, kv, vv, mv, pv;
+  const Tensor q = random_tensor(qv, {2, 2, 3, 8}, DType::f32, 54);
+  const Tensor k = random_tensor(kv, {2, 2, 5, 8}, DType::f32, 55);
+  const Tensor v = random_tensor(vv, {2, 2, 5, 8}, DType::f32, 56);
+  const Tensor big_mask = random_tensor(mv, {2, 1, 3, 10}, DType::u8, 57, 0, 1);
+  const Tensor big_pse = random_tensor(pv, {2, 2, 3, 10}, DType::f32, 58);
+  const Tensor mask = Tensor::from_blob(big_mask.data(), {2, 1, 3, 5}, {30, 30, 10, 2}, DType::u8,
+                                        big_mask.storage());
+  const Tensor pse = Tensor::from_blob(big_pse.data(), {2, 2, 3, 5}, {60, 30, 10, 2}, DType::f32,
+                                       big_pse.storage());
+  std::vector<double> mc, pc;
+  for (int b = 0; b < 2; ++b)
+    for (int i = 0; i < 3; ++i)
+      for (int j = 0; j < 5; ++j) mc.push_back(mv[(b * 3 + i) * 10 + 2 * j]);
+  for (int b = 0; b < 2; ++b)
+    for (int n = 0; n < 2; ++n)
+      for (int i = 0; i < 3; ++i)
+        for (int j = 0; j < 5; ++j) pc.push_back(pv[((b * 2 + n) * 3 + i) * 10 + 2 * j]);
+  FiaOptions opt{.pse_shift = pse, .atten_mask = mask, .num_heads = 2, .input_layout = "BNSD",
+                 .sparse_mode = 1, .softmax_lse_flag = true};
+  const auto a = ng::ops::fused_infer_attention_score(q, k, v, opt);
+  opt.atten_mask = host_tensor(mc, {2, 1, 3, 5}, DType::u8);
+  opt.pse_shift = host_tensor(pc, {2, 2, 3, 5}, DType::f32);
+  const auto c = ng::ops::fused_infer_attention_score(q, k, v, opt);
+  ng::current_stream().synchronize();
+  EXPECT_TRUE(bitwise_equal(a.attention_out, c.attention_out));
+  EXPECT_TRUE(bitwise_equal(a.softmax_lse, c.softmax_lse));
+}
+
 // The limits: N = 256, GQA ratio 64, D = 512.
 TEST(FiaLimits, MaxHeadsRatioAndDim) {
-  RefArgs a{.layout = "BSND", .B = 1, .N = 256, .KVN = 4, .Sq = 1, .Skv = 3, .D = 512, .scale = 0.05};
+  RefArgs a{.layout = "BSND", .B = 1, .N = 256, .KVN = 4, .Sq = 1, .Skv = 3, .Dk = 512, .scale = 0.05};
   std::vector<double> qv, kv, vv;
   const Tensor q = random_tensor(qv, layout_shape(a.layout, 1, 256, 1, 512), DType::bf16, 61);
   const Tensor k = random_tensor(kv, layout_shape(a.layout, 1, 4, 3, 512), DType::bf16, 62);
@@ -273,7 +301,7 @@ TEST(FiaLimits, MaxHeadsRatioAndDim) {
   const auto r = ng::ops::fused_infer_attention_score(
       q, k, v, {.num_heads = 256, .scale = 0.05, .input_layout = "BSND", .num_key_value_heads = 4});
   ng::current_stream().synchronize();
-  const RefResult ref = fia_reference(a, qv, kv, vv);
+  const RefResult ref = fia_reference(a, {qv, kv, vv, {}, {}});
   const auto out = read_back(r.attention_out);
   double worst = 0;
   for (std::size_t i = 0; i < out.size(); ++i) worst = std::max(worst, std::abs(out[i] - ref.out[i]));
@@ -283,7 +311,7 @@ TEST(FiaLimits, MaxHeadsRatioAndDim) {
 // More batches than the parameter block holds inline (its tail then lives on the heap).
 TEST(FiaBatch, LargeBatchMatchesReference) {
   const std::int64_t B = ng::ops::attention::FiaParamBuffer::kInlineBatch + 6;
-  RefArgs a{.layout = "BSND", .B = B, .N = 2, .KVN = 1, .Sq = 3, .Skv = 5, .D = 4, .scale = 0.7};
+  RefArgs a{.layout = "BSND", .B = B, .N = 2, .KVN = 1, .Sq = 3, .Skv = 5, .Dk = 4, .scale = 0.7};
   for (std::int64_t b = 0; b < B; ++b) {
     a.actual_seq_lengths.push_back(b % 4);
     a.actual_seq_lengths_kv.push_back((b * 7) % 6);
@@ -297,7 +325,7 @@ TEST(FiaBatch, LargeBatchMatchesReference) {
                 .actual_seq_lengths_kv = a.actual_seq_lengths_kv, .num_heads = 2, .scale = 0.7,
                 .input_layout = "BSND", .num_key_value_heads = 1, .softmax_lse_flag = true});
   ng::current_stream().synchronize();
-  const RefResult ref = fia_reference(a, qv, kv, vv);
+  const RefResult ref = fia_reference(a, {qv, kv, vv, {}, {}});
   const auto out = read_back(r.attention_out), lse = read_back(r.softmax_lse);
   for (std::size_t i = 0; i < out.size(); ++i) ASSERT_NEAR(out[i], ref.out[i], 1e-5) << i;
   for (std::size_t i = 0; i < lse.size(); ++i) {

@@ -1,47 +1,19 @@
 // Every FIA constraint fails with an ArgumentError naming the argument, the value and the rule, and
 // nothing is launched. Base case: BNSD float16, B = 2, N = 4, KV_N = 2, Sq = 3, Skv = 5, D = 8.
+// This file: layout, heads, dtypes, shapes, sparse_mode/inner_precise, scale, lengths, outputs and
+// workspace. test_fia_errors_features.cpp: masks, pse, padding, paged KV, quantisation, prefix, rope,
+// TND/NTD.
 #include <cmath>
 #include <limits>
 #include <vector>
 
-#include "ops/test_fia_util.hpp"
+#include "ops/test_fia_errors.hpp"
 
 namespace fia_test {
 namespace {
 
 namespace ng = npugraph;
 using ng::ops::FiaOptions;
-
-class FiaErrors : public ::testing::Test {
- protected:
-  // (Re)builds the valid base case; tests call it again to start over.
-  void SetUp() override {
-    opt = FiaOptions{.num_heads = 4, .input_layout = "BNSD", .num_key_value_heads = 2,
-                     .softmax_lse_flag = true};
-    q = random_tensor(qv, {2, 4, 3, 8}, DType::f16, 1);
-    k = random_tensor(kv, {2, 2, 5, 8}, DType::f16, 2);
-    v = random_tensor(vv, {2, 2, 5, 8}, DType::f16, 3);
-    out = filled_tensor(q.shape(), DType::f16, 0);
-    lse = filled_tensor({2, 4, 3, 1}, DType::f32, 0);
-    ws = filled_tensor({ng::ops::fia_workspace_bytes(q, k, v, opt)}, DType::u8, 0);
-  }
-  // The `.out` form with the current members.
-  std::function<void()> call() {
-    return [this] { ng::ops::fused_infer_attention_score_out(q, k, v, opt, ws, out, lse); };
-  }
-  std::function<void()> eager() {
-    return [this] { (void)ng::ops::fused_infer_attention_score(q, k, v, opt); };
-  }
-  std::function<void()> workspace_bytes() {
-    return [this] { (void)ng::ops::fia_workspace_bytes(q, k, v, opt); };
-  }
-
-  FiaOptions opt;
-  std::vector<double> qv, kv, vv;
-  Tensor q, k, v, out, lse, ws;
-};
-
-const std::string kPrefix = "fused_infer_attention_score: ";
 
 TEST_F(FiaErrors, BaseCaseIsValid) {
   EXPECT_NO_THROW(call()());
@@ -50,12 +22,22 @@ TEST_F(FiaErrors, BaseCaseIsValid) {
 }
 
 TEST_F(FiaErrors, Layout) {
-  opt.input_layout = "TND";
-  EXPECT_TRUE(throws_arg_error(call(), {kPrefix, "input_layout = \"TND\"", "must be BSH, BSND or BNSD"}));
-  EXPECT_TRUE(throws_arg_error(workspace_bytes(), {"input_layout = \"TND\""}));
-  EXPECT_TRUE(throws_arg_error(eager(), {"input_layout = \"TND\""}));
-  opt.input_layout = "BNSD_BSND";
-  EXPECT_TRUE(throws_arg_error(call(), {"input_layout = \"BNSD_BSND\"", "not supported by this version"}));
+  opt.input_layout = "XYZ";
+  EXPECT_TRUE(throws_arg_error(call(), {kPrefix, "input_layout = \"XYZ\"",
+                                        "must be BSH, BSND, BNSD, NSD, TND, NTD, or one of the "
+                                        "output forms BNSD_BSND, BSH_BNSD"}));
+  EXPECT_TRUE(throws_arg_error(workspace_bytes(), {"input_layout = \"XYZ\""}));
+  EXPECT_TRUE(throws_arg_error(eager(), {"input_layout = \"XYZ\""}));
+  opt.input_layout = "BSH_BSND";  // not an output form torch_npu has
+  EXPECT_TRUE(throws_arg_error(call(), {"input_layout = \"BSH_BSND\""}));
+  opt.input_layout = "TND";  // a 4-D query
+  EXPECT_TRUE(throws_arg_error(call(), {"query = float16[2, 4, 3, 8]",
+                                        "with input_layout TND it must be 3-D [T, N, D]"}));
+  opt.input_layout = "BNSD_BSND";  // out is BNSD-shaped
+  EXPECT_TRUE(throws_arg_error(call(), {"attention_out = float16[2, 4, 3, 8]",
+                                        "must have the shape [2, 3, 4, 8]"}));
+  opt.input_layout = "BNSD_NBSD";
+  EXPECT_TRUE(throws_arg_error(call(), {"must have the shape [4, 2, 3, 8]"}));
 }
 
 TEST_F(FiaErrors, NumHeads) {
@@ -106,7 +88,11 @@ TEST_F(FiaErrors, Dtypes) {
   EXPECT_TRUE(throws_arg_error(call(), {"key = bfloat16[2, 2, 5, 8]", "dtype bfloat16 must equal the query's dtype float16"}));
   SetUp();
   v = random_tensor(x, v.shape(), DType::f32, 6);
-  EXPECT_TRUE(throws_arg_error(call(), {"value = float32[2, 2, 5, 8]", "must equal the query's dtype float16"}));
+  EXPECT_TRUE(throws_arg_error(call(), {"value = float32[2, 2, 5, 8]", "must equal the key's dtype float16"}));
+  SetUp();
+  q = filled_tensor(q.shape(), DType::i8, 0);
+  EXPECT_TRUE(throws_arg_error(call(), {"query = int8[2, 4, 3, 8]", "an int8 query (full quantisation",
+                                        "is not supported on CPU"}));
   SetUp();
   q = filled_tensor(q.shape(), DType::u8, 0);
   EXPECT_TRUE(throws_arg_error(call(), {"query = uint8[2, 4, 3, 8]", "dtype must be float32, float16 or bfloat16"}));
@@ -125,8 +111,11 @@ TEST_F(FiaErrors, RanksAndShapes) {
   q = random_tensor(x, {2, 3, 30}, DType::f16, 7);
   EXPECT_TRUE(throws_arg_error(call(), {"query = float16[2, 3, 30]", "H = 30 must be a multiple of num_heads = 4"}));
   SetUp();
-  q = random_tensor(x, {2, 4, 0, 8}, DType::f16, 7);
-  EXPECT_TRUE(throws_arg_error(call(), {"query = float16[2, 4, 0, 8]", "every dimension must be >= 1"}));
+  q = random_tensor(x, {2, 4, 3, 0}, DType::f16, 7);
+  EXPECT_TRUE(throws_arg_error(call(), {"query = float16[2, 4, 3, 0]", "its head dim D must be >= 1"}));
+  SetUp();
+  q = random_tensor(x, {0, 4, 3, 8}, DType::f16, 7);
+  EXPECT_TRUE(throws_arg_error(call(), {"query = float16[0, 4, 3, 8]", "its B dimension must be >= 1"}));
   SetUp();
   q = random_tensor(x, {1, 4, 1, 513}, DType::f16, 7);
   EXPECT_TRUE(throws_arg_error(workspace_bytes(), {"query = float16[1, 4, 1, 513]", "head dim D = 513 must be <= 512"}));
@@ -138,25 +127,42 @@ TEST_F(FiaErrors, RanksAndShapes) {
   EXPECT_TRUE(throws_arg_error(call(), {"key = float16[2, 2, 5, 16]", "head dim D = 16 must equal the query's (8)"}));
   SetUp();
   v = random_tensor(x, {2, 2, 6, 8}, DType::f16, 7);
-  EXPECT_TRUE(throws_arg_error(call(), {"value = float16[2, 2, 6, 8]", "must have the key's shape [2, 2, 5, 8]"}));
+  EXPECT_TRUE(throws_arg_error(call(), {"value = float16[2, 2, 6, 8]", "its B and S must equal the key's (2, 5); only D may differ"}));
   SetUp();
   out = filled_tensor({2, 4, 3, 4}, DType::f16, 0);
-  EXPECT_TRUE(throws_arg_error(call(), {"attention_out = float16[2, 4, 3, 4]", "must have the query's shape [2, 4, 3, 8]"}));
+  EXPECT_TRUE(throws_arg_error(call(), {"attention_out = float16[2, 4, 3, 4]", "must have the shape [2, 4, 3, 8] (the output layout, value's D)"}));
+  SetUp();
+  v = random_tensor(x, {2, 2, 5, 4}, DType::f16, 7);  // value D 4: attention_out D follows it
+  EXPECT_TRUE(throws_arg_error(call(), {"attention_out = float16[2, 4, 3, 8]", "must have the shape [2, 4, 3, 4]"}));
 }
 
-TEST_F(FiaErrors, UnsupportedModes) {
-  opt.sparse_mode = 2;
-  EXPECT_TRUE(throws_arg_error(call(), {"sparse_mode = 2", "not supported by this version"}));
+TEST_F(FiaErrors, SparseModeAndInnerPrecise) {
   opt.sparse_mode = 5;
   EXPECT_TRUE(throws_arg_error(call(), {"sparse_mode = 5", "must be in [0, 4]"}));
   opt.sparse_mode = -1;
   EXPECT_TRUE(throws_arg_error(call(), {"sparse_mode = -1", "must be in [0, 4]"}));
+  opt.sparse_mode = 1;
+  EXPECT_TRUE(throws_arg_error(call(), {"atten_mask = undefined", "sparse_mode = 1 needs a full mask"}));
+  for (int mode : {2, 3, 4}) {
+    opt.sparse_mode = mode;
+    EXPECT_TRUE(throws_arg_error(call(), {"atten_mask = undefined", "sparse_mode = " + std::to_string(mode),
+                                          "needs the compressed mask [2048, 2048]"}));
+  }
   opt.sparse_mode = 0;
-  opt.inner_precise = 1;
-  EXPECT_TRUE(throws_arg_error(call(), {"inner_precise = 1", "not supported by this version"}));
+  opt.inner_precise = 4;
+  EXPECT_TRUE(throws_arg_error(call(), {"inner_precise = 4", "must be in [0, 3]"}));
+  opt.inner_precise = 3;  // accepted: always float32 with row-invalid correction
+  EXPECT_NO_THROW(call()());
+  ng::current_stream().synchronize();
+  std::vector<double> x;
+  q = random_tensor(x, {2, 4, 1, 8}, DType::f16, 7);
+  out = filled_tensor(q.shape(), DType::f16, 0);
+  lse = filled_tensor({2, 4, 1, 1}, DType::f32, 0);
+  opt.inner_precise = 2;
+  EXPECT_TRUE(throws_arg_error(call(), {"inner_precise = 2", "must be in [0, 1] for decode (query S == 1)"}));
   opt.inner_precise = 0;
   opt.block_size = 128;
-  EXPECT_TRUE(throws_arg_error(call(), {"block_size = 128", "not supported by this version", "paged KV"}));
+  EXPECT_TRUE(throws_arg_error(call(), {"block_size = 128", "must be 0 without block_table"}));
 }
 
 TEST_F(FiaErrors, Scale) {
@@ -214,9 +220,11 @@ TEST_F(FiaErrors, DecodeStillRejectsNegativeLengths) {
 
 TEST_F(FiaErrors, SoftmaxLse) {
   lse = filled_tensor({2, 4, 3}, DType::f32, 0);
-  EXPECT_TRUE(throws_arg_error(call(), {"softmax_lse = float32[2, 4, 3]", "with softmax_lse_flag it must be float32 of shape [B, N, Sq, 1] = [2, 4, 3, 1]"}));
+  EXPECT_TRUE(throws_arg_error(call(), {"softmax_lse = float32[2, 4, 3]", "with softmax_lse_flag it must be float32 [B, N, Sq, 1] = [2, 4, 3, 1]"}));
   lse = filled_tensor({2, 4, 3, 1}, DType::f16, 0);
   EXPECT_TRUE(throws_arg_error(call(), {"softmax_lse = float16[2, 4, 3, 1]", "must be float32"}));
+  lse = filled_tensor({6, 4, 1}, DType::f32, 0);
+  EXPECT_TRUE(throws_arg_error(call(), {"[B, N, Sq, 1] = [2, 4, 3, 1]"}));
   // Without the flag, anything defined goes.
   opt.softmax_lse_flag = false;
   EXPECT_NO_THROW(call()());

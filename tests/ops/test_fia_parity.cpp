@@ -1,133 +1,171 @@
-// Parity of fused_infer_attention_score against the fp64 reference (test_fia_reference.hpp), over
-// layout x dtype x GQA ratio x actual lengths x decode/prefill/band.
+// Parity of fused_infer_attention_score against the fp64 reference (test_fia_reference.hpp): one
+// parameterized suite whose case names read layout_dtype_gqa_mask_kv[_leftPad]_lengths[_features].
+// Error bounds: see test_fia_case.hpp.
 //
-// Error bound (absolute, on attention_out; inputs are uniform in [-1, 1), so |out| <= max|v| < 1):
-// the kernel reads the same rounded inputs as the reference (the conversions are exact), computes in
-// float32, and rounds once to the output dtype. The rounding costs at most half an ulp of a value
-// below 1: 2^-25 (fp32), 2^-12 = 2.4e-4 (fp16), 2^-9 = 2.0e-3 (bf16). The float32 arithmetic (a dot
-// of D = 12 terms, exp, sums over <= 70 columns, each a few ulps of 2^-24 relative) adds ~1e-6 at
-// these sizes. Bounds, at about twice the worst case: fp32 1e-5, fp16 5e-4, bf16 4e-3.
-// softmax_lse is float32 for every dtype: bound 1e-5 * (1 + |lse|).
-#include <cmath>
+//   Core:     every layout and output form x every mask mode (none, 0 with a full mask and band,
+//             1, 2, 3, 4, decode, decode with a mask) x KV storage (contiguous, left padding,
+//             paged in both cache layouts), with dtype, GQA ratio and lengths rotating;
+//   Grid:     dtype x GQA ratio x lengths in full for BSH, BNSD and TND;
+//   Features: pse_shift, shared prefix, rope, value D != query D, every antiquant mode, and the
+//             quantised output, each over several layouts, masks, dtypes and KV storages.
+// Combinations the operator rejects (documented in fia.hpp) are not generated.
+#include <set>
 #include <string>
-#include <tuple>
+#include <vector>
 
-#include "ops/test_fia_reference.hpp"
-#include "ops/test_fia_util.hpp"
+#include "ops/test_fia_case.hpp"
 
 namespace fia_test {
 namespace {
 
-namespace ng = npugraph;
+const std::vector<std::string> kLayouts = {"BSH",       "BSND",      "BNSD",      "NSD",
+                                           "TND",       "NTD",       "BNSD_BSND", "BSH_BNSD",
+                                           "BSND_BNSD", "NTD_TND",   "TND_NTD",   "BSH_NBSD",
+                                           "BSND_NBSD", "BNSD_NBSD"};
+const DType kDtypes[] = {DType::f16, DType::bf16, DType::f32};
+const int kGqa[] = {1, 2, 4};
 
-enum class Lengths { full, ragged, broadcast };
-enum class Mode { decode, prefill, causal, band };
+bool is_token(const std::string& layout) { return layout.rfind("TND", 0) == 0 || layout.rfind("NTD", 0) == 0; }
 
-double out_bound(DType t) {
-  switch (t) {
-    case DType::f32: return 1e-5;
-    case DType::f16: return 5e-4;
-    case DType::bf16: return 4e-3;
-    default: return 0;
-  }
+bool per_token(Antiquant a) {
+  return a == Antiquant::token || a == Antiquant::sep_token || a == Antiquant::sep_token_head ||
+         a == Antiquant::sep_paged_token || a == Antiquant::sep_paged_token_head ||
+         a == Antiquant::key_channel_value_token;
 }
 
-using ParityParam = std::tuple<std::string, DType, int, Lengths, Mode>;
-
-std::string case_name(const ::testing::TestParamInfo<ParityParam>& info) {
-  const auto& [layout, dtype, gqa, lengths, mode] = info.param;
-  std::string name = layout + "_" + std::string(ng::dtype_name(dtype)) + "_gqa" + std::to_string(gqa);
-  name += lengths == Lengths::full ? "_full" : lengths == Lengths::ragged ? "_ragged" : "_broadcast";
-  name += mode == Mode::decode    ? "_decode"
-          : mode == Mode::prefill ? "_prefill"
-          : mode == Mode::causal  ? "_causal"
-                                  : "_band";
-  return name;
+// The combinations fia.hpp accepts.
+bool valid(const FiaCase& c) {
+  const bool token = is_token(c.layout);
+  const bool paged = c.kv != Kv::contiguous;
+  const bool int8 = c.antiquant != Antiquant::none;
+  if (token && (c.decode || c.padding || c.mode == 0 || c.mode == 1 || c.pse || c.prefix || int8))
+    return false;
+  if (c.decode && c.mode > 0) return false;
+  if (c.padding && (paged || c.prefix)) return false;
+  if (c.prefix && (paged || c.rope || per_token(c.antiquant))) return false;
+  if (c.rope && int8) return false;
+  if (paged && int8 && !c.decode) return false;
+  if (c.antiquant == Antiquant::channel && c.dv) return false;
+  const bool decode_only = c.antiquant == Antiquant::sep_head ||
+                           c.antiquant == Antiquant::sep_token_head ||
+                           c.antiquant == Antiquant::sep_paged_token ||
+                           c.antiquant == Antiquant::sep_paged_token_head;
+  if (decode_only && !c.decode) return false;
+  if ((c.antiquant == Antiquant::sep_paged_token || c.antiquant == Antiquant::sep_paged_token_head) &&
+      !paged)
+    return false;
+  const bool channel = c.quant == OutQuant::channel || c.quant == OutQuant::channel_offset;
+  if (channel && c.padding) return false;
+  const bool offset = c.quant == OutQuant::tensor_offset || c.quant == OutQuant::channel_offset;
+  if (offset && !c.decode && (c.mode == 0 || c.mode == 3 || c.mode == 4)) return false;
+  return true;
 }
 
-class FiaParity : public ::testing::TestWithParam<ParityParam> {};
+std::vector<FiaCase> core_cases() {
+  std::vector<FiaCase> r;
+  std::set<std::string> names;
+  std::uint32_t k = 0;
+  for (const std::string& layout : kLayouts)
+    for (int m = 0; m < 8; ++m)       // modes -1, 0, 1, 2, 3, 4, decode, decode + mask
+      for (int store = 0; store < 3; ++store) {  // contiguous, left padding, paged
+        FiaCase c;
+        c.layout = layout;
+        c.decode = m >= 6;
+        c.mode = c.decode ? (m == 7 ? 0 : -1) : m - 1;
+        c.padding = store == 1;
+        c.kv = store == 2 ? (k % 2 ? Kv::paged_bnsd : Kv::paged_bsh) : Kv::contiguous;
+        // Rotations with different periods, so that no axis moves in lockstep with the stores.
+        c.dtype = kDtypes[(k + k / 3) % 3];
+        c.gqa = kGqa[(k / 2 + k / 7) % 3];
+        c.lengths = static_cast<Lengths>((k + k / 5) % 3);
+        c.seed = k + 1;
+        if (!valid(c) || !names.insert(c.name()).second) continue;
+        r.push_back(c);
+        ++k;
+      }
+  return r;
+}
 
-TEST_P(FiaParity, MatchesReference) {
-  const auto& [layout, dtype, gqa, lengths, mode] = GetParam();
-  RefArgs a;
-  a.layout = layout;
-  a.B = 3;
-  a.N = 4;
-  a.KVN = a.N / gqa;
-  a.Sq = mode == Mode::decode ? 1 : 7;
-  a.Skv = 70;  // more than one 64-column softmax block
-  a.D = 12;    // not a multiple of the kernel's 8 dot lanes
-  a.scale = 0.9;
-  switch (mode) {
-    case Mode::decode: a.pre_tokens = 0; a.next_tokens = -5; break;  // ignored by decode
-    case Mode::prefill: break;
-    case Mode::causal: a.next_tokens = 0; break;
-    case Mode::band: a.pre_tokens = 3; a.next_tokens = -1; break;  // row 0 sees nothing
-  }
-  switch (lengths) {
-    case Lengths::full: break;
-    case Lengths::ragged:
-      // q lengths: 0 zero-fills a whole batch; the 4th values are past B and ignored. Decode
-      // ignores q lengths (100 > Sq would be an error otherwise).
-      a.actual_seq_lengths = mode == Mode::decode ? std::vector<std::int64_t>{100, 0, 1, 999}
-                                                  : std::vector<std::int64_t>{7, 3, 0, 999};
-      a.actual_seq_lengths_kv = {70, 33, 0, 999};
-      break;
-    case Lengths::broadcast:
-      a.actual_seq_lengths = {mode == Mode::decode ? 100 : 5};
-      a.actual_seq_lengths_kv = {41};
-      break;
-  }
+std::vector<FiaCase> grid_cases() {
+  std::vector<FiaCase> r;
+  std::uint32_t k = 500;
+  for (const std::string layout : {"BSH", "BNSD", "TND"})
+    for (DType dt : kDtypes)
+      for (int gqa : kGqa)
+        for (int len = 0; len < 3; ++len) {
+          FiaCase c;
+          c.layout = layout;
+          c.dtype = dt;
+          c.gqa = gqa;
+          c.lengths = static_cast<Lengths>(len);
+          c.mode = layout == std::string("TND") ? 3 : 0;
+          c.seed = ++k;
+          r.push_back(c);
+        }
+  return r;
+}
 
-  std::vector<double> qv, kv, vv;
-  const Tensor q = random_tensor(qv, layout_shape(layout, a.B, a.N, a.Sq, a.D), dtype, 1);
-  const Tensor k = random_tensor(kv, layout_shape(layout, a.B, a.KVN, a.Skv, a.D), dtype, 2);
-  const Tensor v = random_tensor(vv, layout_shape(layout, a.B, a.KVN, a.Skv, a.D), dtype, 3);
-  const ng::ops::FiaOptions opt{.actual_seq_lengths = a.actual_seq_lengths,
-                                .actual_seq_lengths_kv = a.actual_seq_lengths_kv,
-                                .num_heads = a.N,
-                                .scale = a.scale,
-                                .pre_tokens = a.pre_tokens,
-                                .next_tokens = a.next_tokens,
-                                .input_layout = layout,
-                                .num_key_value_heads = gqa == 1 ? 0 : a.KVN,
-                                .softmax_lse_flag = true};
-  const ng::ops::FiaResult r = ng::ops::fused_infer_attention_score(q, k, v, opt);
-  ng::current_stream().synchronize();
-  ASSERT_EQ(r.attention_out.shape(), q.shape());
-  ASSERT_EQ(r.attention_out.dtype(), dtype);
-  ASSERT_EQ(r.softmax_lse.shape(), (Shape{a.B, a.N, a.Sq, 1}));
-  ASSERT_EQ(r.softmax_lse.dtype(), DType::f32);
-
-  const RefResult ref = fia_reference(a, qv, kv, vv);
-  const std::vector<double> out = read_back(r.attention_out);
-  const std::vector<double> lse = read_back(r.softmax_lse);
-  const double bound = out_bound(dtype);
-  int failures = 0;
-  for (std::size_t i = 0; i < out.size() && failures < 10; ++i)
-    if (!(std::abs(out[i] - ref.out[i]) <= bound)) {
-      ADD_FAILURE() << "attention_out[" << i << "] = " << out[i] << ", reference " << ref.out[i]
-                    << ", bound " << bound;
-      ++failures;
+std::vector<FiaCase> feature_cases() {
+  std::vector<FiaCase> r;
+  std::uint32_t k = 1000;
+  std::set<std::string> names;
+  auto add = [&](FiaCase c) {
+    c.seed = ++k;
+    c.dtype = kDtypes[(k + k / 3) % 3];
+    c.gqa = kGqa[(k / 2 + k / 7) % 3];
+    c.lengths = static_cast<Lengths>((k + k / 5) % 3);
+    if (valid(c) && names.insert(c.name()).second) r.push_back(c);
+  };
+  // pse_shift over masks and storages.
+  for (const std::string layout : {"BNSD", "BSH", "BSND_NBSD"})
+    for (int m : {-1, 0, 1, 3, 4, 10, 11})  // 10: decode, 11: decode + mask
+      for (int store = 0; store < 3; ++store)
+        add({.layout = layout, .mode = m >= 10 ? m - 11 : m, .decode = m >= 10,
+             .kv = store == 2 ? Kv::paged_bnsd : Kv::contiguous, .padding = store == 1,
+             .pse = true});
+  // Shared prefix (with masks, pse and int8 KV).
+  for (const std::string layout : {"BNSD", "BSND", "BSH", "NSD", "BNSD_BSND"})
+    for (int m : {-1, 0, 1, 3, 10, 11}) {
+      add({.layout = layout, .mode = m >= 10 ? m - 11 : m, .decode = m >= 10, .prefix = true});
+      add({.layout = layout, .mode = m >= 10 ? m - 11 : m, .decode = m >= 10, .pse = true,
+           .prefix = true, .antiquant = Antiquant::sep_channel});
     }
-  for (std::size_t i = 0; i < lse.size() && failures < 10; ++i) {
-    const bool ok = std::isinf(ref.lse[i]) ? lse[i] == ref.lse[i]
-                                           : std::abs(lse[i] - ref.lse[i]) <= 1e-5 * (1 + std::abs(ref.lse[i]));
-    if (!ok) {
-      ADD_FAILURE() << "softmax_lse[" << i << "] = " << lse[i] << ", reference " << ref.lse[i];
-      ++failures;
-    }
-  }
+  // Rope (MLA), contiguous and paged, with a different value D.
+  for (const std::string layout : {"BNSD", "BSH", "TND", "NTD_TND", "BSND_NBSD"})
+    for (int m : {-1, 3, 4, 10})
+      for (Kv kv : {Kv::contiguous, Kv::paged_bsh, Kv::paged_bnsd})
+        add({.layout = layout, .mode = m >= 10 ? -1 : m, .decode = m >= 10, .kv = kv, .rope = true,
+             .dv = m == 3});
+  // Value D != query D.
+  for (const std::string& layout : kLayouts)
+    add({.layout = layout, .mode = is_token(layout) ? 2 : 1, .dv = true});
+  // Antiquant: every mode, decode and prefill, contiguous and paged.
+  for (int a = 1; a <= static_cast<int>(Antiquant::key_channel_value_token); ++a)
+    for (const std::string layout : {"BNSD", "BSH", "BSND"})
+      for (int m : {-1, 1, 10, 11})
+        for (Kv kv : {Kv::contiguous, Kv::paged_bsh, Kv::paged_bnsd})
+          add({.layout = layout, .mode = m >= 10 ? m - 11 : m, .decode = m >= 10, .kv = kv,
+               .padding = layout == std::string("BSND") && kv == Kv::contiguous && m == 1,
+               .antiquant = static_cast<Antiquant>(a)});
+  // Quantised output.
+  for (int q = 1; q <= static_cast<int>(OutQuant::channel_offset); ++q)
+    for (const std::string layout : {"BNSD", "BSH", "TND", "BSND_NBSD"})
+      for (int m : {-1, 1, 2, 4, 10})
+        add({.layout = layout, .mode = m >= 10 ? -1 : m, .decode = m >= 10,
+             .kv = m == 2 ? Kv::paged_bsh : Kv::contiguous, .padding = m == 1 && q % 2 == 1,
+             .quant = static_cast<OutQuant>(q)});
+  return r;
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Fia, FiaParity,
-    ::testing::Combine(::testing::Values("BNSD", "BSND", "BSH"),
-                       ::testing::Values(DType::f32, DType::f16, DType::bf16),
-                       ::testing::Values(1, 2, 4),
-                       ::testing::Values(Lengths::full, Lengths::ragged, Lengths::broadcast),
-                       ::testing::Values(Mode::decode, Mode::prefill, Mode::causal, Mode::band)),
-    case_name);
+class FiaParity : public ::testing::TestWithParam<FiaCase> {};
+
+TEST_P(FiaParity, MatchesReference) { expect_parity(build_case(GetParam())); }
+
+std::string case_name(const ::testing::TestParamInfo<FiaCase>& info) { return info.param.name(); }
+
+INSTANTIATE_TEST_SUITE_P(Core, FiaParity, ::testing::ValuesIn(core_cases()), case_name);
+INSTANTIATE_TEST_SUITE_P(Grid, FiaParity, ::testing::ValuesIn(grid_cases()), case_name);
+INSTANTIATE_TEST_SUITE_P(Features, FiaParity, ::testing::ValuesIn(feature_cases()), case_name);
 
 }  // namespace
 }  // namespace fia_test

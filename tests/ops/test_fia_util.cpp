@@ -1,5 +1,7 @@
 #include "ops/test_fia_util.hpp"
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <memory>
 #include <random>
@@ -12,6 +14,9 @@ Shape layout_shape(const std::string& layout, std::int64_t B, std::int64_t heads
   if (layout == "BNSD") return {B, heads, seq, D};
   if (layout == "BSND") return {B, seq, heads, D};
   if (layout == "BSH") return {B, seq, heads * D};
+  if (layout == "NSD" || layout == "NTD") return {heads, seq, D};
+  if (layout == "TND") return {seq, heads, D};
+  if (layout == "NBSD") return {heads, B, seq, D};
   throw std::invalid_argument("layout_shape: " + layout);
 }
 
@@ -20,8 +25,13 @@ double round_to(double x, DType dtype) {
     case DType::f32: return static_cast<float>(x);
     case DType::f16: return static_cast<float>(npugraph::half(static_cast<float>(x)));
     case DType::bf16: return static_cast<float>(npugraph::bfloat16(static_cast<float>(x)));
-    default: throw std::invalid_argument("round_to: not a floating dtype");
+    case DType::i8: return std::clamp(std::nearbyint(x), -128.0, 127.0);
+    case DType::u8: return std::clamp(std::nearbyint(x), 0.0, 255.0);
+    case DType::i32: return std::nearbyint(x);
+    case DType::i64: return std::nearbyint(x);
+    case DType::boolean: return x != 0 ? 1.0 : 0.0;
   }
+  throw std::invalid_argument("round_to: dtype");
 }
 
 namespace {
@@ -33,7 +43,11 @@ void store(void* base, std::size_t i, double x, DType dtype) {
     case DType::bf16:
       static_cast<npugraph::bfloat16*>(base)[i] = npugraph::bfloat16(static_cast<float>(x));
       return;
-    default: throw std::invalid_argument("store: not a floating dtype");
+    case DType::i8: static_cast<std::int8_t*>(base)[i] = static_cast<std::int8_t>(x); return;
+    case DType::u8: static_cast<std::uint8_t*>(base)[i] = static_cast<std::uint8_t>(x); return;
+    case DType::boolean: static_cast<std::uint8_t*>(base)[i] = x != 0 ? 1 : 0; return;
+    case DType::i32: static_cast<std::int32_t*>(base)[i] = static_cast<std::int32_t>(x); return;
+    case DType::i64: static_cast<std::int64_t*>(base)[i] = static_cast<std::int64_t>(x); return;
   }
 }
 
@@ -42,9 +56,15 @@ double load(const void* base, std::size_t i, DType dtype) {
     case DType::f32: return static_cast<const float*>(base)[i];
     case DType::f16: return static_cast<float>(static_cast<const npugraph::half*>(base)[i]);
     case DType::bf16: return static_cast<float>(static_cast<const npugraph::bfloat16*>(base)[i]);
-    default: throw std::invalid_argument("load: not a floating dtype");
+    case DType::i8: return static_cast<const std::int8_t*>(base)[i];
+    case DType::u8: case DType::boolean: return static_cast<const std::uint8_t*>(base)[i];
+    case DType::i32: return static_cast<const std::int32_t*>(base)[i];
+    case DType::i64: return static_cast<double>(static_cast<const std::int64_t*>(base)[i]);
   }
+  return 0;
 }
+
+bool is_int(DType t) { return !npugraph::is_floating(t); }
 
 Tensor owned_tensor(const Shape& shape, DType dtype) {
   const std::size_t bytes = static_cast<std::size_t>(shape.numel()) * npugraph::dtype_size(dtype);
@@ -68,17 +88,31 @@ Tensor host_tensor(std::vector<double>& values, const Shape& shape, DType dtype)
 Tensor random_tensor(std::vector<double>& values, const Shape& shape, DType dtype,
                      std::uint32_t seed, double lo, double hi) {
   std::mt19937 gen(seed);
-  std::uniform_real_distribution<double> dist(lo, hi);
   values.resize(static_cast<std::size_t>(shape.numel()));
-  for (double& x : values) x = dist(gen);
+  if (is_int(dtype)) {
+    std::uniform_int_distribution<std::int64_t> dist(static_cast<std::int64_t>(lo),
+                                                     static_cast<std::int64_t>(hi));
+    for (double& x : values) x = static_cast<double>(dist(gen));
+  } else {
+    std::uniform_real_distribution<double> dist(lo, hi);
+    for (double& x : values) x = dist(gen);
+  }
   return host_tensor(values, shape, dtype);
 }
 
 Tensor filled_tensor(const Shape& shape, DType dtype, double value) {
   Tensor t = owned_tensor(shape, dtype);
-  for (std::int64_t i = 0; i < shape.numel(); ++i) {
-    if (dtype == DType::u8) static_cast<std::uint8_t*>(t.data())[i] = static_cast<std::uint8_t>(value);
-    else store(t.data(), static_cast<std::size_t>(i), value, dtype);
+  for (std::int64_t i = 0; i < shape.numel(); ++i) store(t.data(), static_cast<std::size_t>(i), value, dtype);
+  return t;
+}
+
+Tensor int_tensor(const std::vector<std::int64_t>& values, const Shape& shape, DType dtype) {
+  if (static_cast<std::int64_t>(values.size()) != shape.numel())
+    throw std::invalid_argument("int_tensor: size mismatch");
+  Tensor t = owned_tensor(shape, dtype);
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    if (dtype == DType::i64) static_cast<std::int64_t*>(t.data())[i] = values[i];
+    else store(t.data(), i, static_cast<double>(values[i]), dtype);
   }
   return t;
 }
@@ -92,6 +126,18 @@ std::vector<double> read_back(const Tensor& t) {
 bool bitwise_equal(const Tensor& a, const Tensor& b) {
   return a.dtype() == b.dtype() && a.shape() == b.shape() && a.nbytes() == b.nbytes() &&
          std::memcmp(a.data(), b.data(), a.nbytes()) == 0;
+}
+
+const Tensor& compressed_mask() {
+  static const Tensor mask = [] {
+    constexpr std::int64_t S = 2048;
+    Tensor t = owned_tensor({S, S}, DType::boolean);
+    auto* p = static_cast<std::uint8_t*>(t.data());
+    for (std::int64_t i = 0; i < S; ++i)
+      for (std::int64_t j = 0; j < S; ++j) p[i * S + j] = j > i ? 1 : 0;
+    return t;
+  }();
+  return mask;
 }
 
 ::testing::AssertionResult throws_arg_error(const std::function<void()>& f,

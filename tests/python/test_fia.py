@@ -137,3 +137,20 @@ def test_thousand_update_replay_cycles_match_eager(rng):
             event.record(upd)
         g.replay()
         assert torch.equal(out, expected[n]), cycle
+
+
+def test_an_argument_error_while_updating_abandons_the_update(rng):
+    q, k, v = randn((1, 2, 1, 16), torch.float16, rng), randn((1, 2, 32, 16), torch.float16, rng), \
+        randn((1, 2, 32, 16), torch.float16, rng)
+    g, event, handle, ws, out, lse, opts = capture_decode(q, k, v, [8])
+    upd = npu.Stream()
+    with npu.stream(upd):
+        npu.graph_task_update_begin(upd, handle)
+        with pytest.raises(ValueError, match="actual_seq_lengths_kv"):
+            fia.out(q, k, v, workspace=ws, out=[out, lse], **dict(opts, actual_seq_lengths_kv=[99]))
+        npu.graph_task_update_begin(upd, handle)  # the failed update left update mode: free again
+        fia.out(q, k, v, workspace=ws, out=[out, lse], **dict(opts, actual_seq_lengths_kv=[5]))
+        npu.graph_task_update_end(upd)
+        event.record(upd)
+    g.replay()
+    assert torch.equal(out, fia(q, k, v, **dict(opts, actual_seq_lengths_kv=[5]))[0])

@@ -1,5 +1,6 @@
-// FIA public entry points: the eager form, the `.out` form, the workspace functions and the kernel
-// identity. Checks and planning live in fia_plan.cpp, the kernel in fia_kernel.cpp.
+// FIA public entry points: the eager form, the `.out` form, the workspace and shape functions and
+// the kernel identity. Checks and planning live in fia_plan.cpp and the files it names, the kernel
+// in fia_kernel.cpp, the update check in fia_update.cpp.
 #include "npugraph/ops/fia.hpp"
 
 #include "npugraph/stream.hpp"
@@ -21,27 +22,24 @@ const KernelDef& fia_kernel() { return kFiaKernel; }
 void fused_infer_attention_score_out(const Tensor& query, const Tensor& key, const Tensor& value,
                                      const FiaOptions& options, const Tensor& workspace,
                                      const Tensor& attention_out, const Tensor& softmax_lse) {
+  const Stream stream = current_stream(query.device());
+  const UpdateErrorGuard guard(stream);  // an argument error abandons an update in progress
   attention::FiaParamBuffer block;
   attention::build_fia_params(query, key, value, options, workspace, attention_out, softmax_lse,
                               nullptr, block);
-  launch(current_stream(query.device()), kFiaKernel, block.bytes());
+  launch(stream, kFiaKernel, block.bytes());
 }
 
 FiaResult fused_infer_attention_score(const Tensor& query, const Tensor& key, const Tensor& value,
                                       const FiaOptions& options) {
+  const UpdateErrorGuard guard(current_stream(query.device()));
   // Checks the shapes before allocating anything; build_fia_params checks the rest.
-  const attention::FiaWorkspacePlan plan = attention::plan_workspace_for(query, key, value, options);
+  const attention::FiaOutputInfo info = attention::plan_outputs(query, key, value, options);
   const Device device = query.device();
   FiaResult r;
-  r.attention_out = empty(query.shape(), query.dtype(), device);
-  if (options.softmax_lse_flag) {
-    // (B, N, Sq, 1): the query's B and Sq in every layout, N = num_heads.
-    const std::int64_t q_seq = options.input_layout == "BNSD" ? query.size(2) : query.size(1);
-    r.softmax_lse = empty({query.size(0), options.num_heads, q_seq, 1}, DType::f32, device);
-  } else {
-    r.softmax_lse = empty({1}, DType::f32, device);
-  }
-  const Tensor workspace = empty({plan.total_bytes}, DType::u8, device);
+  r.attention_out = empty(info.out_shape, info.out_dtype, device);
+  r.softmax_lse = empty(options.softmax_lse_flag ? info.lse_shape : Shape{1}, DType::f32, device);
+  const Tensor workspace = empty({info.plan.total_bytes}, DType::u8, device);
   attention::FiaParamBuffer block;
   attention::build_fia_params(query, key, value, options, workspace, r.attention_out,
                               r.softmax_lse,
@@ -58,7 +56,17 @@ Tensor fia_max_workspace(const Tensor& query, const Tensor& key, const Tensor& v
 
 std::int64_t fia_workspace_bytes(const Tensor& query, const Tensor& key, const Tensor& value,
                                  const FiaOptions& options) {
-  return attention::plan_workspace_for(query, key, value, options).total_bytes;
+  return attention::plan_outputs(query, key, value, options).plan.total_bytes;
+}
+
+Shape fia_output_shape(const Tensor& query, const Tensor& key, const Tensor& value,
+                       const FiaOptions& options) {
+  return attention::plan_outputs(query, key, value, options).out_shape;
+}
+
+Shape fia_lse_shape(const Tensor& query, const Tensor& key, const Tensor& value,
+                    const FiaOptions& options) {
+  return attention::plan_outputs(query, key, value, options).lse_shape;
 }
 
 }  // namespace npugraph::ops

@@ -1,13 +1,19 @@
 // FIA CPU kernel: one query row at a time, online softmax over blocks of kKvBlock KV columns,
-// float32 throughout. Reads only its parameter block (Note [FIA parameter block]) and the
-// ExecContext, and writes only the outputs and its chunk's workspace scratch (Note [FIA workspace]).
+// float32 throughout. Reads only its parameter block (Note [FIA parameter block]), the tensors it
+// points at and the ExecContext, and writes only the outputs and its chunk's workspace scratch
+// (Note [FIA workspace]).
 //
 // Determinism: each row is computed by the same sequence of float operations whatever chunk or
 // thread computes it, so equal blocks give bitwise equal outputs (eager, replayed, or updated).
+//
+// Safety: the tensors the block points at are read when the task runs, so the kernel re-checks
+// what their contents decide: every block id it reads from block_table and the left-padding
+// starts. A violation is a TaskError, never an out-of-bounds read.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <iterator>
 #include <limits>
 #include <string>
 #include <type_traits>
@@ -19,6 +25,9 @@
 
 namespace npugraph::ops::attention {
 namespace {
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+constexpr const char* kOp = "fused_infer_attention_score: ";
 
 template <class T>
 inline float to_f32(T x) {
@@ -32,192 +41,318 @@ inline T from_f32(float x) {
   else return T(x);
 }
 
-// sum_d a[d] * x[d * stride] in float32, in a fixed order: 8 interleaved partial sums, combined
-// pairwise. (Fixed order keeps results bitwise reproducible; 8 lanes let the compiler vectorise.)
-template <class T>
-inline float dot(const float* a, const T* x, std::int64_t stride, std::int64_t n) {
+// Element i of a float32/float16/bfloat16 tensor.
+inline float load(const void* base, DType t, std::int64_t i) {
+  switch (t) {
+    case DType::f16: return static_cast<float>(static_cast<const half*>(base)[i]);
+    case DType::bf16: return static_cast<float>(static_cast<const bfloat16*>(base)[i]);
+    default: return static_cast<const float*>(base)[i];
+  }
+}
+
+// sum_d a[d] * b[d] in float32, in a fixed order: 8 interleaved partial sums, combined pairwise.
+// (Fixed order keeps results bitwise reproducible; 8 lanes let the compiler vectorise.)
+inline float dot(const float* a, const float* b, std::int64_t n) {
   float lane[8] = {};
   std::int64_t d = 0;
   for (; d + 8 <= n; d += 8)
-    for (int l = 0; l < 8; ++l) lane[l] += a[d + l] * to_f32(x[(d + l) * stride]);
-  for (int l = 0; d < n; ++d, ++l) lane[l] += a[d] * to_f32(x[d * stride]);
+    for (int l = 0; l < 8; ++l) lane[l] += a[d + l] * b[d + l];
+  for (int l = 0; d < n; ++d, ++l) lane[l] += a[d] * b[d];
   return ((lane[0] + lane[4]) + (lane[2] + lane[6])) + ((lane[1] + lane[5]) + (lane[3] + lane[7]));
 }
 
-constexpr float kInf = std::numeric_limits<float>::infinity();
+// Round half to even and saturate to int8 (NaN gives 0), independent of the FP rounding mode.
+inline std::int8_t quantize(float y) {
+  if (std::isnan(y)) return 0;
+  float r = std::floor(y);
+  const float frac = y - r;
+  if (frac > 0.5f || (frac == 0.5f && std::fmod(r, 2.0f) != 0.0f)) r += 1.0f;
+  return static_cast<std::int8_t>(std::clamp(r, -128.0f, 127.0f));
+}
 
-template <class T>
-struct Row {
+// An antiquant parameter pair (scale, optional offset) of key or value.
+struct Dequant {
+  FiaView scale, offset;
+  DType scale_t = DType::f32, offset_t = DType::f32;
+  bool paged = false;  // modes 4/5: indexed by (block, row) instead of (batch, token)
+};
+
+// Where logical KV column j of a batch lives.
+struct Pos {
+  bool prefix;
+  std::int64_t outer;  // batch (contiguous KV) or block id (paged)
+  std::int64_t row;    // the S index in the prefix / key tensor, or the row in the block
+  std::int64_t t;      // the key token's logical position (after the prefix)
+};
+
+template <class QT, class KT>
+struct Kernel {
   const FiaParams& p;
-  const std::int64_t* actual_q;
-  const std::int64_t* actual_kv;
-  std::int64_t group;  // query heads per KV head
+  const FiaShapeKey& k;
+  const std::int64_t* aq;
+  const std::int64_t* akv;
+  const std::int64_t* q_start;
+  const std::int64_t* kv_start;
+  std::int64_t group;   // query heads per KV head
+  std::int64_t q_pad;   // effective left padding (>= 0), or -1
+  std::int64_t kv_pad;
+  Dequant kdq, vdq;
+  DType out_scale_t = DType::f32;
 
-  void zero(T* out) const {
-    const std::int64_t sd = p.out.stride[3];
-    for (std::int64_t d = 0; d < p.head_dim; ++d) out[d * sd] = from_f32<T>(0.0f);
+  // The block id of batch b's block `index`, checked against the cache.
+  std::int64_t block_id(std::int64_t b, std::int64_t index) const {
+    const auto* table = static_cast<const std::int32_t*>(p.block_table.data);
+    const std::int64_t id = table[b * p.block_table.stride[0] + index * p.block_table.stride[2]];
+    if (id < 0 || id >= k.num_blocks) [[unlikely]]
+      NG_THROW(TaskError, kOp, "block_table[", b, "][", index, "] = ", id,
+               " is outside the key cache's ", k.num_blocks, " blocks when the kernel ran");
+    return id;
   }
 
-  // Computes query row (b, n, i) with the chunk's scratch.
-  void run(std::int64_t b, std::int64_t n, std::int64_t i, std::byte* scratch) const {
-    const std::int64_t D = p.head_dim;
-    T* out = static_cast<T*>(p.out.data) + b * p.out.stride[0] + n * p.out.stride[1] +
-             i * p.out.stride[2];
-    float* lse = p.lse ? p.lse + (b * p.heads + n) * p.q_seq + i : nullptr;
+  Pos locate(std::int64_t b, std::int64_t j, std::int64_t kv_begin) const {
+    if (j < p.prefix_len) return {true, 0, j, 0};
+    const std::int64_t t = j - p.prefix_len;
+    if (k.kv_store != static_cast<std::int64_t>(FiaKvStore::contiguous))
+      return {false, block_id(b, t / k.block_size), t % k.block_size, t};
+    return {false, b, kv_begin + t, t};
+  }
 
-    const std::int64_t akv = actual_kv[b];
-    // Visible columns: j - i <= next and i - j <= pre, within [0, akv).
-    const std::int64_t lo = std::max<std::int64_t>(0, i - p.pre_tokens);
-    const std::int64_t hi = std::min<std::int64_t>(akv, i + p.next_tokens + 1);
-    if (i >= actual_q[b] || lo >= hi) {  // past the actual length, or nothing visible
-      zero(out);
-      if (lse) *lse = kInf;
-      return;
+  // Loads row `pos` of a key/value/rope tensor (head kvh, D elements) into dst as float32,
+  // dequantised (x + offset) * scale when the KV is int8.
+  template <class T>
+  void load_row(float* dst, const FiaView& view, const FiaView& prefix, const Pos& pos,
+                std::int64_t b, std::int64_t kvh, std::int64_t D, const Dequant* dq) const {
+    const FiaView& src = pos.prefix ? prefix : view;
+    const T* row = static_cast<const T*>(src.data) + pos.outer * src.stride[0] +
+                   kvh * src.stride[1] + pos.row * src.stride[2];
+    const std::int64_t sd = src.stride[3];
+    if constexpr (std::is_same_v<T, std::int8_t>) {
+      // Parameter coordinates: (block, row) for the paged modes, else (batch, token position).
+      const std::int64_t o = dq->paged ? pos.outer : b;
+      const std::int64_t s = dq->paged ? pos.row
+                             : k.kv_store != static_cast<std::int64_t>(FiaKvStore::contiguous) ? pos.t
+                                                                                                : pos.row;
+      const std::int64_t sbase = o * dq->scale.stride[0] + kvh * dq->scale.stride[1] + s * dq->scale.stride[2];
+      const std::int64_t obase = o * dq->offset.stride[0] + kvh * dq->offset.stride[1] + s * dq->offset.stride[2];
+      for (std::int64_t d = 0; d < D; ++d) {
+        const float sc = load(dq->scale.data, dq->scale_t, sbase + d * dq->scale.stride[3]);
+        const float off = dq->offset.data
+                              ? load(dq->offset.data, dq->offset_t, obase + d * dq->offset.stride[3])
+                              : 0.0f;
+        dst[d] = (static_cast<float>(row[d * sd]) + off) * sc;
+      }
+    } else {
+      for (std::int64_t d = 0; d < D; ++d) dst[d] = to_f32(row[d * sd]);
     }
+  }
 
-    float* qf = reinterpret_cast<float*>(scratch + p.plan.q_offset);
-    float* acc = reinterpret_cast<float*>(scratch + p.plan.acc_offset);
-    float* score = reinterpret_cast<float*>(scratch + p.plan.score_offset);
-    const T* q = static_cast<const T*>(p.q.data) + b * p.q.stride[0] + n * p.q.stride[1] +
-                 i * p.q.stride[2];
-    for (std::int64_t d = 0; d < D; ++d) {
-      qf[d] = to_f32(q[d * p.q.stride[3]]);
-      acc[d] = 0.0f;
+  void write_empty(std::int64_t b, std::int64_t n, std::int64_t s, float* lse) const {
+    const std::int64_t base = b * p.out.stride[0] + n * p.out.stride[1] + s * p.out.stride[2];
+    for (std::int64_t d = 0; d < k.dv; ++d) {
+      if (k.out_int8) static_cast<std::int8_t*>(p.out.data)[base + d * p.out.stride[3]] = 0;
+      else static_cast<QT*>(p.out.data)[base + d * p.out.stride[3]] = from_f32<QT>(0.0f);
     }
+    if (lse) *lse = kInf;
+  }
+
+  void write_row(std::int64_t b, std::int64_t n, std::int64_t s, const float* acc,
+                 float sum) const {
+    const std::int64_t base = b * p.out.stride[0] + n * p.out.stride[1] + s * p.out.stride[2];
+    for (std::int64_t d = 0; d < k.dv; ++d) {
+      const float x = acc[d] / sum;
+      if (k.out_int8) {
+        const std::int64_t c = n * p.out_scale.stride[1] + d * p.out_scale.stride[3];
+        float y = x * load(p.out_scale.data, out_scale_t, c);
+        if (p.out_offset.data) y += load(p.out_offset.data, out_scale_t, c);
+        static_cast<std::int8_t*>(p.out.data)[base + d * p.out.stride[3]] = quantize(y);
+      } else {
+        static_cast<QT*>(p.out.data)[base + d * p.out.stride[3]] = from_f32<QT>(x);
+      }
+    }
+  }
+
+  // Computes query row r (Note [FIA workspace] for the row order) with the chunk's scratch.
+  void run(std::int64_t r, std::byte* scratch) const {
+    std::int64_t b = 0, n, s, i;
+    bool valid;
+    if (k.layout_in == static_cast<std::int64_t>(FiaLayout::tnd) ||
+        k.layout_in == static_cast<std::int64_t>(FiaLayout::ntd)) {
+      s = r / k.heads;  // the token
+      n = r % k.heads;
+      b = (std::upper_bound(q_start, q_start + k.batch, s) - q_start) - 1;
+      i = s - q_start[b];
+      valid = i < aq[b];
+    } else {
+      s = r % k.q_seq;
+      const std::int64_t bn = r / k.q_seq;
+      b = bn / k.heads;
+      n = bn % k.heads;
+      i = s - (q_pad >= 0 ? k.q_seq - q_pad - aq[b] : 0);
+      valid = i >= 0 && i < aq[b];
+    }
+    float* lse = p.lse ? p.lse + b * p.lse_stride[0] + n * p.lse_stride[1] + s * p.lse_stride[2]
+                       : nullptr;
+    const std::int64_t lq = aq[b], lkv = p.prefix_len + akv[b];
+    const std::int64_t shift = k.anchor ? lkv - lq : 0;
+    const std::int64_t lo = std::max<std::int64_t>(0, i + shift - p.pre_tokens);
+    const std::int64_t hi = std::min<std::int64_t>(lkv, i + shift + p.next_tokens + 1);
+    if (!valid || lo >= hi) return write_empty(b, n, s, lse);
+
+    const FiaWorkspacePlan& plan = p.plan;
+    float* qf = reinterpret_cast<float*>(scratch + plan.q_offset);
+    float* qr = reinterpret_cast<float*>(scratch + plan.q_rope_offset);
+    float* kf = reinterpret_cast<float*>(scratch + plan.k_offset);
+    float* kr = reinterpret_cast<float*>(scratch + plan.k_rope_offset);
+    float* vf = reinterpret_cast<float*>(scratch + plan.v_offset);
+    float* acc = reinterpret_cast<float*>(scratch + plan.acc_offset);
+    float* score = reinterpret_cast<float*>(scratch + plan.score_offset);
+    const QT* q = static_cast<const QT*>(p.q.data) + b * p.q.stride[0] + n * p.q.stride[1] +
+                  s * p.q.stride[2];
+    for (std::int64_t d = 0; d < k.dk; ++d) qf[d] = to_f32(q[d * p.q.stride[3]]);
+    if (k.dr) {
+      const QT* q2 = static_cast<const QT*>(p.q_rope.data) + b * p.q_rope.stride[0] +
+                     n * p.q_rope.stride[1] + s * p.q_rope.stride[2];
+      for (std::int64_t d = 0; d < k.dr; ++d) qr[d] = to_f32(q2[d * p.q_rope.stride[3]]);
+    }
+    std::fill(acc, acc + k.dv, 0.0f);
+
     const std::int64_t kvh = n / group;
-    const T* k = static_cast<const T*>(p.k.data) + b * p.k.stride[0] + kvh * p.k.stride[1];
-    const T* v = static_cast<const T*>(p.v.data) + b * p.v.stride[0] + kvh * p.v.stride[1];
-    const std::int64_t ks = p.k.stride[2], kd = p.k.stride[3];
-    const std::int64_t vs = p.v.stride[2], vd = p.v.stride[3];
+    const bool token = k.layout_in == static_cast<std::int64_t>(FiaLayout::tnd) ||
+                       k.layout_in == static_cast<std::int64_t>(FiaLayout::ntd);
+    const std::int64_t kv_begin =
+        token ? kv_start[b] : (kv_pad >= 0 ? k.kv_seq - kv_pad - akv[b] : 0);
+    const bool full_mask = k.mask_kind == static_cast<std::int64_t>(FiaMaskKind::full);
+    const auto* mask = full_mask ? static_cast<const std::uint8_t*>(p.mask.data) +
+                                       b * p.mask.stride[0] + i * p.mask.stride[2]
+                                 : nullptr;
+    const DType pse_t = k.sig[static_cast<int>(FiaArg::pse_shift)].dtype;
+    const std::int64_t pse_row = b * p.pse.stride[0] + n * p.pse.stride[1] + i * p.pse.stride[2];
 
     SoftmaxState st;
     for (std::int64_t j0 = lo; j0 < hi; j0 += kKvBlock) {
       const std::int64_t j1 = std::min(hi, j0 + kKvBlock);
       float block_max = -kInf;
       for (std::int64_t j = j0; j < j1; ++j) {
-        const float s = p.scale * dot(qf, k + j * ks, kd, D);
-        score[j - j0] = s;
-        if (!(s <= block_max)) block_max = s;  // NaN wins (SoftmaxState: NaN in, NaN out)
+        if (full_mask && mask[j * p.mask.stride[3]] != 0) {
+          score[j - j0] = -kInf;
+          continue;
+        }
+        const Pos pos = locate(b, j, kv_begin);
+        load_row<KT>(kf, p.k, p.k_prefix, pos, b, kvh, k.dk, &kdq);
+        float qk = dot(qf, kf, k.dk);
+        if (k.dr) {
+          load_row<KT>(kr, p.k_rope, p.k_rope, pos, b, kvh, k.dr, &kdq);
+          qk += dot(qr, kr, k.dr);
+        }
+        float sc = p.scale * qk;
+        if (p.pse.data) sc += load(p.pse.data, pse_t, pse_row + j * p.pse.stride[3]);
+        score[j - j0] = sc;
+        if (!(sc <= block_max)) block_max = sc;  // NaN wins (SoftmaxState: NaN in, NaN out)
       }
       const float factor = st.raise_max(block_max);
       if (st.empty()) continue;  // every score so far is -inf: weight 0
       if (factor != 1.0f)
-        for (std::int64_t d = 0; d < D; ++d) acc[d] *= factor;
+        for (std::int64_t d = 0; d < k.dv; ++d) acc[d] *= factor;
       for (std::int64_t j = j0; j < j1; ++j) {
+        if (score[j - j0] == -kInf) continue;  // masked (or exp(-inf) = 0)
         const float w = st.add(score[j - j0]);
-        const T* vj = v + j * vs;
-        for (std::int64_t d = 0; d < D; ++d) acc[d] += w * to_f32(vj[d * vd]);
+        load_row<KT>(vf, p.v, p.v_prefix, locate(b, j, kv_begin), b, kvh, k.dv, &vdq);
+        for (std::int64_t d = 0; d < k.dv; ++d) acc[d] += w * vf[d];
       }
     }
-    if (st.empty()) {
-      zero(out);
-      if (lse) *lse = kInf;
-      return;
-    }
-    const std::int64_t od = p.out.stride[3];
-    for (std::int64_t d = 0; d < D; ++d) out[d * od] = from_f32<T>(acc[d] / st.sum);
+    if (st.empty()) return write_empty(b, n, s, lse);
+    write_row(b, n, s, acc, st.sum);
     if (lse) *lse = st.lse();
   }
 };
 
-template <class T>
-void run_kernel(const FiaParams& p, const std::int64_t* actual_q, const std::int64_t* actual_kv,
-                const ExecContext& ctx) {
-  const Row<T> row{p, actual_q, actual_kv, p.heads / p.kv_heads};
+// Reads an effective left padding (< 0 reads as 0) and checks every batch's start (the tensor may
+// have changed since the op checked it).
+std::int64_t read_padding(const std::int64_t* pad, const char* name, std::int64_t seq,
+                          const std::int64_t* actual, std::int64_t batch) {
+  if (!pad) return -1;
+  const std::int64_t x = std::max<std::int64_t>(0, *pad);
+  for (std::int64_t b = 0; b < batch; ++b)
+    if (seq - x - actual[b] < 0)
+      NG_THROW(TaskError, kOp, name, " = ", x, ": batch ", b, "'s valid rows would start at ",
+               seq, " - ", x, " - ", actual[b], " < 0 when the kernel ran");
+  return x;
+}
+
+template <class QT, class KT>
+void run_kernel(const FiaParams& p, const std::int64_t* tail, const ExecContext& ctx) {
+  const FiaShapeKey& key = p.key;
+  const std::int64_t B = key.batch;
+  Kernel<QT, KT> kern{p, key, tail, tail + B, tail + 2 * B, tail + 3 * B,
+                      key.heads / key.kv_heads, -1, -1, {}, {}};
+  kern.q_pad = read_padding(p.q_padding, "query_padding_size", key.q_seq, kern.aq, B);
+  kern.kv_pad = read_padding(p.kv_padding, "kv_padding_size", key.kv_seq, kern.akv, B);
+  const bool separate = key.sig[static_cast<int>(FiaArg::key_antiquant_scale)].rank >= 0;
+  const FiaArg ks = separate ? FiaArg::key_antiquant_scale : FiaArg::antiquant_scale;
+  const FiaArg ko = separate ? FiaArg::key_antiquant_offset : FiaArg::antiquant_offset;
+  const FiaArg vs = separate ? FiaArg::value_antiquant_scale : FiaArg::antiquant_scale;
+  const FiaArg vo = separate ? FiaArg::value_antiquant_offset : FiaArg::antiquant_offset;
+  kern.kdq = {p.k_scale, p.k_offset, key.sig[static_cast<int>(ks)].dtype,
+              key.sig[static_cast<int>(ko)].dtype, key.key_antiquant_mode >= 4};
+  kern.vdq = {p.v_scale, p.v_offset, key.sig[static_cast<int>(vs)].dtype,
+              key.sig[static_cast<int>(vo)].dtype, key.value_antiquant_mode >= 4};
+  kern.out_scale_t = key.sig[static_cast<int>(FiaArg::quant_scale2)].dtype;
+
   const auto base_addr = reinterpret_cast<std::uintptr_t>(p.workspace);
   std::byte* base = p.workspace + ((kWorkspaceAlign - base_addr % kWorkspaceAlign) % kWorkspaceAlign);
   ctx.parallel_for(p.plan.rows, p.plan.grain, [&](std::int64_t begin, std::int64_t end) {
     std::byte* scratch = base + (begin / p.plan.grain) * p.plan.chunk_bytes;
-    for (std::int64_t r = begin; r < end; ++r) {
-      const std::int64_t i = r % p.q_seq;
-      const std::int64_t bn = r / p.q_seq;
-      row.run(bn / p.heads, bn % p.heads, i, scratch);
-    }
+    for (std::int64_t r = begin; r < end; ++r) kern.run(r, scratch);
   });
 }
 
-// Copies the header out of a block (the block's storage need not be aligned for FiaParams).
-bool read_header(const void* params, std::size_t size, FiaParams& p) {
-  if (size < sizeof(FiaParams)) return false;
-  std::memcpy(&p, params, sizeof(FiaParams));
-  return p.magic == kFiaMagic && p.header_bytes == sizeof(FiaParams) && p.batch >= 1 &&
-         size == fia_block_bytes(p.batch);
-}
-
-// The kernel-facing shape of a tensor of the block, in its layout, for messages.
-std::string shape_text(const FiaParams& p, bool query) {
-  const std::int64_t n = query ? p.heads : p.kv_heads, s = query ? p.q_seq : p.kv_seq;
-  switch (p.layout) {
-    case FiaLayout::bsh: return detail::cat('[', p.batch, ", ", s, ", ", n * p.head_dim, ']');
-    case FiaLayout::bsnd: return detail::cat('[', p.batch, ", ", s, ", ", n, ", ", p.head_dim, ']');
-    case FiaLayout::bnsd: return detail::cat('[', p.batch, ", ", n, ", ", s, ", ", p.head_dim, ']');
-  }
-  return "?";
+template <class QT>
+void dispatch_kv(const FiaParams& p, const std::int64_t* tail, const ExecContext& ctx) {
+  if (p.key.sig[static_cast<int>(FiaArg::key)].dtype == DType::i8)
+    run_kernel<QT, std::int8_t>(p, tail, ctx);
+  else
+    run_kernel<QT, QT>(p, tail, ctx);
 }
 
 }  // namespace
 
+// Copies the header out of a block (the block's storage need not be aligned for FiaParams).
+bool read_fia_header(const void* params, std::size_t size, FiaParams& p) {
+  if (size < sizeof(FiaParams)) return false;
+  std::memcpy(&p, params, sizeof(FiaParams));
+  return p.magic == kFiaMagic && p.header_bytes == sizeof(FiaParams) && p.key.batch >= 1 &&
+         size == fia_block_bytes(p.key.batch);
+}
+
 void fia_cpu_kernel(const void* params, std::size_t size, const ExecContext& ctx) {
   FiaParams p;
-  if (!read_header(params, size, p))
-    NG_THROW(TaskError, "fused_infer_attention_score: malformed parameter block (", size,
-             " bytes)");
-  // The tail (2*B int64) is copied to keep its reads aligned; it is small next to the work.
+  if (!read_fia_header(params, size, p))
+    NG_THROW(TaskError, kOp, "malformed parameter block (", size, " bytes)");
+  // The tail (4*B int64) is copied to keep its reads aligned; it is small next to the work.
   const std::byte* tail = static_cast<const std::byte*>(params) + sizeof(FiaParams);
-  const auto* lengths = reinterpret_cast<const std::int64_t*>(tail);
-  std::int64_t local[2 * FiaParamBuffer::kInlineBatch];
+  const auto* values = reinterpret_cast<const std::int64_t*>(tail);
+  const std::size_t count = kFiaTailArrays * static_cast<std::size_t>(p.key.batch);
+  std::int64_t local[kFiaTailArrays * FiaParamBuffer::kInlineBatch];
   std::vector<std::int64_t> heap;
   if (reinterpret_cast<std::uintptr_t>(tail) % alignof(std::int64_t) != 0) {
     std::int64_t* dst = local;
-    if (p.batch > FiaParamBuffer::kInlineBatch) {
-      heap.resize(static_cast<std::size_t>(2 * p.batch));
+    if (count > std::size(local)) {
+      heap.resize(count);
       dst = heap.data();
     }
-    std::memcpy(dst, tail, static_cast<std::size_t>(2 * p.batch) * sizeof(std::int64_t));
-    lengths = dst;
+    std::memcpy(dst, tail, count * sizeof(std::int64_t));
+    values = dst;
   }
   if (p.lse_zero) *p.lse_zero = 0.0f;
-  switch (p.dtype) {
-    case DType::f32: run_kernel<float>(p, lengths, lengths + p.batch, ctx); break;
-    case DType::f16: run_kernel<half>(p, lengths, lengths + p.batch, ctx); break;
-    case DType::bf16: run_kernel<bfloat16>(p, lengths, lengths + p.batch, ctx); break;
+  switch (p.key.sig[static_cast<int>(FiaArg::query)].dtype) {
+    case DType::f32: dispatch_kv<float>(p, values, ctx); break;
+    case DType::f16: dispatch_kv<half>(p, values, ctx); break;
+    case DType::bf16: dispatch_kv<bfloat16>(p, values, ctx); break;
     default:
-      NG_THROW(TaskError, "fused_infer_attention_score: unsupported dtype ", dtype_name(p.dtype),
+      NG_THROW(TaskError, kOp, "unsupported query dtype ",
+               dtype_name(p.key.sig[static_cast<int>(FiaArg::query)].dtype),
                " in the parameter block");
   }
-}
-
-std::string fia_check_update(std::span<const std::byte> captured,
-                             std::span<const std::byte> updated) {
-  FiaParams a, b;
-  if (!read_header(captured.data(), captured.size(), a))
-    return "the captured parameter block is not a fused_infer_attention_score block";
-  if (!read_header(updated.data(), updated.size(), b))
-    return "the new parameter block is not a fused_infer_attention_score block";
-  if (a.layout != b.layout)
-    return detail::cat("input_layout changed from ", layout_name(a.layout), " to ",
-                       layout_name(b.layout));
-  if (a.dtype != b.dtype)
-    return detail::cat("dtype changed from ", dtype_name(a.dtype), " to ", dtype_name(b.dtype));
-  if (a.heads != b.heads)
-    return detail::cat("num_heads changed from ", a.heads, " to ", b.heads);
-  if (a.kv_heads != b.kv_heads)
-    return detail::cat("num_key_value_heads changed from ", a.kv_heads, " to ", b.kv_heads);
-  if (a.batch != b.batch || a.q_seq != b.q_seq || a.head_dim != b.head_dim)
-    return detail::cat("query shape changed from ", shape_text(a, true), " to ",
-                       shape_text(b, true));
-  if (a.kv_seq != b.kv_seq)
-    return detail::cat("key/value shape changed from ", shape_text(a, false), " to ",
-                       shape_text(b, false));
-  if (a.lse_flag != b.lse_flag)
-    return detail::cat("softmax_lse_flag changed from ", a.lse_flag ? "true" : "false", " to ",
-                       b.lse_flag ? "true" : "false");
-  // Equal shapes give equal plans (plan_workspace is a pure function of them); checked anyway so
-  // that a replay can never index past the captured workspace.
-  if (std::memcmp(&a.plan, &b.plan, sizeof(FiaWorkspacePlan)) != 0 ||
-      b.workspace_bytes < b.plan.total_bytes)
-    return "the workspace plan changed (size the workspace with fia_max_workspace)";
-  return {};
 }
 
 }  // namespace npugraph::ops::attention

@@ -1,35 +1,46 @@
-// FIA internals shared by the host side (fia_plan.cpp), the CPU kernel (fia_kernel.cpp) and tests:
-// the parameter block, the workspace plan and the host planning entry point.
+// FIA internals shared by the host side (fia_args/fia_layout/fia_mask/fia_quant/fia_plan), the CPU
+// kernel (fia_kernel.cpp), the update check (fia_update.cpp) and tests: the parameter block, the
+// workspace plan and the host planning entry point.
 //
 // Note [FIA parameter block]
-// One launch = one block: a fixed header (FiaParams) followed by a tail of 2*B int64 values, the
-// per-batch actual query lengths then the per-batch actual KV lengths, already resolved (broadcast,
-// defaults, decode rule applied), so the kernel never sees FiaOptions. Everything a task update may
-// change lives here: the lengths, the scale, pre/next tokens, the data pointers and strides. The
-// shapes, dtype, layout, heads and the parallel plan (grain, chunk layout) are a pure function of the
-// shapes; fia_check_update refuses a block whose shapes differ from the captured one, so the plan of
-// the captured launch stays valid. The block is trivially copyable, 8-byte aligned, and holds
-// no pointers to host memory other than the tensors' data.
+// One launch = one block: a fixed header (FiaParams) followed by a tail of 4*B int64 values: the
+// per-batch actual query lengths, actual KV lengths, first query token and first KV token (the
+// last two are the cumulative starts of TND/NTD, else 0), already resolved (broadcast, defaults,
+// decode rule applied), so the kernel never sees FiaOptions. Everything a task update may change
+// lives here: those lengths, the shared-prefix length, the scale, pre/next tokens, the tensors'
+// addresses and strides. The header's FiaShapeKey holds everything the shapes, dtypes, layout and
+// flags decide (tensor signatures, options that are not host values, derived sizes); the parallel
+// plan is a pure function of it, and fia_check_update refuses a block whose key differs from the
+// captured one, so the plan of the captured launch stays valid. The block is trivially copyable,
+// 8-byte aligned, and holds no pointers to host memory other than the tensors' data.
 //
 // Note [FIA decode]
-// Decode (query S == 1) ignores actual_seq_lengths, pre_tokens and next_tokens: the host writes
-// actual query length 1 and an unbounded band, so the kernel has no decode special case.
+// Decode (query S == 1, not TND/NTD) ignores actual_seq_lengths, pre/next tokens, sparse_mode and
+// query padding: the host writes actual query length 1 and an unbounded band without anchor, so the
+// kernel has no decode special case (an atten_mask still applies, in its decode shapes).
+//
+// Note [FIA views]
+// Every tensor is seen as (b, n, s, d) with element strides (FiaView); one kernel serves every
+// layout. TND/NTD/NSD views have stride_b = 0 (s is the token); paged caches are (block, n, row,
+// d); atten_mask and pse_shift are (b, n, i, j) with stride 0 on broadcast dimensions; antiquant
+// parameters are (b, n, s, d) over the token they scale (paged modes: (block, n, row, d));
+// quant_scale2/quant_offset2 are (-, n, -, d) over the output channel.
 //
 // Note [FIA workspace]
 // plan_workspace() is the one function that sizes and lays out the workspace (fia_workspace_bytes
-// and the launch both call it). The kernel splits the B*N*Sq query rows into `chunks` parallel
-// chunks of `grain` rows; chunk c owns the scratch at align_up(workspace, kWorkspaceAlign) +
-// c * chunk_bytes:
-//     [q_offset]      D floats           the query row converted to float32 (unscaled)
-//     [acc_offset]    D floats           the output accumulator
-//     [score_offset]  kKvBlock floats    the scores of one block of KV columns
-// chunk_bytes is rounded up to kWorkspaceAlign (no false sharing), and the total has kWorkspaceAlign
-// bytes of slack so that any base address can be aligned. Nothing depends on actual lengths.
+// and the launch both call it). The kernel splits the query rows (row r = (b * N + n) * Sq + s, or
+// t * N + n for TND/NTD) into `chunks` parallel chunks of `grain` rows; chunk c owns the scratch at align_up(workspace, kWorkspaceAlign) + c * chunk_bytes,
+// float32 arrays: the query row (Dk), its rope part (Dr), one key row (Dk), its rope part (Dr), one
+// value row (Dv), the output accumulator (Dv) and the scores of one block of kKvBlock columns, each
+// rounded up to kWorkspaceAlign. The total has kWorkspaceAlign bytes of slack so that any base
+// address can be aligned. Nothing depends on host values.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
+#include <type_traits>
 #include <vector>
 
 #include "npugraph/dtype.hpp"
@@ -37,65 +48,104 @@
 
 namespace npugraph::ops::attention {
 
-enum class FiaLayout : std::uint8_t { bsh, bsnd, bnsd };
+enum class FiaLayout : std::uint8_t { bsh, bsnd, bnsd, nsd, tnd, ntd, nbsd /* output only */ };
 const char* layout_name(FiaLayout layout);
+inline bool is_token_layout(FiaLayout l) { return l == FiaLayout::tnd || l == FiaLayout::ntd; }
+
+enum class FiaKvStore : std::uint8_t { contiguous, paged_bsh, paged_bnsd };
+enum class FiaMaskKind : std::uint8_t { none, full, compressed };
 
 // Tuning constants of the plan (pure functions of the shapes only).
 inline constexpr std::int64_t kWorkspaceAlign = 64;
-inline constexpr std::int64_t kKvBlock = 64;          // KV columns scored per softmax block
-inline constexpr std::int64_t kMaxChunks = 256;       // parallel chunks at most (bounds the workspace)
+inline constexpr std::int64_t kKvBlock = 64;             // KV columns scored per softmax block
+inline constexpr std::int64_t kMaxChunks = 256;          // parallel chunks at most
 inline constexpr std::int64_t kMinChunkFlops = 1 << 16;  // rough work per chunk at least
+inline constexpr std::int64_t kCompressedMask = 2048;    // the compressed mask of sparse_mode 2-4
 
 // Unbounded band: |pre|, |next| are clamped to this so that i - pre and i + next never overflow.
 inline constexpr std::int64_t kBandLimit = std::int64_t{1} << 60;
 
 struct FiaWorkspacePlan {
-  std::int64_t rows = 0;          // B * N * Sq query rows, the unit of parallel work
-  std::int64_t grain = 0;         // rows per chunk
-  std::int64_t chunks = 0;        // ceil(rows / grain)
-  std::int64_t q_offset = 0;      // byte offsets inside a chunk's scratch
-  std::int64_t acc_offset = 0;
-  std::int64_t score_offset = 0;
-  std::int64_t chunk_bytes = 0;   // a multiple of kWorkspaceAlign
-  std::int64_t total_bytes = 0;   // chunks * chunk_bytes + kWorkspaceAlign
+  std::int64_t rows = 0;    // query rows (B * N * Sq, or N * T), the unit of parallel work
+  std::int64_t grain = 0;   // rows per chunk
+  std::int64_t chunks = 0;  // ceil(rows / grain)
+  std::int64_t q_offset = 0, q_rope_offset = 0, k_offset = 0, k_rope_offset = 0, v_offset = 0,
+               acc_offset = 0, score_offset = 0;  // byte offsets inside a chunk's scratch
+  std::int64_t chunk_bytes = 0;  // a multiple of kWorkspaceAlign
+  std::int64_t total_bytes = 0;  // chunks * chunk_bytes + kWorkspaceAlign
 };
-FiaWorkspacePlan plan_workspace(std::int64_t batch, std::int64_t heads, std::int64_t q_seq,
-                                std::int64_t kv_seq, std::int64_t head_dim);
-// The plan of these arguments, after checking the shapes, dtypes, layout and heads (what it depends on).
-FiaWorkspacePlan plan_workspace_for(const Tensor& query, const Tensor& key, const Tensor& value,
-                                    const FiaOptions& options);
+FiaWorkspacePlan plan_workspace(std::int64_t rows, std::int64_t kv_seq, std::int64_t dk,
+                                std::int64_t dr, std::int64_t dv);
 
-// A tensor seen as (b, n, s, d) with element strides; one kernel serves every layout.
+// A tensor's dtype and shape, as compared by fia_check_update (rank -1: undefined).
+struct FiaTensorSig {
+  std::int64_t dims[4] = {};
+  std::int32_t rank = -1;
+  DType dtype = DType::f32;
+  std::uint8_t reserved[3] = {};
+};
+std::string sig_text(const FiaTensorSig& s);  // "float16[1, 2, 3]" or "undefined"
+
+// The tensors with a signature, in the order fia_check_update reports them.
+enum class FiaArg : std::uint8_t {
+  query, key, value, query_rope, key_rope, key_shared_prefix, value_shared_prefix, pse_shift,
+  atten_mask, block_table, query_padding_size, kv_padding_size, antiquant_scale, antiquant_offset,
+  key_antiquant_scale, key_antiquant_offset, value_antiquant_scale, value_antiquant_offset,
+  quant_scale2, quant_offset2, count
+};
+const char* arg_name(FiaArg a);
+
+// Everything the shapes, dtypes, layout and flags decide (Note [FIA parameter block]).
+struct FiaShapeKey {
+  FiaTensorSig sig[static_cast<int>(FiaArg::count)];
+  // Options that are not host values (resolved: kv_heads is never 0).
+  std::int64_t layout_in = 0, layout_out = 0, heads = 0, kv_heads = 0, sparse_mode = 0,
+               inner_precise = 0, block_size = 0, antiquant_mode = 0, key_antiquant_mode = 0,
+               value_antiquant_mode = 0, lse_flag = 0;
+  // Derived sizes: batch (TND/NTD: the number of lengths), q_seq (S, or T), kv_seq (S, T, or the
+  // paged capacity max_blocks * block_size), head dims, prefix S, paged geometry.
+  std::int64_t batch = 0, q_seq = 0, kv_seq = 0, dk = 0, dv = 0, dr = 0, prefix_seq = 0,
+               num_blocks = 0, max_blocks = 0;
+  // Derived modes.
+  std::int64_t decode = 0, kv_store = 0, mask_kind = 0, anchor = 0, out_int8 = 0;
+};
+
 struct FiaView {
   void* data = nullptr;
   std::int64_t stride[4] = {};  // b, n, s, d (elements)
 };
 
-inline constexpr std::uint32_t kFiaMagic = 0x46494131;  // "FIA1"
+inline constexpr std::uint32_t kFiaMagic = 0x46494132;  // "FIA2"
 
 struct FiaParams {
   std::uint32_t magic = kFiaMagic;
   std::uint32_t header_bytes = sizeof(FiaParams);
-  FiaView q, k, v, out;
-  float* lse = nullptr;       // (B, N, Sq) float32 contiguous; null: softmax_lse not written
+  FiaShapeKey key;
+  FiaWorkspacePlan plan;
+  // Tensors (Note [FIA views]). Undefined optional tensors have data == nullptr.
+  FiaView q, q_rope, k, k_rope, v, k_prefix, v_prefix, out, pse, mask;
+  FiaView k_scale, k_offset, v_scale, v_offset, out_scale, out_offset;
+  FiaView block_table;  // (b, -, i, -) int32
+  float* lse = nullptr;       // (b, n, s) via lse_stride; null: softmax_lse not written
+  std::int64_t lse_stride[3] = {};
   float* lse_zero = nullptr;  // eager form without softmax_lse_flag: the 1-element lse, set to 0
+  const std::int64_t* q_padding = nullptr;   // effective left padding (1 element), else null
+  const std::int64_t* kv_padding = nullptr;
   std::byte* workspace = nullptr;
   std::int64_t workspace_bytes = 0;
-  std::int64_t batch = 0, heads = 0, kv_heads = 0, q_seq = 0, kv_seq = 0, head_dim = 0;
-  FiaWorkspacePlan plan;
-  std::int64_t pre_tokens = 0, next_tokens = 0;  // clamped to [-kBandLimit, kBandLimit]
+  // Host values.
+  std::int64_t pre_tokens = 0, next_tokens = 0;  // the resolved band, clamped to kBandLimit
+  std::int64_t prefix_len = 0;                   // actual_shared_prefix_len
   float scale = 1.0f;
-  DType dtype = DType::f32;  // query, key, value and attention_out
-  FiaLayout layout = FiaLayout::bsh;
-  std::uint8_t lse_flag = 0;
-  std::uint8_t reserved = 0;
-  // Followed by the tail: std::int64_t actual_q[batch], actual_kv[batch].
+  std::uint32_t reserved = 0;
+  // Followed by the tail: std::int64_t actual_q[B], actual_kv[B], q_start[B], kv_start[B].
 };
 static_assert(std::is_trivially_copyable_v<FiaParams>);
 static_assert(alignof(FiaParams) <= 8 && sizeof(FiaParams) % 8 == 0);
 
+inline constexpr std::size_t kFiaTailArrays = 4;
 inline std::size_t fia_block_bytes(std::int64_t batch) {
-  return sizeof(FiaParams) + 2 * static_cast<std::size_t>(batch) * sizeof(std::int64_t);
+  return sizeof(FiaParams) + kFiaTailArrays * static_cast<std::size_t>(batch) * sizeof(std::int64_t);
 }
 
 // A parameter block under construction: inline storage for small batches, the heap beyond.
@@ -106,16 +156,22 @@ class FiaParamBuffer {
   // Sizes the buffer for `batch` and default-initialises the header.
   FiaParams& reset(std::int64_t batch);
   FiaParams& header() { return *reinterpret_cast<FiaParams*>(base()); }
-  std::int64_t* actual_q() { return reinterpret_cast<std::int64_t*>(base() + sizeof(FiaParams)); }
-  std::int64_t* actual_kv() { return actual_q() + batch_; }
+  std::int64_t* tail(std::size_t array) {
+    return reinterpret_cast<std::int64_t*>(base() + sizeof(FiaParams)) + array * batch_;
+  }
+  std::int64_t* actual_q() { return tail(0); }
+  std::int64_t* actual_kv() { return tail(1); }
+  std::int64_t* q_start() { return tail(2); }
+  std::int64_t* kv_start() { return tail(3); }
   std::span<const std::byte> bytes() const { return {base(), size_}; }
+  std::int64_t batch() const { return batch_; }
 
  private:
   std::byte* base() { return heap_.empty() ? inline_ : reinterpret_cast<std::byte*>(heap_.data()); }
   const std::byte* base() const {
     return heap_.empty() ? inline_ : reinterpret_cast<const std::byte*>(heap_.data());
   }
-  alignas(16) std::byte inline_[sizeof(FiaParams) + 2 * kInlineBatch * sizeof(std::int64_t)];
+  alignas(16) std::byte inline_[sizeof(FiaParams) + kFiaTailArrays * kInlineBatch * sizeof(std::int64_t)];
   std::vector<std::int64_t> heap_;
   std::size_t size_ = 0;
   std::int64_t batch_ = 0;
@@ -127,6 +183,19 @@ void build_fia_params(const Tensor& query, const Tensor& key, const Tensor& valu
                       const FiaOptions& options, const Tensor& workspace,
                       const Tensor& attention_out, const Tensor& softmax_lse, float* lse_zero,
                       FiaParamBuffer& buffer);
+
+// The shapes of a call, after checking everything they depend on (no outputs, no host values
+// beyond TND/NTD's batch count).
+struct FiaOutputInfo {
+  FiaWorkspacePlan plan;
+  Shape out_shape, lse_shape;
+  DType out_dtype = DType::f32;
+};
+FiaOutputInfo plan_outputs(const Tensor& query, const Tensor& key, const Tensor& value,
+                           const FiaOptions& options);
+
+// Copies a block's header out (its storage need not be aligned); false if it is not an FIA block.
+bool read_fia_header(const void* params, std::size_t size, FiaParams& p);
 
 // The kernel's two functions (also reachable through fia_kernel()).
 void fia_cpu_kernel(const void* params, std::size_t size, const ExecContext& ctx);
