@@ -13,10 +13,11 @@
 #include <string>
 #include <type_traits>
 
+#include "npugraph/stream.hpp"
+
 namespace npugraph {
 
-class Stream;
-namespace detail { class ComputePool; struct StreamState; }
+namespace detail { class ComputePool; }
 
 // Passed to a kernel while it runs. parallel_for's chunks are a pure function of (n, grain): which
 // thread runs a chunk never changes the result, so eager and replayed results are bitwise equal.
@@ -65,7 +66,7 @@ class UpdateErrorGuard {
   UpdateErrorGuard& operator=(const UpdateErrorGuard&) = delete;
 
  private:
-  const Stream& stream_;
+  Stream stream_;  // a copy: the guard may outlive the caller's temporary
   int exceptions_;
 };
 

@@ -135,7 +135,11 @@ Tensor to_tensor(py::handle obj, const char* arg) {
   const std::string device = py::str(obj.attr("device").attr("type"));
   NG_CHECK_ARG(device == "cpu", arg, ": torch tensor on device '", device,
                "': this build runs on the cpu backend (keep tensors on the cpu)");
-  py::capsule cap = obj.attr("__dlpack__")();
+  // torch 1.13 cannot export bool through DLPack: share it as uint8 and keep the dtype.
+  const bool is_bool = std::string(py::str(obj.attr("dtype"))) == "torch.bool";
+  py::object src = is_bool ? obj.attr("view")(py::module_::import("torch").attr("uint8"))
+                           : py::reinterpret_borrow<py::object>(obj);
+  py::capsule cap = src.attr("__dlpack__")();
   auto* m = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(cap.ptr(), "dltensor"));
   if (m == nullptr) throw py::error_already_set();
   PyCapsule_SetName(cap.ptr(), "used_dltensor");
@@ -146,7 +150,7 @@ Tensor to_tensor(py::handle obj, const char* arg) {
   const DLTensor& t = m->dl_tensor;
   NG_CHECK_ARG(t.device.device_type == kDLCPU, arg, ": DLPack device type ", t.device.device_type,
                " is not the cpu");
-  const DType dtype = from_dl(t.dtype, arg);
+  const DType dtype = is_bool ? DType::boolean : from_dl(t.dtype, arg);
   Shape shape, strides;
   for (int i = 0; i < t.ndim; ++i) shape.push_back(t.shape[i]);
   if (t.strides) {
@@ -175,7 +179,9 @@ py::object from_tensor(const Tensor& t, Kind kind) {
     DLManagedTensor managed;
   };
   auto* ctx = new Ctx{t, {t.shape().begin(), t.shape().end()}, {t.strides().begin(), t.strides().end()}, {}};
-  ctx->managed.dl_tensor = DLTensor{t.data(), DLDevice{kDLCPU, 0}, t.dim(), to_dl(t.dtype()),
+  const bool is_bool = t.dtype() == DType::boolean;  // exported as uint8, viewed back as bool
+  ctx->managed.dl_tensor = DLTensor{t.data(), DLDevice{kDLCPU, 0}, t.dim(),
+                                    is_bool ? to_dl(DType::u8) : to_dl(t.dtype()),
                                     ctx->shape.data(), ctx->strides.data(), 0};
   ctx->managed.manager_ctx = ctx;
   ctx->managed.deleter = [](DLManagedTensor* self) { delete static_cast<Ctx*>(self->manager_ctx); };
@@ -188,7 +194,9 @@ py::object from_tensor(const Tensor& t, Kind kind) {
   });
   // Leaked on purpose: a static py::object would be released after the interpreter is gone.
   static auto* from_dlpack = new py::object(py::module_::import("torch.utils.dlpack").attr("from_dlpack"));
-  return (*from_dlpack)(cap);
+  py::object result = (*from_dlpack)(cap);
+  if (is_bool) result = result.attr("view")(py::module_::import("torch").attr("bool"));
+  return result;
 }
 
 DType to_dtype(py::handle obj) {

@@ -154,3 +154,28 @@ def test_an_argument_error_while_updating_abandons_the_update(rng):
         event.record(upd)
     g.replay()
     assert torch.equal(out, fia(q, k, v, **dict(opts, actual_seq_lengths_kv=[5]))[0])
+
+
+def test_tensor_keywords_reach_the_op(rng):
+    """Paged KV (block_table + block_size) gives what the contiguous cache gives; an atten_mask
+    masks; so the tensor-valued keywords are passed through, not dropped."""
+    B, N, D, S, bs = 1, 2, 16, 32, 16
+    q = randn((B, N, 1, D), torch.float16, rng)
+    k = randn((B, N, S, D), torch.float16, rng)
+    v = randn((B, N, S, D), torch.float16, rng)
+    dense, _ = fia(q, k, v, num_heads=N, input_layout="BNSD", actual_seq_lengths_kv=[20])
+    # Pages in reverse order: block 1 holds tokens 0..15, block 0 tokens 16..31.
+    pages_k = torch.stack([k[0, :, 16:32], k[0, :, 0:16]]).contiguous()  # [blocks, N, bs, D]
+    pages_v = torch.stack([v[0, :, 16:32], v[0, :, 0:16]]).contiguous()
+    table = torch.tensor([[1, 0]], dtype=torch.int32)
+    paged, _ = fia(q, pages_k, pages_v, num_heads=N, input_layout="BNSD", actual_seq_lengths_kv=[20],
+                   block_table=table, block_size=bs)
+    assert torch.equal(paged, dense)
+    with pytest.raises(ValueError, match="block_table"):
+        fia(q, pages_k, pages_v, num_heads=N, input_layout="BNSD", actual_seq_lengths_kv=[20],
+            block_table=torch.tensor([[1, 7]], dtype=torch.int32), block_size=bs)
+    mask = torch.zeros(B, 1, S, dtype=torch.bool)
+    mask[..., 10:] = True  # decode mask [B, 1, Skv]: only the first 10 keys stay visible
+    masked, _ = fia(q, k, v, num_heads=N, input_layout="BNSD", atten_mask=mask, actual_seq_lengths_kv=[20])
+    short, _ = fia(q, k, v, num_heads=N, input_layout="BNSD", actual_seq_lengths_kv=[10])
+    assert torch.equal(masked, short)

@@ -156,6 +156,8 @@ def test_empty_and_zeros_kinds_and_memory_stats():
     assert isinstance(b, torch.Tensor) and b.dtype == torch.bfloat16 and (b == 0).all()
     c = npugraph.empty([5])
     assert c.dtype == np.float32
+    m = npugraph.zeros(3, dtype=torch.bool)
+    assert m.dtype == torch.bool and not m.any()
     stats = npugraph.memory_stats()
     assert stats["allocated_bytes"] > 0
     with pytest.raises(ValueError, match="dtype"):
