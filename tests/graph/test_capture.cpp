@@ -43,13 +43,17 @@ TEST(Capture, ForkJoinAcrossTwoStreamsReplaysBothBranches) {
   Tensor a2 = empty({4}, f32), b2 = empty({4}, f32), out = empty({4}, f32);
   Stream side = Stream::create();
   Graph g;
-  std::atomic<int> concurrent{0}, peak{0};
+  // Each branch enters, then waits (up to 2 s) for the other to be inside too: concurrent branches
+  // meet at once (peak 2); serialised ones would each wait the full 2 s alone (peak 1).
+  std::atomic<int> inside{0}, peak{0};
   auto probe = [&] {
-    const int now = ++concurrent;
-    int p = peak.load();
-    while (now > p && !peak.compare_exchange_weak(p, now)) {}
-    std::this_thread::sleep_for(20ms);
-    --concurrent;
+    ++inside;
+    const auto until = std::chrono::steady_clock::now() + 2s;
+    while (inside.load() < 2 && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(1ms);
+    int seen = inside.load(), p = peak.load();
+    while (seen > p && !peak.compare_exchange_weak(p, seen)) {}
+    std::this_thread::sleep_for(5ms);  // stay inside while the other one looks
+    --inside;
   };
   {
     CaptureScope c(g);

@@ -19,7 +19,7 @@ TEST(Lifetimes, AStreamWhoseLastReferenceDiesOnItsOwnWorker) {
     Stream s = Stream::create();
     launch_host_func(s, [s, &ran] { ++ran; });  // the task holds a reference; the handle goes away
   }
-  for (int i = 0; i < 200 && ran.load() == 0; ++i) std::this_thread::sleep_for(1ms);
+  for (int i = 0; i < 5000 && ran.load() == 0; ++i) std::this_thread::sleep_for(1ms);
   EXPECT_EQ(ran.load(), 1);
 }
 
