@@ -31,7 +31,6 @@ const char* mode_name(CaptureMode m) {
 void leave_capture(StreamState& s) {
   s.mode.store(StreamMode::normal, std::memory_order_release);
   defer_release(std::move(s.capture));  // the capture holds streams: never destroy it locked
-  s.capture.reset();
   s.frontier.clear();
   s.open_group = -1;
 }
@@ -44,7 +43,6 @@ void finish(CaptureState& c, bool success = false) {
   g_active.store(static_cast<int>(v.size()));
   if (auto core = c.graph.lock()) {
     defer_release(std::move(core->capture));
-    core->capture.reset();
     core->state = Graph::State::empty;
     core->pool = PoolHandle();
     if (!success) ++core->generation;

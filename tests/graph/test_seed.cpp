@@ -18,6 +18,38 @@ Tensor random_f16(Shape shape, std::uint32_t seed) {
   return t;
 }
 
+// A decode FIA captured as the seed does: behind `gate`, alone in a task group, on pool memory.
+struct CapturedFia {
+  Graph graph;
+  TaskGroupHandle handle;
+  Tensor ws, out, lse;
+};
+
+CapturedFia capture_fia(const Tensor& q, const Tensor& k, const Tensor& v, const ops::FiaOptions& opt,
+                        Shape lse_shape, ExternalEvent& gate) {
+  CapturedFia c;
+  CaptureScope capture(c.graph);
+  Stream s = current_stream();
+  c.ws = ops::fia_max_workspace(q, k, v, opt);
+  c.out = empty(q.shape(), q.dtype());
+  c.lse = empty(lse_shape, f32);
+  gate.wait(s);
+  task_group_begin(s);
+  ops::fused_infer_attention_score_out(q, k, v, opt, c.ws, c.out, c.lse);
+  c.handle = task_group_end(s);
+  return c;
+}
+
+// Re-issues the captured FIA with `opt` on `stream`, then opens the gate.
+void update_fia(const Stream& stream, CapturedFia& c, const Tensor& q, const Tensor& k, const Tensor& v,
+                const ops::FiaOptions& opt, ExternalEvent& gate) {
+  StreamGuard on(stream);
+  task_update_begin(stream, c.handle);
+  ops::fused_infer_attention_score_out(q, k, v, opt, c.ws, c.out, c.lse);
+  task_update_end(stream);
+  gate.record(stream);
+}
+
 }  // namespace
 
 // The seed example, line by line: eager [100]; capture [29] in a group behind an ExternalEvent;
@@ -69,20 +101,7 @@ TEST(Seed, DecodeWithChangingKvLengthsOver50Cycles) {
                       .input_layout = "BNSD", .num_key_value_heads = KVN, .softmax_lse_flag = true};
   Stream update_stream = Stream::create(), replay_stream = Stream::create();
   ExternalEvent updated("kv_lengths_updated");
-  Graph g;
-  TaskGroupHandle handle;
-  Tensor ws, out, lse;
-  {
-    CaptureScope capture(g);
-    Stream s = current_stream();
-    ws = ops::fia_max_workspace(q, k, v, opt);
-    out = empty({B, N, 1, D}, f16);
-    lse = empty({B, N, 1, 1}, f32);
-    updated.wait(s);
-    task_group_begin(s);
-    ops::fused_infer_attention_score_out(q, k, v, opt, ws, out, lse);
-    handle = task_group_end(s);
-  }
+  CapturedFia c = capture_fia(q, k, v, opt, {B, N, 1, 1}, updated);
   std::mt19937 rng(5);
   std::uniform_int_distribution<std::int64_t> len(0, S);
   for (int cycle = 0; cycle < 50; ++cycle) {
@@ -92,16 +111,13 @@ TEST(Seed, DecodeWithChangingKvLengthsOver50Cycles) {
     {
       StreamGuard on(update_stream);
       eager = ops::fused_infer_attention_score(q, k, v, now);
-      task_update_begin(update_stream, handle);
-      ops::fused_infer_attention_score_out(q, k, v, now, ws, out, lse);
-      task_update_end(update_stream);
-      updated.record(update_stream);
     }
-    g.replay(replay_stream);
+    update_fia(update_stream, c, q, k, v, now, updated);
+    c.graph.replay(replay_stream);
     replay_stream.synchronize();
     update_stream.synchronize();
-    ASSERT_TRUE(ngtest::same_bytes(out, eager.attention_out)) << "cycle " << cycle;
-    ASSERT_TRUE(ngtest::same_bytes(lse, eager.softmax_lse)) << "cycle " << cycle;
+    ASSERT_TRUE(ngtest::same_bytes(c.out, eager.attention_out)) << "cycle " << cycle;
+    ASSERT_TRUE(ngtest::same_bytes(c.lse, eager.softmax_lse)) << "cycle " << cycle;
   }
 }
 
@@ -121,41 +137,24 @@ TEST(Seed, StressTenThousandUpdateReplayCycles) {
   device_synchronize();
   Stream update_stream = Stream::create(), replay_stream = Stream::create();
   ExternalEvent event("stress");
-  Graph g;
-  TaskGroupHandle handle;
-  Tensor ws, out, lse;
-  {
-    CaptureScope capture(g);
-    Stream s = current_stream();
-    ws = ops::fia_max_workspace(q, k, v, opt);
-    out = empty({B, N, 1, D}, f16);
-    lse = empty({1}, f32);
-    event.wait(s);
-    task_group_begin(s);
-    ops::fused_infer_attention_score_out(q, k, v, opt, ws, out, lse);
-    handle = task_group_end(s);
-  }
-  StreamGuard on(update_stream);
+  CapturedFia c = capture_fia(q, k, v, opt, {1}, event);
   auto update = [&](std::int64_t l) {
     auto o = opt;
     o.actual_seq_lengths_kv = {l};
-    task_update_begin(update_stream, handle);
-    ops::fused_infer_attention_score_out(q, k, v, o, ws, out, lse);
-    task_update_end(update_stream);
-    event.record(update_stream);
+    update_fia(update_stream, c, q, k, v, o, event);
   };
   int mismatches = 0;
   for (int cycle = 0; cycle < 10000; ++cycle) {
     const std::int64_t l = (cycle * 7919) % (S + 1);
     if (cycle % 2) {
-      g.replay(replay_stream);
+      c.graph.replay(replay_stream);
       update(l);
     } else {
       update(l);
-      g.replay(replay_stream);
+      c.graph.replay(replay_stream);
     }
     replay_stream.synchronize();
-    if (!ngtest::same_bytes(out, expected[static_cast<std::size_t>(l)])) ++mismatches;
+    if (!ngtest::same_bytes(c.out, expected[static_cast<std::size_t>(l)])) ++mismatches;
   }
   update_stream.synchronize();
   EXPECT_EQ(mismatches, 0);
