@@ -118,16 +118,18 @@ class CpuStreamQueue final : public StreamQueue {
         batch.swap(pending_);
       }
       taken += batch.size();
-      for (Task& task : batch) {
-        execute_task(task, *owner_, compute_pool());
-        completed_.fetch_add(1, std::memory_order_seq_cst);
-        if (waiters_.load(std::memory_order_seq_cst) > 0) {
-          { std::lock_guard lock(done_mu_); }
-          done_cv_.notify_all();
-        }
-      }
-      batch.clear();  // releases task objects: may run ~StreamState here (Note [Worker lifetime])
+      const std::uint64_t done = batch.size();
+      for (Task& task : batch) execute_task(task, *owner_, compute_pool());
+      // Release the task objects (graphs, events, pools) before the batch counts as completed, so
+      // that after synchronize() nothing the work held is still alive. This may run ~StreamState
+      // (Note [Worker lifetime]); then nobody can be waiting on us, and we leave without a touch.
+      batch.clear();
       if (t_destroyed_own_queue) return;
+      completed_.fetch_add(done, std::memory_order_seq_cst);
+      if (waiters_.load(std::memory_order_seq_cst) > 0) {
+        { std::lock_guard lock(done_mu_); }
+        done_cv_.notify_all();
+      }
     }
   }
 
