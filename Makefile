@@ -6,7 +6,8 @@ BUILD ?= build
 ASAN_BUILD ?= build-asan
 CMAKE_FLAGS ?=
 PACKAGES := cmake make g++ libgtest-dev libgmock-dev libbenchmark-dev \
-            python3-dev python3-pybind11 python3-numpy python3-pytest python3-torch
+            python3-dev python3-pybind11 python3-numpy python3-pytest python3-torch \
+            libhwy-dev libtbb-dev
 PYTHON := /usr/bin/python3
 CMAKE_COMMON := -DNPUGRAPH_WERROR=ON -DPython3_EXECUTABLE=$(PYTHON)
 
