@@ -1,0 +1,91 @@
+// bench_attention: the attention kernels of issue 6 against this machine's roofline, measured first
+// in the same run, and against the simple kernel they replace (FiaKernelMode::simple).
+//
+//   roofline/dram_read     GBps        streaming read of 1 GiB on every core (best of 5 passes)
+//   roofline/fma_f32       GFLOPs      register-resident SIMD FMA chains on every core
+//   fia/<case>/<kernel>    real_time   one `.out` call + stream synchronize
+//                          GBps, bw_frac       decode: KV bytes read / time, / dram_read
+//                          GFLOPs, peak_frac   prefill: unmasked FLOPs / time, / fma_f32
+//
+// The PyTorch peer of the same cases is bench/attention/torch_peer.py.
+#include <benchmark/benchmark.h>
+
+#include <chrono>
+#include <cstddef>
+
+#include "attention/fia_cases.hpp"
+#include "attention/roofline.hpp"
+#include "ops/attention/fia_kernel_mode.hpp"
+
+namespace npugraph_bench {
+namespace {
+
+namespace ng = npugraph;
+using ng::ops::attention::FiaKernelMode;
+
+void BM_dram_read(benchmark::State& state) {
+  double best = 0;
+  for (auto _ : state) best = best_read_bandwidth();
+  note_read_bandwidth(best);
+  state.counters["GBps"] = best / 1e9;
+  state.counters["threads"] = roofline_threads();
+}
+
+void BM_fma_peak(benchmark::State& state) {
+  double best = 0;
+  for (auto _ : state) best = best_fma_peak();
+  note_fma_peak(best);
+  state.counters["GFLOPs"] = best / 1e9;
+  state.counters["threads"] = roofline_threads();
+}
+
+void BM_fia(benchmark::State& state, const FiaCaseSpec& spec, FiaKernelMode mode) {
+  const FiaCase& c = fia_case(spec);
+  const Roofline roof = roofline();
+  ng::ops::attention::set_fia_kernel_mode(mode);
+  const ng::Stream stream = ng::current_stream();
+  auto call = [&](const FiaInputs& in) {
+    ng::ops::fused_infer_attention_score_out(in.q, in.k, in.v, in.opt, c.workspace, c.out, c.lse);
+    stream.synchronize();
+  };
+  call(c.copies.front());  // warm: first touch of the outputs and the workspace
+  std::size_t i = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (auto _ : state) call(c.copies[i++ % c.copies.size()]);
+  const double per_call =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() /
+      static_cast<double>(state.iterations());
+  ng::ops::attention::set_fia_kernel_mode(FiaKernelMode::fast);
+  if (spec.q_len == 1) {
+    state.counters["GBps"] = c.kv_bytes / per_call / 1e9;
+    state.counters["bw_frac"] = c.kv_bytes / per_call / roof.read_bytes_per_s;
+  } else {
+    state.counters["GFLOPs"] = c.flops / per_call / 1e9;
+    state.counters["peak_frac"] = c.flops / per_call / roof.fma_flops_per_s;
+  }
+}
+
+// Registered in one place so the roofline runs first and the cases keep the issue's order.
+const bool registered = [] {
+  benchmark::RegisterBenchmark("roofline/dram_read", BM_dram_read)->Iterations(1)->UseRealTime()
+      ->Unit(benchmark::kMillisecond);
+  benchmark::RegisterBenchmark("roofline/fma_f32", BM_fma_peak)->Iterations(1)->UseRealTime()
+      ->Unit(benchmark::kMillisecond);
+  for (const FiaCaseSpec& spec : fia_case_specs()) {
+    const bool prefill = spec.q_len > 1;
+    for (FiaKernelMode mode : {FiaKernelMode::fast, FiaKernelMode::simple}) {
+      const bool simple = mode == FiaKernelMode::simple;
+      auto* b = benchmark::RegisterBenchmark(
+          ("fia/" + spec.name + (simple ? "/simple" : "/fast")).c_str(),
+          [&spec, mode](benchmark::State& s) { BM_fia(s, spec, mode); });
+      b->UseRealTime()->Unit(benchmark::kMillisecond);
+      // The simple prefill takes seconds per call: one call per repetition.
+      if (prefill && simple) b->Iterations(1);
+      else b->MinTime(prefill ? 1.0 : 0.3);
+    }
+  }
+  return true;
+}();
+
+}  // namespace
+}  // namespace npugraph_bench

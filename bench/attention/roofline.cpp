@@ -1,0 +1,171 @@
+// Roofline probes with Highway, dispatched at run time to the best SIMD target of the machine
+// (the same targets the FIA kernels use).
+//   read:  each thread sums its slice of one buffer with 4 vector accumulators (loads dominate).
+//   fma:   each thread runs 12 independent FMA chains (acc = acc * a + b) in registers; 12 covers
+//          the FMA latency times the FMA ports of current x86 cores (4 cycles x 2 ports = 8).
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "attention/roofline.cpp"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+
+HWY_BEFORE_NAMESPACE();
+namespace npugraph_bench::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// Sum of p[0, n); n a multiple of 4 vectors.
+HWY_NOINLINE float SumFloats(const float* HWY_RESTRICT p, std::size_t n) {
+  const hn::ScalableTag<float> d;
+  const std::size_t N = hn::Lanes(d);
+  auto s0 = hn::Zero(d), s1 = hn::Zero(d), s2 = hn::Zero(d), s3 = hn::Zero(d);
+  for (std::size_t i = 0; i + 4 * N <= n; i += 4 * N) {
+    s0 = hn::Add(s0, hn::LoadU(d, p + i));
+    s1 = hn::Add(s1, hn::LoadU(d, p + i + N));
+    s2 = hn::Add(s2, hn::LoadU(d, p + i + 2 * N));
+    s3 = hn::Add(s3, hn::LoadU(d, p + i + 3 * N));
+  }
+  return hn::GetLane(hn::SumOfLanes(d, hn::Add(hn::Add(s0, s1), hn::Add(s2, s3))));
+}
+
+// `iters` rounds of 12 chained FMAs; returns a value that depends on every chain (so nothing is
+// optimised away) and the FLOPs done in *flops.
+HWY_NOINLINE float FmaChains(std::size_t iters, double* flops) {
+  const hn::ScalableTag<float> d;
+  const auto a = hn::Set(d, 0.9999999f);
+  const auto b = hn::Set(d, 1e-7f);
+  auto c0 = hn::Set(d, 0.10f), c1 = hn::Set(d, 0.11f), c2 = hn::Set(d, 0.12f);
+  auto c3 = hn::Set(d, 0.13f), c4 = hn::Set(d, 0.14f), c5 = hn::Set(d, 0.15f);
+  auto c6 = hn::Set(d, 0.16f), c7 = hn::Set(d, 0.17f), c8 = hn::Set(d, 0.18f);
+  auto c9 = hn::Set(d, 0.19f), c10 = hn::Set(d, 0.20f), c11 = hn::Set(d, 0.21f);
+  for (std::size_t i = 0; i < iters; ++i) {
+    c0 = hn::MulAdd(c0, a, b); c1 = hn::MulAdd(c1, a, b); c2 = hn::MulAdd(c2, a, b);
+    c3 = hn::MulAdd(c3, a, b); c4 = hn::MulAdd(c4, a, b); c5 = hn::MulAdd(c5, a, b);
+    c6 = hn::MulAdd(c6, a, b); c7 = hn::MulAdd(c7, a, b); c8 = hn::MulAdd(c8, a, b);
+    c9 = hn::MulAdd(c9, a, b); c10 = hn::MulAdd(c10, a, b); c11 = hn::MulAdd(c11, a, b);
+  }
+  *flops = 2.0 * 12.0 * static_cast<double>(hn::Lanes(d)) * static_cast<double>(iters);
+  const auto s = hn::Add(hn::Add(hn::Add(c0, c1), hn::Add(c2, c3)),
+                         hn::Add(hn::Add(hn::Add(c4, c5), hn::Add(c6, c7)),
+                                 hn::Add(hn::Add(c8, c9), hn::Add(c10, c11))));
+  return hn::GetLane(hn::SumOfLanes(d, s));
+}
+
+}  // namespace npugraph_bench::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+#include <algorithm>
+#include <chrono>
+#include <latch>
+#include <thread>
+#include <vector>
+
+#include <hwy/aligned_allocator.h>
+
+#include "attention/roofline.hpp"
+
+namespace npugraph_bench {
+HWY_EXPORT(SumFloats);
+HWY_EXPORT(FmaChains);
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Values noted by the roofline benchmarks (one per repetition); the cases use their median, the
+// figure the report shows. Only touched from the benchmark thread.
+std::vector<double> g_read;
+std::vector<double> g_fma;
+volatile float g_sink = 0;  // keeps the probes' results alive
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+// Runs fn(thread_index) on `threads` threads started together; returns the wall seconds from the
+// common start to the last finish.
+template <class Fn>
+double timed_on_threads(int threads, Fn fn) {
+  std::latch start(threads + 1);
+  std::vector<std::thread> pool;
+  pool.reserve(static_cast<std::size_t>(threads));
+  for (int t = 0; t < threads; ++t)
+    pool.emplace_back([&, t] { start.arrive_and_wait(); fn(t); });
+  start.arrive_and_wait();
+  const auto t0 = Clock::now();
+  for (auto& th : pool) th.join();
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+}  // namespace
+
+int roofline_threads() {
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+double measure_read_bandwidth(std::size_t bytes, int threads, int passes) {
+  constexpr std::size_t kAlign = 4096 / sizeof(float);  // slices start on page boundaries
+  const std::size_t n = bytes / sizeof(float) / kAlign * kAlign;
+  const std::size_t slice = n / static_cast<std::size_t>(threads) / kAlign * kAlign;
+  auto buf = hwy::AllocateAligned<float>(n);
+  float* p = buf.get();
+  // First touch on the threads that read (pages land where they are used).
+  timed_on_threads(threads, [&](int t) {
+    std::fill_n(p + slice * static_cast<std::size_t>(t), slice, 1.0f);
+  });
+  double best = 0;
+  for (int pass = 0; pass < passes; ++pass) {
+    std::vector<float> sums(static_cast<std::size_t>(threads));
+    const double s = timed_on_threads(threads, [&](int t) {
+      sums[static_cast<std::size_t>(t)] =
+          HWY_DYNAMIC_DISPATCH(SumFloats)(p + slice * static_cast<std::size_t>(t), slice);
+    });
+    for (float x : sums) g_sink = g_sink + x;
+    best = std::max(best, static_cast<double>(slice * sizeof(float)) * threads / s);
+  }
+  return best;
+}
+
+double best_read_bandwidth() {
+  return measure_read_bandwidth(std::size_t{1} << 30, roofline_threads(), 5);
+}
+
+double best_fma_peak() {
+  double best = 0;
+  for (int pass = 0; pass < 3; ++pass) best = std::max(best, measure_fma_peak(0.1, roofline_threads()));
+  return best;
+}
+
+double measure_fma_peak(double seconds, int threads) {
+  // Calibrate the round count on one thread, then run every thread for about `seconds`.
+  double flops = 0;
+  const auto t0 = Clock::now();
+  g_sink = g_sink + HWY_DYNAMIC_DISPATCH(FmaChains)(1 << 20, &flops);
+  const double per_round = std::chrono::duration<double>(Clock::now() - t0).count() / (1 << 20);
+  const auto rounds = static_cast<std::size_t>(seconds / std::max(per_round, 1e-12));
+  std::vector<double> done(static_cast<std::size_t>(threads));
+  std::vector<float> sinks(static_cast<std::size_t>(threads));
+  const double s = timed_on_threads(threads, [&](int t) {
+    sinks[static_cast<std::size_t>(t)] =
+        HWY_DYNAMIC_DISPATCH(FmaChains)(rounds, &done[static_cast<std::size_t>(t)]);
+  });
+  double total = 0;
+  for (std::size_t t = 0; t < done.size(); ++t) {
+    total += done[t];
+    g_sink = g_sink + sinks[t];
+  }
+  return total / s;
+}
+
+void note_read_bandwidth(double bytes_per_s) { g_read.push_back(bytes_per_s); }
+void note_fma_peak(double flops_per_s) { g_fma.push_back(flops_per_s); }
+
+Roofline roofline() {
+  if (g_read.empty()) note_read_bandwidth(best_read_bandwidth());
+  if (g_fma.empty()) note_fma_peak(best_fma_peak());
+  return {median(g_read), median(g_fma)};
+}
+
+}  // namespace npugraph_bench
+#endif  // HWY_ONCE
