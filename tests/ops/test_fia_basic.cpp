@@ -217,7 +217,7 @@ TEST(FiaDeterminism, EagerTwiceAndSerialKernelAreBitwiseEqual) {
   const FiaOptions opt{.atten_mask = compressed_mask(), .actual_seq_lengths = {32, 20},
                        .actual_seq_lengths_kv = {160, 100}, .num_heads = 8, .scale = 0.2,
                        .num_key_value_heads = 2, .sparse_mode = 3, .softmax_lse_flag = true};
-  const auto plan = ng::ops::attention::plan_workspace(2 * 8 * 32, 160, 32, 0, 32);
+  const auto plan = ng::ops::attention::plan_outputs(q, k, v, opt).plan;
   EXPECT_GT(plan.chunks, 16);  // really parallel
 
   const auto r1 = ng::ops::fused_infer_attention_score(q, k, v, opt);

@@ -1,4 +1,7 @@
-// FIA CPU kernel: one query row at a time, online softmax over blocks of kKvBlock KV columns,
+// FIA CPU kernel entry (fia_cpu_kernel) and the simple kernel: the entry runs the fast kernels
+// (fia_fast_launch.hpp) in FiaKernelMode::fast and this file's simple kernel otherwise.
+//
+// The simple kernel: one query row at a time, online softmax over blocks of kKvBlock KV columns,
 // float32 throughout. Reads only its parameter block (Note [FIA parameter block]), the tensors it
 // points at and the ExecContext, and writes only the outputs and its chunk's workspace scratch
 // (Note [FIA workspace]).
@@ -20,6 +23,8 @@
 #include <vector>
 
 #include "npugraph/error.hpp"
+#include "ops/attention/fia_fast_launch.hpp"
+#include "ops/attention/fia_kernel_mode.hpp"
 #include "ops/attention/fia_params.hpp"
 #include "ops/attention/softmax_state.hpp"
 
@@ -344,6 +349,9 @@ void fia_cpu_kernel(const void* params, std::size_t size, const ExecContext& ctx
     values = dst;
   }
   if (p.lse_zero) *p.lse_zero = 0.0f;
+  // Fast kernels unless the mode says simple or they do not cover the launch (Note [FIA fast
+  // kernels] in fia_fast_launch.hpp).
+  if (fia_kernel_mode() == FiaKernelMode::fast && fast::fia_fast_kernel(p, values, ctx)) return;
   switch (p.key.sig[static_cast<int>(FiaArg::query)].dtype) {
     case DType::f32: dispatch_kv<float>(p, values, ctx); break;
     case DType::f16: dispatch_kv<half>(p, values, ctx); break;

@@ -28,12 +28,28 @@
 //
 // Note [FIA workspace]
 // plan_workspace() is the one function that sizes and lays out the workspace (fia_workspace_bytes
-// and the launch both call it). The kernel splits the query rows (row r = (b * N + n) * Sq + s, or
-// t * N + n for TND/NTD) into `chunks` parallel chunks of `grain` rows; chunk c owns the scratch at align_up(workspace, kWorkspaceAlign) + c * chunk_bytes,
-// float32 arrays: the query row (Dk), its rope part (Dr), one key row (Dk), its rope part (Dr), one
-// value row (Dv), the output accumulator (Dv) and the scores of one block of kKvBlock columns, each
-// rounded up to kWorkspaceAlign. The total has kWorkspaceAlign bytes of slack so that any base
-// address can be aligned. Nothing depends on host values.
+// and the launch both call it); it reads only the FiaShapeKey, so an update (same key) keeps a
+// valid plan and the size get_max_workspace promises is enough for any lengths and any thread
+// count. The workspace starts at align_up(workspace, kWorkspaceAlign) (kWorkspaceAlign bytes of
+// slack let any base address be aligned) and holds one of two layouts, whichever the launch's
+// kernel mode uses; the total is the larger of the two.
+//   - simple kernel: the query rows (row r = (b * N + n) * Sq + s, or t * N + n for TND/NTD) split
+//     into `chunks` parallel chunks of `grain` rows; chunk c owns the scratch at c * chunk_bytes,
+//     float32 arrays: the query row (Dk), its rope part (Dr), one key row (Dk), its rope part
+//     (Dr), one value row (Dv), the output accumulator (Dv) and the scores of one block of
+//     kKvBlock columns, each rounded up to kWorkspaceAlign.
+//   - fast kernels (Note [FIA fast kernels]): fast_slots = kFastSlots scratch slots of
+//     fast_slot_bytes; a launch uses min(threads, kFastSlots) of them, each worker owning one and
+//     taking units from a shared counter (a unit's result does not depend on the slot or thread
+//     that computes it; the slot's contents are rewritten before they are read). A slot holds,
+//     for fast_rows query rows: the float32 queries (fast_dk = Dk + Dr padded to kFastPad), the
+//     accumulators (fast_dv = Dv padded), the states (max, sum), the scores/probabilities of one
+//     chunk of kFastChunk columns; then the chunk's key tile (kFastChunk x fast_dk) and value tile
+//     (kFastChunk x fast_dv) in float32. Decode plans (fast_splits > 0) add, after the slots, one
+//     partial record of fast_partial_bytes (acc[fast_dv], max, sum, padding) per (query row,
+//     split) for fast_splits = the most KV splits a (batch, KV head) can get for this shape
+//     (ceil(KV capacity / kMinSplit), at most kMaxSplits); the launch chooses the actual splits
+//     from the lengths and the thread count, never more.
 #pragma once
 
 #include <cstddef>
@@ -65,17 +81,38 @@ inline constexpr std::int64_t kCompressedMask = 2048;    // the compressed mask 
 // Unbounded band: |pre|, |next| are clamped to this so that i - pre and i + next never overflow.
 inline constexpr std::int64_t kBandLimit = std::int64_t{1} << 60;
 
+// Fast kernels (Note [FIA fast kernels]).
+inline constexpr std::int64_t kFastChunk = 64;     // KV columns per tile
+inline constexpr std::int64_t kFastPad = 16;       // float32 row padding (the widest vector)
+inline constexpr std::int64_t kFastSlots = 64;     // scratch slots (threads used) at most
+inline constexpr std::int64_t kDecodeMaxSeq = 4;   // query S up to this runs the decode kernel
+inline constexpr std::int64_t kPrefillRows = 64;   // query rows (heads x positions) per prefill unit
+inline constexpr std::int64_t kMinSplit = 256;     // KV columns per decode split at least
+inline constexpr std::int64_t kMaxSplits = 32;     // decode splits per (batch, KV head) at most
+
 struct FiaWorkspacePlan {
+  // Simple kernel.
   std::int64_t rows = 0;    // query rows (B * N * Sq, or N * T), the unit of parallel work
   std::int64_t grain = 0;   // rows per chunk
   std::int64_t chunks = 0;  // ceil(rows / grain)
   std::int64_t q_offset = 0, q_rope_offset = 0, k_offset = 0, k_rope_offset = 0, v_offset = 0,
                acc_offset = 0, score_offset = 0;  // byte offsets inside a chunk's scratch
   std::int64_t chunk_bytes = 0;  // a multiple of kWorkspaceAlign
-  std::int64_t total_bytes = 0;  // chunks * chunk_bytes + kWorkspaceAlign
+  // Fast kernels.
+  std::int64_t fast_rows = 0;  // query rows per unit at most
+  std::int64_t fast_dk = 0, fast_dv = 0;  // padded float32 row lengths (Dk + Dr, Dv)
+  std::int64_t fast_q_offset = 0, fast_acc_offset = 0, fast_state_offset = 0,
+               fast_score_offset = 0, fast_k_offset = 0, fast_v_offset = 0;  // inside a slot
+  std::int64_t fast_slot_bytes = 0;
+  std::int64_t fast_slots = 0;
+  std::int64_t fast_splits = 0;         // decode: splits per (batch, KV head) at most; 0: prefill
+  std::int64_t fast_tile = 0;           // prefill: query positions per unit
+  std::int64_t fast_partial_offset = 0;  // decode: after the slots
+  std::int64_t fast_partial_bytes = 0;   // one (row, split) record
+  std::int64_t total_bytes = 0;  // kWorkspaceAlign + max(simple layout, fast layout)
 };
-FiaWorkspacePlan plan_workspace(std::int64_t rows, std::int64_t kv_seq, std::int64_t dk,
-                                std::int64_t dr, std::int64_t dv);
+struct FiaShapeKey;
+FiaWorkspacePlan plan_workspace(const FiaShapeKey& key);
 
 // A tensor's dtype and shape, as compared by fia_check_update (rank -1: undefined).
 struct FiaTensorSig {

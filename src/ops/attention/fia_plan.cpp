@@ -10,11 +10,16 @@
 
 namespace npugraph::ops::attention {
 
-FiaWorkspacePlan plan_workspace(std::int64_t rows, std::int64_t kv_seq, std::int64_t dk,
-                                std::int64_t dr, std::int64_t dv) {
+FiaWorkspacePlan plan_workspace(const FiaShapeKey& key) {
   FiaWorkspacePlan p;
+  const bool token = key.layout_in == static_cast<std::int64_t>(FiaLayout::tnd) ||
+                     key.layout_in == static_cast<std::int64_t>(FiaLayout::ntd);
+  const std::int64_t rows = token ? key.heads * key.q_seq : key.batch * key.heads * key.q_seq;
+  const std::int64_t kv_seq = key.kv_seq + key.prefix_seq;
+  const std::int64_t dk = key.dk, dr = key.dr, dv = key.dv;
   p.rows = rows;
-  // Work per row: a dot product of Dk + Dr and an axpy of Dv for each of up to kv_seq columns.
+  // Simple kernel. Work per row: a dot product of Dk + Dr and an axpy of Dv for each of up to
+  // kv_seq columns.
   const std::int64_t row_flops = std::max<std::int64_t>(1, 2 * kv_seq * (dk + dr + dv));
   const std::int64_t min_grain = ceil_div(kMinChunkFlops, row_flops);
   p.grain = std::max<std::int64_t>(1, std::min(rows, std::max(ceil_div(rows, kMaxChunks), min_grain)));
@@ -34,7 +39,34 @@ FiaWorkspacePlan plan_workspace(std::int64_t rows, std::int64_t kv_seq, std::int
   p.acc_offset = take(dv);
   p.score_offset = take(kKvBlock);
   p.chunk_bytes = at;
-  p.total_bytes = p.chunks * p.chunk_bytes + kWorkspaceAlign;
+  const std::int64_t simple_bytes = p.chunks * p.chunk_bytes;
+
+  // Fast kernels (Note [FIA fast kernels]).
+  const std::int64_t group = std::max<std::int64_t>(1, key.heads / std::max<std::int64_t>(1, key.kv_heads));
+  const bool decode = !token && key.q_seq <= kDecodeMaxSeq;
+  if (decode) {
+    p.fast_rows = group * key.q_seq;
+    p.fast_splits = std::clamp<std::int64_t>(ceil_div(kv_seq, kMinSplit), 1, kMaxSplits);
+  } else {
+    p.fast_tile = std::max<std::int64_t>(1, kPrefillRows / group);
+    p.fast_rows = group * p.fast_tile;
+  }
+  p.fast_dk = align_up(std::max<std::int64_t>(dk + dr, 1), kFastPad);
+  p.fast_dv = align_up(std::max<std::int64_t>(dv, 1), kFastPad);
+  at = 0;
+  p.fast_q_offset = take(p.fast_rows * p.fast_dk);
+  p.fast_acc_offset = take(p.fast_rows * p.fast_dv);
+  p.fast_state_offset = take(p.fast_rows * 2);
+  p.fast_score_offset = take(p.fast_rows * kFastChunk);
+  p.fast_k_offset = take(kFastChunk * p.fast_dk);
+  p.fast_v_offset = take(kFastChunk * p.fast_dv);
+  p.fast_slot_bytes = at;
+  p.fast_slots = kFastSlots;
+  p.fast_partial_offset = p.fast_slots * p.fast_slot_bytes;
+  p.fast_partial_bytes = (p.fast_dv + kFastPad) * f;
+  const std::int64_t fast_bytes =
+      p.fast_partial_offset + rows * p.fast_splits * p.fast_partial_bytes;
+  p.total_bytes = std::max(simple_bytes, fast_bytes) + kWorkspaceAlign;
   return p;
 }
 
@@ -71,9 +103,7 @@ void check_static(FiaCall& c, FiaParams& p) {
 }
 
 FiaWorkspacePlan plan_of(const FiaCall& c) {
-  const FiaShapeKey& k = c.key;
-  const std::int64_t rows = c.token ? k.heads * k.q_seq : k.batch * k.heads * k.q_seq;
-  return plan_workspace(rows, k.kv_seq + k.prefix_seq, k.dk, k.dr, k.dv);
+  return plan_workspace(c.key);
 }
 
 // Per-batch lengths: empty = `full`, one value broadcasts, >= batch values use the first `batch`.

@@ -1,0 +1,158 @@
+// The fast FIA decode kernel (query S <= kDecodeMaxSeq): flash-decoding over (batch, KV head,
+// KV split) units, each reading its K/V slice once for every query row of the KV head's GQA group,
+// then a merge pass that combines each row's splits in split order and writes the outputs.
+// Note [FIA fast kernels] (fia_fast_launch.hpp) and Note [FIA workspace] (fia_params.hpp).
+//
+// Note [FIA decode splits]
+// The KV columns of batch b are [0, lkv_b) (shared prefix first). With T = ctx.num_threads(), the
+// launch aims at 4T units: the split length is max(kMinSplit, ceil(sum_b lkv_b * KV_N / 4T)),
+// rounded up to kFastChunk; batch b gets ceil(lkv_b / length) splits (1 at least, at most the
+// plan's fast_splits), the length then evened out over them. Long batches get more splits than
+// short ones, so ragged batches balance; the splits depend only on the lengths, the shapes and T.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "ops/attention/fia_fast_decode.cpp"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "hwy/highway.h"
+#include "ops/attention/fia_simd-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace npugraph::ops::attention::fast {
+namespace HWY_NAMESPACE {
+
+struct DecodeSplits {
+  std::vector<std::int64_t> count;  // splits of batch b
+  std::vector<std::int64_t> length; // columns per split of batch b
+  std::vector<std::int64_t> first;  // the first unit of batch b (B + 1 entries)
+};
+
+// Note [FIA decode splits].
+DecodeSplits plan_splits(const Launch& l, std::int64_t threads) {
+  const std::int64_t B = l.key.batch, kvn = l.key.kv_heads;
+  DecodeSplits s;
+  s.count.resize(B);
+  s.length.resize(B);
+  s.first.resize(B + 1);
+  std::int64_t total = 0;
+  for (std::int64_t b = 0; b < B; ++b) total += l.lkv(b);
+  const std::int64_t target = 4 * std::max<std::int64_t>(1, threads);
+  std::int64_t len = std::max(kMinSplit, (total * kvn + target - 1) / target);
+  len = (len + kFastChunk - 1) / kFastChunk * kFastChunk;
+  s.first[0] = 0;
+  for (std::int64_t b = 0; b < B; ++b) {
+    const std::int64_t n = std::max<std::int64_t>(1, l.lkv(b));
+    std::int64_t c = std::clamp<std::int64_t>((n + len - 1) / len, 1, l.p.plan.fast_splits);
+    std::int64_t per = (n + c - 1) / c;
+    per = (per + kFastChunk - 1) / kFastChunk * kFastChunk;
+    c = (n + per - 1) / per;
+    s.count[b] = c;
+    s.length[b] = per;
+    s.first[b + 1] = s.first[b] + c * kvn;
+  }
+  return s;
+}
+
+float* partial(const Launch& l, std::int64_t row, std::int64_t split) {
+  const FiaWorkspacePlan& plan = l.p.plan;
+  return reinterpret_cast<float*>(l.base + plan.fast_partial_offset +
+                                  (row * plan.fast_splits + split) * plan.fast_partial_bytes);
+}
+
+void decode_unit(const Launch& l, const DecodeSplits& sp, std::int64_t unit, std::byte* slot) {
+  const FiaWorkspacePlan& plan = l.p.plan;
+  const std::int64_t B = l.key.batch, kvn = l.key.kv_heads, Sq = l.key.q_seq;
+  const std::int64_t b =
+      std::upper_bound(sp.first.begin(), sp.first.begin() + B + 1, unit) - sp.first.begin() - 1;
+  const std::int64_t local = unit - sp.first[b];
+  const std::int64_t h = local / sp.count[b];
+  const std::int64_t split = local % sp.count[b];
+  const std::int64_t c0 = split * sp.length[b];
+  const std::int64_t c1 = std::min(l.lkv(b), c0 + sp.length[b]);
+
+  Row rows[kMaxUnitRows];
+  float* q[kMaxUnitRows];
+  float* acc[kMaxUnitRows];
+  float* st[kMaxUnitRows];
+  float* qbase = reinterpret_cast<float*>(slot + plan.fast_q_offset);
+  std::int64_t R = 0;
+  for (std::int64_t g = 0; g < l.group; ++g) {
+    const std::int64_t n = h * l.group + g;
+    for (std::int64_t s = 0; s < Sq; ++s, ++R) {
+      rows[R] = l.row(b, n, s);
+      q[R] = qbase + R * plan.fast_dk;
+      if (rows[R].active()) l.load_q(rows[R], q[R], plan.fast_dk);
+      acc[R] = partial(l, (b * l.key.heads + n) * Sq + s, split);
+      st[R] = acc[R] + plan.fast_dv;
+      std::fill(acc[R], acc[R] + plan.fast_dv, 0.0f);
+      st[R][0] = -std::numeric_limits<float>::infinity();
+      st[R][1] = 0.0f;
+    }
+  }
+  const Tiles t{reinterpret_cast<float*>(slot + plan.fast_k_offset),
+                reinterpret_cast<float*>(slot + plan.fast_v_offset),
+                reinterpret_cast<float*>(slot + plan.fast_score_offset)};
+  ProcessRowsAny(l, b, h, UnitRows{rows, q, acc, st, R}, c0, c1, t);
+  (void)kvn;
+}
+
+// Combines the splits of rows [begin, end) (r = (b * N + n) * Sq + s) in split order and writes
+// them.
+void merge_rows(const Launch& l, const DecodeSplits& sp, std::int64_t begin, std::int64_t end) {
+  const std::int64_t N = l.key.heads, Sq = l.key.q_seq, dvp = l.p.plan.fast_dv;
+  for (std::int64_t r = begin; r < end; ++r) {
+    const std::int64_t s = r % Sq, n = (r / Sq) % N, b = r / Sq / N;
+    float* acc = partial(l, r, 0);
+    SoftmaxState st{acc[dvp], acc[dvp + 1]};
+    for (std::int64_t k = 1; k < sp.count[b]; ++k) {
+      const float* part = partial(l, r, k);
+      float fa, fb;
+      st = SoftmaxState::merge(st, SoftmaxState{part[dvp], part[dvp + 1]}, fa, fb);
+      for (std::int64_t d = 0; d < dvp; ++d) acc[d] = fa * acc[d] + fb * part[d];
+    }
+    Row row;
+    row.b = b;
+    row.n = n;
+    row.s = s;
+    l.finish(row, acc, st.max, st.sum);
+  }
+}
+
+void RunDecode(const Launch& l, const ExecContext& ctx) {
+  const DecodeSplits sp = plan_splits(l, ctx.num_threads());
+  const std::int64_t units = sp.first[l.key.batch];
+  const std::int64_t slots =
+      std::min<std::int64_t>({std::max(ctx.num_threads(), 1), l.p.plan.fast_slots, units});
+  std::atomic<std::int64_t> next{0};
+  ctx.parallel_for(slots, 1, [&](std::int64_t begin, std::int64_t) {
+    std::byte* slot = SlotBase(l, begin);
+    for (std::int64_t u; (u = next.fetch_add(1, std::memory_order_relaxed)) < units;)
+      decode_unit(l, sp, u, slot);
+  });
+  const std::int64_t rows = l.key.batch * l.key.heads * l.key.q_seq;
+  const std::int64_t grain = std::max<std::int64_t>(1, rows / (8 * std::max(ctx.num_threads(), 1)));
+  ctx.parallel_for(rows, grain, [&](std::int64_t begin, std::int64_t end) {
+    merge_rows(l, sp, begin, end);
+  });
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace npugraph::ops::attention::fast
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace npugraph::ops::attention::fast {
+
+HWY_EXPORT(RunDecode);
+
+void run_fast_decode(const Launch& l, const ExecContext& ctx) {
+  HWY_DYNAMIC_DISPATCH(RunDecode)(l, ctx);
+}
+
+}  // namespace npugraph::ops::attention::fast
+#endif  // HWY_ONCE

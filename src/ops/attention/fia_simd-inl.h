@@ -1,0 +1,418 @@
+// The SIMD core of the fast FIA kernels (Note [FIA fast kernels] in fia_fast_launch.hpp),
+// compiled once per Highway target by the files that include it after hwy/foreach_target.h
+// (fia_fast_decode.cpp, fia_fast_prefill.cpp):
+//   - ConvertRows: key/value rows (float32, float16, bfloat16) to zero-padded float32 tiles;
+//   - ChunkScores: q·k for a set of query rows × a key tile, 4 rows × 2 columns register-blocked
+//     (1 row × 4 columns for the rest), four horizontal sums folded into one (Reduce4);
+//   - SoftmaxChunk: scale, band/mask/pse, the online-softmax update, vectorised exp;
+//   - AccumulatePV: acc += P·V, 4 rows × 2 vectors register-blocked;
+//   - ProcessRows: a unit's query rows against a range of KV columns, chunk by chunk, skipping
+//     chunks that no row can see.
+// Every function does the same float operations in the same order for the same inputs, whatever
+// thread runs it (Note [FIA workspace]).
+//
+// Include guard for per-target re-inclusion (Highway's convention).
+#if defined(NPUGRAPH_OPS_ATTENTION_FIA_SIMD_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef NPUGRAPH_OPS_ATTENTION_FIA_SIMD_INL_H_
+#undef NPUGRAPH_OPS_ATTENTION_FIA_SIMD_INL_H_
+#else
+#define NPUGRAPH_OPS_ATTENTION_FIA_SIMD_INL_H_
+#endif
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+
+#include "hwy/cache_control.h"
+#include "hwy/contrib/math/math-inl.h"
+#include "hwy/highway.h"
+#include "ops/attention/fia_fast_launch.hpp"
+#include "ops/attention/softmax_state.hpp"
+
+HWY_BEFORE_NAMESPACE();
+namespace npugraph::ops::attention::fast {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+using DF = hn::ScalableTag<float>;
+using VF = hn::Vec<DF>;
+
+// Query rows one unit holds at most (decode: a GQA group of 64 heads x kDecodeMaxSeq rows).
+inline constexpr std::int64_t kMaxUnitRows = 64 * kDecodeMaxSeq;
+static_assert(kPrefillRows <= kMaxUnitRows);
+
+// n elements of T to float32.
+template <class T>
+HWY_INLINE void ConvertRow(const T* HWY_RESTRICT src, std::int64_t n, float* HWY_RESTRICT dst) {
+  const DF df;
+  const auto N = static_cast<std::int64_t>(hn::Lanes(df));
+  std::int64_t d = 0;
+  if constexpr (std::is_same_v<T, float>) {
+    for (; d + N <= n; d += N) hn::StoreU(hn::LoadU(df, src + d), df, dst + d);
+  } else if constexpr (std::is_same_v<T, half>) {
+    const hn::Rebind<hwy::float16_t, DF> dh;
+    const auto* s = reinterpret_cast<const hwy::float16_t*>(src);
+    for (; d + N <= n; d += N) hn::StoreU(hn::PromoteTo(df, hn::LoadU(dh, s + d)), df, dst + d);
+  } else {
+    const hn::Rebind<hwy::bfloat16_t, DF> dh;
+    const auto* s = reinterpret_cast<const hwy::bfloat16_t*>(src);
+    for (; d + N <= n; d += N) hn::StoreU(hn::PromoteTo(df, hn::LoadU(dh, s + d)), df, dst + d);
+  }
+  for (; d < n; ++d) dst[d] = static_cast<float>(src[d]);
+}
+
+// `cols` rows (row stride `stride` elements) of D elements, and optionally of D2 elements from a
+// second tensor placed after them, into float32 rows of `padded` floats (the rest zero).
+// `ahead` (optional, row stride `ahead_stride`, `ahead_rows` rows): the rows of the next run of
+// the same tensor, prefetched one per converted row so that the loads are spread over the chunk.
+template <class T>
+HWY_INLINE void ConvertRows(const std::byte* src, std::int64_t stride, std::int64_t D,
+                            const std::byte* src2, std::int64_t stride2, std::int64_t D2,
+                            std::int64_t cols, float* dst, std::int64_t padded,
+                            const std::byte* ahead, std::int64_t ahead_stride,
+                            std::int64_t ahead_rows) {
+  const T* a = reinterpret_cast<const T*>(src);
+  const T* a2 = reinterpret_cast<const T*>(src2);
+  const T* next = reinterpret_cast<const T*>(ahead);
+  const auto row_bytes = static_cast<std::int64_t>(D * static_cast<std::int64_t>(sizeof(T)));
+  for (std::int64_t c = 0; c < cols; ++c) {
+    if (next) {
+      // The rest of the next run's rows go with the last row.
+      const std::int64_t last = c + 1 == cols ? ahead_rows : std::min(c + 1, ahead_rows);
+      for (std::int64_t r = c; r < last; ++r)
+        for (std::int64_t o = 0; o < row_bytes; o += 64)
+          hwy::Prefetch(reinterpret_cast<const std::byte*>(next + r * ahead_stride) + o);
+    }
+    float* row = dst + c * padded;
+    ConvertRow(a + c * stride, D, row);
+    if (D2) ConvertRow(a2 + c * stride2, D2, row + D);
+    for (std::int64_t d = D + D2; d < padded; ++d) row[d] = 0.0f;
+  }
+}
+
+// out[k] = the sum of the lanes of a_k, k = 0..3, in a fixed order.
+HWY_INLINE void Reduce4(VF a0, VF a1, VF a2, VF a3, float* HWY_RESTRICT out) {
+#if HWY_TARGET == HWY_SCALAR
+  out[0] = hn::GetLane(a0);
+  out[1] = hn::GetLane(a1);
+  out[2] = hn::GetLane(a2);
+  out[3] = hn::GetLane(a3);
+#else
+  const DF df;
+  // Within each 128-bit block: [a0, a1, a0, a1] pairs, then [a0, a1, a2, a3] block sums.
+  const hn::Repartition<std::uint64_t, DF> du;
+  const VF t0 = hn::Add(hn::InterleaveLower(df, a0, a1), hn::InterleaveUpper(df, a0, a1));
+  const VF t1 = hn::Add(hn::InterleaveLower(df, a2, a3), hn::InterleaveUpper(df, a2, a3));
+  const auto u0 = hn::BitCast(du, t0);
+  const auto u1 = hn::BitCast(du, t1);
+  const VF u = hn::Add(hn::BitCast(df, hn::InterleaveLower(du, u0, u1)),
+                       hn::BitCast(df, hn::InterleaveUpper(du, u0, u1)));
+  HWY_ALIGN float buf[HWY_MAX_BYTES / sizeof(float)];
+  hn::Store(u, df, buf);
+  const hn::Full128<float> d4;
+  auto r = hn::Load(d4, buf);
+  for (std::size_t k = 4; k < hn::Lanes(df); k += 4) r = hn::Add(r, hn::Load(d4, buf + k));
+  hn::StoreU(r, d4, out);
+#endif
+}
+
+HWY_INLINE float Reduce1(VF a) {
+  const DF df;
+  return hn::GetLane(hn::SumOfLanes(df, a));
+}
+
+// Scores of query rows q[0..rows) against key tile rows [0, cols) (float32, `dp` floats each,
+// zero-padded): s[r][j] = q_r · k_j.
+HWY_INLINE void ChunkScores(const float* const* q, std::int64_t rows, const float* kt,
+                            std::int64_t dp, std::int64_t cols, float* const* s) {
+  const DF df;
+  const auto N = static_cast<std::int64_t>(hn::Lanes(df));
+  std::int64_t r = 0;
+  for (; r + 4 <= rows; r += 4) {
+    const float *q0 = q[r], *q1 = q[r + 1], *q2 = q[r + 2], *q3 = q[r + 3];
+    for (std::int64_t j = 0; j < cols; j += 2) {
+      const float* k0 = kt + j * dp;
+      const float* k1 = j + 1 < cols ? k0 + dp : k0;
+      VF a00 = hn::Zero(df), a10 = a00, a20 = a00, a30 = a00;
+      VF a01 = a00, a11 = a00, a21 = a00, a31 = a00;
+      for (std::int64_t d = 0; d < dp; d += N) {
+        const VF x0 = hn::Load(df, k0 + d), x1 = hn::Load(df, k1 + d);
+        const VF y0 = hn::Load(df, q0 + d), y1 = hn::Load(df, q1 + d);
+        const VF y2 = hn::Load(df, q2 + d), y3 = hn::Load(df, q3 + d);
+        a00 = hn::MulAdd(y0, x0, a00);
+        a10 = hn::MulAdd(y1, x0, a10);
+        a20 = hn::MulAdd(y2, x0, a20);
+        a30 = hn::MulAdd(y3, x0, a30);
+        a01 = hn::MulAdd(y0, x1, a01);
+        a11 = hn::MulAdd(y1, x1, a11);
+        a21 = hn::MulAdd(y2, x1, a21);
+        a31 = hn::MulAdd(y3, x1, a31);
+      }
+      float c0[4], c1[4];
+      Reduce4(a00, a10, a20, a30, c0);
+      Reduce4(a01, a11, a21, a31, c1);
+      for (int k = 0; k < 4; ++k) s[r + k][j] = c0[k];
+      if (j + 1 < cols)
+        for (int k = 0; k < 4; ++k) s[r + k][j + 1] = c1[k];
+    }
+  }
+  for (; r < rows; ++r) {
+    const float* q0 = q[r];
+    std::int64_t j = 0;
+    for (; j + 4 <= cols; j += 4) {
+      const float* k0 = kt + j * dp;
+      VF a0 = hn::Zero(df), a1 = a0, a2 = a0, a3 = a0;
+      for (std::int64_t d = 0; d < dp; d += N) {
+        const VF y = hn::Load(df, q0 + d);
+        a0 = hn::MulAdd(y, hn::Load(df, k0 + d), a0);
+        a1 = hn::MulAdd(y, hn::Load(df, k0 + dp + d), a1);
+        a2 = hn::MulAdd(y, hn::Load(df, k0 + 2 * dp + d), a2);
+        a3 = hn::MulAdd(y, hn::Load(df, k0 + 3 * dp + d), a3);
+      }
+      Reduce4(a0, a1, a2, a3, s[r] + j);
+    }
+    for (; j < cols; ++j) {
+      const float* k0 = kt + j * dp;
+      VF a0 = hn::Zero(df);
+      for (std::int64_t d = 0; d < dp; d += N) a0 = hn::MulAdd(hn::Load(df, q0 + d), hn::Load(df, k0 + d), a0);
+      s[r][j] = Reduce1(a0);
+    }
+  }
+}
+
+// One row's chunk of scores s[0..cols) (columns j0..j0+cols): scaled, masked outside the row's
+// band [lo, hi) and by the mask, pse added, then turned into probabilities exp(s - max) in place
+// (padding up to whole vectors is set to 0). Updates the row's state; returns the factor the
+// accumulator must be scaled by, or 0 with *skip set when the row is still empty.
+HWY_INLINE float SoftmaxChunk(const Launch& l, const Row& row, std::int64_t j0, std::int64_t cols,
+                              float* s, SoftmaxState& st, bool* skip) {
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  const DF df;
+  const auto N = static_cast<std::int64_t>(hn::Lanes(df));
+  const std::int64_t padded = (cols + N - 1) / N * N;
+  const VF scale = hn::Set(df, l.p.scale);
+  for (std::int64_t j = 0; j < padded; j += N)
+    hn::Store(hn::Mul(hn::Load(df, s + j), scale), df, s + j);
+  const std::int64_t a = std::clamp<std::int64_t>(row.lo - j0, 0, cols);
+  const std::int64_t b = std::clamp<std::int64_t>(row.hi - j0, a, cols);
+  for (std::int64_t j = 0; j < a; ++j) s[j] = -kInf;
+  for (std::int64_t j = b; j < padded; ++j) s[j] = -kInf;
+  if (l.p.pse.data || l.key.mask_kind == static_cast<std::int64_t>(FiaMaskKind::full))
+    l.bias(row, j0 + a, b - a, s + a);
+  VF vmax = hn::Set(df, -kInf);
+  VF vnan = hn::Zero(df);
+  const VF one = hn::Set(df, 1.0f);
+  for (std::int64_t j = 0; j < padded; j += N) {
+    const VF x = hn::Load(df, s + j);
+    vmax = hn::Max(vmax, x);
+    vnan = hn::Max(vnan, hn::IfThenElseZero(hn::IsNaN(x), one));
+  }
+  float m = hn::GetLane(hn::MaxOfLanes(df, vmax));
+  if (hn::GetLane(hn::MaxOfLanes(df, vnan)) > 0.0f) m = std::numeric_limits<float>::quiet_NaN();
+  const float factor = st.raise_max(m);
+  if (st.empty()) {
+    *skip = true;
+    return 0.0f;
+  }
+  *skip = false;
+  const VF vm = hn::Set(df, st.max);
+  VF sum = hn::Zero(df);
+  for (std::int64_t j = 0; j < padded; j += N) {
+    const VF p = hn::Exp(df, hn::Sub(hn::Load(df, s + j), vm));
+    hn::Store(p, df, s + j);
+    sum = hn::Add(sum, p);
+  }
+  st.sum += Reduce1(sum);
+  return factor;
+}
+
+// acc_r += sum_j p_r[j] * v_j for the rows r in [0, rows), value tile rows of `dp` floats.
+HWY_INLINE void AccumulatePV(float* const* acc, const float* const* p, std::int64_t rows,
+                             const float* vt, std::int64_t dp, std::int64_t cols) {
+  const DF df;
+  const auto N = static_cast<std::int64_t>(hn::Lanes(df));
+  std::int64_t r = 0;
+  for (; r + 4 <= rows; r += 4) {
+    float *c0 = acc[r], *c1 = acc[r + 1], *c2 = acc[r + 2], *c3 = acc[r + 3];
+    const float *p0 = p[r], *p1 = p[r + 1], *p2 = p[r + 2], *p3 = p[r + 3];
+    std::int64_t d = 0;
+    for (; d + 2 * N <= dp; d += 2 * N) {
+      VF a00 = hn::Load(df, c0 + d), a01 = hn::Load(df, c0 + d + N);
+      VF a10 = hn::Load(df, c1 + d), a11 = hn::Load(df, c1 + d + N);
+      VF a20 = hn::Load(df, c2 + d), a21 = hn::Load(df, c2 + d + N);
+      VF a30 = hn::Load(df, c3 + d), a31 = hn::Load(df, c3 + d + N);
+      for (std::int64_t j = 0; j < cols; ++j) {
+        const VF v0 = hn::Load(df, vt + j * dp + d), v1 = hn::Load(df, vt + j * dp + d + N);
+        const VF w0 = hn::Set(df, p0[j]), w1 = hn::Set(df, p1[j]);
+        const VF w2 = hn::Set(df, p2[j]), w3 = hn::Set(df, p3[j]);
+        a00 = hn::MulAdd(w0, v0, a00);
+        a01 = hn::MulAdd(w0, v1, a01);
+        a10 = hn::MulAdd(w1, v0, a10);
+        a11 = hn::MulAdd(w1, v1, a11);
+        a20 = hn::MulAdd(w2, v0, a20);
+        a21 = hn::MulAdd(w2, v1, a21);
+        a30 = hn::MulAdd(w3, v0, a30);
+        a31 = hn::MulAdd(w3, v1, a31);
+      }
+      hn::Store(a00, df, c0 + d);
+      hn::Store(a01, df, c0 + d + N);
+      hn::Store(a10, df, c1 + d);
+      hn::Store(a11, df, c1 + d + N);
+      hn::Store(a20, df, c2 + d);
+      hn::Store(a21, df, c2 + d + N);
+      hn::Store(a30, df, c3 + d);
+      hn::Store(a31, df, c3 + d + N);
+    }
+    for (; d < dp; d += N) {
+      VF a0 = hn::Load(df, c0 + d), a1 = hn::Load(df, c1 + d);
+      VF a2 = hn::Load(df, c2 + d), a3 = hn::Load(df, c3 + d);
+      for (std::int64_t j = 0; j < cols; ++j) {
+        const VF v = hn::Load(df, vt + j * dp + d);
+        a0 = hn::MulAdd(hn::Set(df, p0[j]), v, a0);
+        a1 = hn::MulAdd(hn::Set(df, p1[j]), v, a1);
+        a2 = hn::MulAdd(hn::Set(df, p2[j]), v, a2);
+        a3 = hn::MulAdd(hn::Set(df, p3[j]), v, a3);
+      }
+      hn::Store(a0, df, c0 + d);
+      hn::Store(a1, df, c1 + d);
+      hn::Store(a2, df, c2 + d);
+      hn::Store(a3, df, c3 + d);
+    }
+  }
+  for (; r < rows; ++r) {
+    float* c = acc[r];
+    const float* pr = p[r];
+    std::int64_t d = 0;
+    for (; d + 4 * N <= dp; d += 4 * N) {
+      VF a0 = hn::Load(df, c + d), a1 = hn::Load(df, c + d + N);
+      VF a2 = hn::Load(df, c + d + 2 * N), a3 = hn::Load(df, c + d + 3 * N);
+      for (std::int64_t j = 0; j < cols; ++j) {
+        const VF w = hn::Set(df, pr[j]);
+        const float* v = vt + j * dp + d;
+        a0 = hn::MulAdd(w, hn::Load(df, v), a0);
+        a1 = hn::MulAdd(w, hn::Load(df, v + N), a1);
+        a2 = hn::MulAdd(w, hn::Load(df, v + 2 * N), a2);
+        a3 = hn::MulAdd(w, hn::Load(df, v + 3 * N), a3);
+      }
+      hn::Store(a0, df, c + d);
+      hn::Store(a1, df, c + d + N);
+      hn::Store(a2, df, c + d + 2 * N);
+      hn::Store(a3, df, c + d + 3 * N);
+    }
+    for (; d < dp; d += N) {
+      VF a0 = hn::Load(df, c + d);
+      for (std::int64_t j = 0; j < cols; ++j)
+        a0 = hn::MulAdd(hn::Set(df, pr[j]), hn::Load(df, vt + j * dp + d), a0);
+      hn::Store(a0, df, c + d);
+    }
+  }
+}
+
+// A unit's query rows and where their state lives: rows[r] (b is the same for all), q[r] the
+// float32 query (plan.fast_dk floats), acc[r] (plan.fast_dv floats) and st[r] = {max, sum}.
+struct UnitRows {
+  const Row* rows;
+  float* const* q;
+  float* const* acc;
+  float* const* st;
+  std::int64_t count;
+};
+
+// The slot's tiles: key and value tiles and the scores of up to kMaxUnitRows rows.
+struct Tiles {
+  float* k;
+  float* v;
+  float* score;
+};
+
+// Runs the rows of `u` (batch b, KV head h) over KV columns [c0, c1) in chunks of at most
+// kFastChunk columns that never cross a paged block or the shared prefix.
+template <class T>
+void ProcessRows(const Launch& l, std::int64_t b, std::int64_t h, const UnitRows& u,
+                 std::int64_t c0, std::int64_t c1, const Tiles& t) {
+  const FiaWorkspacePlan& plan = l.p.plan;
+  const std::int64_t dkp = plan.fast_dk, dvp = plan.fast_dv;
+  const float* qa[kMaxUnitRows];
+  float* sa[kMaxUnitRows];
+  float* acc_pv[kMaxUnitRows];
+  const float* p_pv[kMaxUnitRows];
+  std::int64_t idx[kMaxUnitRows];
+  if (c0 >= c1) return;
+  KvRun run = l.run_at(b, h, c0, std::min(kFastChunk, c1 - c0));
+  for (std::int64_t j = c0; j < c1;) {
+    const std::int64_t cols = run.len, j1 = j + cols;
+    // The next run, prefetched while this one is computed (DRAM latency, not bandwidth, limits
+    // one thread's stream otherwise).
+    KvRun next;
+    if (j1 < c1) next = l.run_at(b, h, j1, std::min(kFastChunk, c1 - j1));
+    std::int64_t na = 0;
+    for (std::int64_t r = 0; r < u.count; ++r) {
+      const Row& row = u.rows[r];
+      if (row.lo < j1 && row.hi > j) {
+        idx[na] = r;
+        qa[na] = u.q[r];
+        sa[na] = t.score + na * kFastChunk;
+        ++na;
+      }
+    }
+    if (na == 0) {
+      j = j1;
+      run = next;
+      continue;
+    }
+    ConvertRows<T>(run.k, run.k_stride, l.key.dk, run.kr, run.kr_stride, l.key.dr, cols, t.k, dkp,
+                   next.k, next.k_stride, next.len);
+    ChunkScores(qa, na, t.k, dkp, cols, sa);
+    std::int64_t npv = 0;
+    for (std::int64_t a = 0; a < na; ++a) {
+      const std::int64_t r = idx[a];
+      float* st = u.st[r];
+      SoftmaxState s{st[0], st[1]};
+      bool skip = false;
+      const float factor = SoftmaxChunk(l, u.rows[r], j, cols, sa[a], s, &skip);
+      st[0] = s.max;
+      st[1] = s.sum;
+      if (skip) continue;
+      float* acc = u.acc[r];
+      if (factor != 1.0f) {
+        const DF df;
+        const VF f = hn::Set(df, factor);
+        for (std::int64_t d = 0; d < dvp; d += static_cast<std::int64_t>(hn::Lanes(df)))
+          hn::Store(hn::Mul(hn::Load(df, acc + d), f), df, acc + d);
+      }
+      acc_pv[npv] = acc;
+      p_pv[npv] = sa[a];
+      ++npv;
+    }
+    if (npv > 0) {
+      ConvertRows<T>(run.v, run.v_stride, l.key.dv, nullptr, 0, 0, cols, t.v, dvp, next.v,
+                     next.v_stride, next.len);
+      AccumulatePV(acc_pv, p_pv, npv, t.v, dvp, cols);
+    }
+    j = j1;
+    run = next;
+  }
+}
+
+// ProcessRows for the launch's KV dtype.
+inline void ProcessRowsAny(const Launch& l, std::int64_t b, std::int64_t h, const UnitRows& u,
+                           std::int64_t c0, std::int64_t c1, const Tiles& t) {
+  switch (l.kv_t) {
+    case DType::f16: return ProcessRows<half>(l, b, h, u, c0, c1, t);
+    case DType::bf16: return ProcessRows<bfloat16>(l, b, h, u, c0, c1, t);
+    default: return ProcessRows<float>(l, b, h, u, c0, c1, t);
+  }
+}
+
+// The slot `slot`'s scratch (Note [FIA workspace]).
+inline std::byte* SlotBase(const Launch& l, std::int64_t slot) {
+  return l.base + slot * l.p.plan.fast_slot_bytes;
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace npugraph::ops::attention::fast
+HWY_AFTER_NAMESPACE();
+
+#endif  // NPUGRAPH_OPS_ATTENTION_FIA_SIMD_INL_H_

@@ -1,0 +1,164 @@
+// The fast FIA kernels beyond the parity suite's small shapes (Note [FIA fast kernels]): decode
+// with several KV splits and prefill with several column chunks and row blocks, checked against
+// the simple kernel (FiaKernelMode::simple) and the reference; splits under eager, graph replay
+// and replay after an update stay bitwise equal.
+#include <cmath>
+#include <vector>
+
+#include "ops/attention/fia_kernel_mode.hpp"
+#include "ops/attention/fia_params.hpp"
+#include "ops/test_fia_case.hpp"
+
+namespace fia_test {
+namespace {
+
+namespace ng = npugraph;
+namespace att = ng::ops::attention;
+using ng::ops::FiaOptions;
+
+// Sets the kernel mode for a scope (the default, fast, afterwards).
+class ModeScope {
+ public:
+  explicit ModeScope(att::FiaKernelMode m) { att::set_fia_kernel_mode(m); }
+  ~ModeScope() { att::set_fia_kernel_mode(att::FiaKernelMode::fast); }
+  ModeScope(const ModeScope&) = delete;
+  ModeScope& operator=(const ModeScope&) = delete;
+};
+
+struct Big {
+  Tensor q, k, v;
+  FiaOptions opt;
+};
+
+// BNSD, D = 64: decode (Sq = 1) or prefill.
+Big make_big(DType dt, std::int64_t B, std::int64_t N, std::int64_t KVN, std::int64_t Sq,
+             std::int64_t Skv, std::uint32_t seed) {
+  Big b;
+  std::vector<double> x;
+  b.q = random_tensor(x, {B, N, Sq, 64}, dt, seed);
+  b.k = random_tensor(x, {B, KVN, Skv, 64}, dt, seed + 1);
+  b.v = random_tensor(x, {B, KVN, Skv, 64}, dt, seed + 2);
+  b.opt = {.num_heads = N, .scale = 0.125, .input_layout = "BNSD", .num_key_value_heads = KVN,
+           .softmax_lse_flag = true};
+  return b;
+}
+
+// Fast and simple kernels agree within the output dtype's rounding (both accumulate in float32
+// in different orders; the outputs are rounded once each).
+void expect_fast_matches_simple(const Big& b) {
+  ng::ops::FiaResult fast, simple;
+  {
+    ModeScope m(att::FiaKernelMode::fast);
+    fast = ng::ops::fused_infer_attention_score(b.q, b.k, b.v, b.opt);
+    ng::device_synchronize();
+  }
+  {
+    ModeScope m(att::FiaKernelMode::simple);
+    simple = ng::ops::fused_infer_attention_score(b.q, b.k, b.v, b.opt);
+    ng::device_synchronize();
+  }
+  const std::vector<double> a = read_back(fast.attention_out), s = read_back(simple.attention_out);
+  const double eps = 2 * out_bound(b.q.dtype());
+  ASSERT_EQ(a.size(), s.size());
+  for (std::size_t i = 0; i < a.size(); ++i)
+    ASSERT_NEAR(a[i], s[i], eps * std::max(1.0, std::abs(s[i]))) << "element " << i;
+  const std::vector<double> la = read_back(fast.softmax_lse), ls = read_back(simple.softmax_lse);
+  for (std::size_t i = 0; i < la.size(); ++i) {
+    if (std::isinf(ls[i])) ASSERT_EQ(la[i], ls[i]) << i;
+    else ASSERT_NEAR(la[i], ls[i], 1e-5 * (1 + std::abs(ls[i]))) << "lse " << i;
+  }
+}
+
+TEST(FiaFast, DecodeWithSplitsMatchesSimple) {
+  Big b = make_big(DType::f16, 3, 8, 2, 1, 3000, 11);
+  b.opt.actual_seq_lengths_kv = {3000, 0, 777};  // ragged, one empty batch
+  expect_fast_matches_simple(b);
+  const auto plan = att::plan_outputs(b.q, b.k, b.v, b.opt).plan;
+  EXPECT_GT(plan.fast_splits, 8);
+}
+
+TEST(FiaFast, DecodeGqaSeveralRowsAndPagedMatchSimple) {
+  Big b = make_big(DType::bf16, 2, 16, 2, 3, 1024, 21);  // 8 heads x 3 rows per KV head
+  b.opt.actual_seq_lengths_kv = {1000, 513};
+  b.opt.sparse_mode = 3;
+  b.opt.atten_mask = compressed_mask();
+  expect_fast_matches_simple(b);
+}
+
+TEST(FiaFast, PrefillCausalAndBandMatchSimple) {
+  Big b = make_big(DType::bf16, 2, 4, 2, 150, 300, 31);
+  b.opt.actual_seq_lengths = {150, 97};
+  b.opt.actual_seq_lengths_kv = {300, 200};
+  b.opt.sparse_mode = 3;
+  b.opt.atten_mask = compressed_mask();
+  expect_fast_matches_simple(b);
+  b.opt.sparse_mode = 4;
+  b.opt.pre_tokens = 70;
+  b.opt.next_tokens = 5;
+  expect_fast_matches_simple(b);
+  b.opt.sparse_mode = 0;
+  b.opt.atten_mask = {};
+  b.opt.pre_tokens = 2147483647;
+  b.opt.next_tokens = 2147483647;
+  expect_fast_matches_simple(b);
+}
+
+// A decode launch with several splits: eager, replay, and replay after an update of the KV
+// lengths are bitwise equal to eager with the same arguments.
+TEST(FiaFast, DecodeSplitsEagerReplayUpdateBitwise) {
+  Big b = make_big(DType::f16, 2, 8, 2, 1, 2048, 41);
+  b.opt.actual_seq_lengths_kv = {2048, 900};
+  FiaOptions after = b.opt;
+  after.actual_seq_lengths_kv = {1300, 2048};
+  ng::Graph graph;
+  ng::TaskGroupHandle handle;
+  Tensor ws, out, lse;
+  {
+    ng::CaptureScope capture(graph);
+    const ng::Stream s = ng::current_stream();
+    ws = ng::ops::fia_max_workspace(b.q, b.k, b.v, b.opt);
+    out = ng::empty(b.q.shape(), b.q.dtype());
+    lse = ng::empty({2, 8, 1, 1}, DType::f32);
+    ng::task_group_begin(s);
+    ng::ops::fused_infer_attention_score_out(b.q, b.k, b.v, b.opt, ws, out, lse);
+    handle = ng::task_group_end(s);
+  }
+  graph.replay();
+  ng::device_synchronize();
+  const auto eager_old = ng::ops::fused_infer_attention_score(b.q, b.k, b.v, b.opt);
+  ng::device_synchronize();
+  EXPECT_TRUE(bitwise_equal(out, eager_old.attention_out));
+  EXPECT_TRUE(bitwise_equal(lse, eager_old.softmax_lse));
+
+  const ng::Stream update_stream = ng::Stream::create();
+  {
+    ng::StreamGuard on(update_stream);
+    ng::task_update_begin(update_stream, handle);
+    ng::ops::fused_infer_attention_score_out(b.q, b.k, b.v, after, ws, out, lse);
+    ng::task_update_end(update_stream);
+  }
+  update_stream.synchronize();
+  graph.replay();
+  ng::device_synchronize();
+  const auto eager_new = ng::ops::fused_infer_attention_score(b.q, b.k, b.v, after);
+  ng::device_synchronize();
+  EXPECT_FALSE(bitwise_equal(eager_new.attention_out, eager_old.attention_out));
+  EXPECT_TRUE(bitwise_equal(out, eager_new.attention_out));
+  EXPECT_TRUE(bitwise_equal(lse, eager_new.softmax_lse));
+  graph.replay();  // replayed again: still the same bits
+  ng::device_synchronize();
+  EXPECT_TRUE(bitwise_equal(out, eager_new.attention_out));
+}
+
+// The simple kernel (kept as FiaKernelMode::simple) still passes parity on its own.
+TEST(FiaFast, SimpleModeParity) {
+  ModeScope m(att::FiaKernelMode::simple);
+  for (const FiaCase& c : {FiaCase{.layout = "BSH", .mode = 3},
+                           FiaCase{.layout = "TND", .gqa = 2, .mode = 2},
+                           FiaCase{.layout = "BNSD", .decode = true, .kv = Kv::paged_bnsd, .pse = true},
+                           FiaCase{.layout = "BNSD", .decode = true, .antiquant = Antiquant::sep_token}})
+    expect_parity(build_case(c));
+}
+
+}  // namespace
+}  // namespace fia_test
