@@ -132,7 +132,30 @@ HWY_INLINE void ChunkScores(const float* const* q, std::int64_t rows, const floa
   std::int64_t r = 0;
   for (; r + 4 <= rows; r += 4) {
     const float *q0 = q[r], *q1 = q[r + 1], *q2 = q[r + 2], *q3 = q[r + 3];
-    for (std::int64_t j = 0; j < cols; j += 2) {
+    std::int64_t j0 = 0;
+#if HWY_TARGET <= HWY_AVX3
+    // 32 registers: 4 rows x 4 columns, 16 FMAs per 8 loads.
+    for (; j0 + 4 <= cols; j0 += 4) {
+      const float* k0 = kt + j0 * dp;
+      VF a[4][4];
+      for (int x = 0; x < 4; ++x)
+        for (int y = 0; y < 4; ++y) a[x][y] = hn::Zero(df);
+      for (std::int64_t d = 0; d < dp; d += N) {
+        const VF x0 = hn::Load(df, k0 + d), x1 = hn::Load(df, k0 + dp + d);
+        const VF x2 = hn::Load(df, k0 + 2 * dp + d), x3 = hn::Load(df, k0 + 3 * dp + d);
+        const float* qq[4] = {q0, q1, q2, q3};
+        for (int x = 0; x < 4; ++x) {
+          const VF y = hn::Load(df, qq[x] + d);
+          a[x][0] = hn::MulAdd(y, x0, a[x][0]);
+          a[x][1] = hn::MulAdd(y, x1, a[x][1]);
+          a[x][2] = hn::MulAdd(y, x2, a[x][2]);
+          a[x][3] = hn::MulAdd(y, x3, a[x][3]);
+        }
+      }
+      for (int x = 0; x < 4; ++x) Reduce4(a[x][0], a[x][1], a[x][2], a[x][3], s[r + x] + j0);
+    }
+#endif
+    for (std::int64_t j = j0; j < cols; j += 2) {
       const float* k0 = kt + j * dp;
       const float* k1 = j + 1 < cols ? k0 + dp : k0;
       VF a00 = hn::Zero(df), a10 = a00, a20 = a00, a30 = a00;
@@ -238,6 +261,30 @@ HWY_INLINE void AccumulatePV(float* const* acc, const float* const* p, std::int6
     float *c0 = acc[r], *c1 = acc[r + 1], *c2 = acc[r + 2], *c3 = acc[r + 3];
     const float *p0 = p[r], *p1 = p[r + 1], *p2 = p[r + 2], *p3 = p[r + 3];
     std::int64_t d = 0;
+#if HWY_TARGET <= HWY_AVX3
+    // 32 registers: 4 rows x 4 vectors, 16 FMAs per 8 loads.
+    for (; d + 4 * N <= dp; d += 4 * N) {
+      VF a[4][4];
+      float* c[4] = {c0, c1, c2, c3};
+      const float* pp[4] = {p0, p1, p2, p3};
+      for (int x = 0; x < 4; ++x)
+        for (int y = 0; y < 4; ++y) a[x][y] = hn::Load(df, c[x] + d + y * N);
+      for (std::int64_t j = 0; j < cols; ++j) {
+        const float* vj = vt + j * dp + d;
+        const VF v0 = hn::Load(df, vj), v1 = hn::Load(df, vj + N);
+        const VF v2 = hn::Load(df, vj + 2 * N), v3 = hn::Load(df, vj + 3 * N);
+        for (int x = 0; x < 4; ++x) {
+          const VF w = hn::Set(df, pp[x][j]);
+          a[x][0] = hn::MulAdd(w, v0, a[x][0]);
+          a[x][1] = hn::MulAdd(w, v1, a[x][1]);
+          a[x][2] = hn::MulAdd(w, v2, a[x][2]);
+          a[x][3] = hn::MulAdd(w, v3, a[x][3]);
+        }
+      }
+      for (int x = 0; x < 4; ++x)
+        for (int y = 0; y < 4; ++y) hn::Store(a[x][y], df, c[x] + d + y * N);
+    }
+#endif
     for (; d + 2 * N <= dp; d += 2 * N) {
       VF a00 = hn::Load(df, c0 + d), a01 = hn::Load(df, c0 + d + N);
       VF a10 = hn::Load(df, c1 + d), a11 = hn::Load(df, c1 + d + N);
