@@ -65,7 +65,7 @@ class Section:
     notes: list = field(default_factory=list)  # lines printed under the table
 
 
-# --- Roofline and attention kernels (issue 6) ----------------------------------------------------
+# --- Roofline and attention kernels (issue 6) -------------------------------------------------
 
 ATT = "bench_attention"
 TORCH = "torch_attention"
@@ -100,7 +100,7 @@ ATTENTION = Section(
     columns=[
         Column("ours", "npugraph"),
         Column("rate", "throughput"),
-        Column("limit", "of roofline"),
+        Column("limit", "of limit"),
         Column("target", "target"),
         Column("simple", "simple kernel"),
         Column("vs_simple", "speed-up", R("simple", "ours")),
@@ -116,23 +116,24 @@ ATTENTION = Section(
         _att_row("decode fp16, GQA 32 on 8 KV heads: time / 32 KV heads", "decode_f16_gqa4",
                  "≤ 30 %", limit=R(M(ATT, "fia/decode_f16_gqa4/fast"),
                                    M(ATT, "fia/decode_f16/fast"), "pct")),
-        _att_row("decode fp16, B 16, ragged KV 512..4096, paged", "decode_f16_b16_ragged", "≥ 80 %"),
+        _att_row("decode fp16, B 16, ragged KV 512..4096, paged", "decode_f16_b16_ragged",
+                 "≥ 80 %"),
         _att_row("prefill bf16, N 32, D 128, 2048 tokens, causal", "prefill_bf16_causal", "≥ 50 %",
                  rate="GFLOPs"),
     ],
     notes=[
-        "Medians. Decode throughput is the KV bytes read (lengths × KV heads × D × 2 bytes × K and V)"
-        " per second, as a fraction of the DRAM read bandwidth above; prefill counts unmasked FLOPs"
-        " only (4·D per visible query-key pair per head), as a fraction of the FMA peak. The GQA row"
-        " compares its time with the 32-KV-head row's. *simple kernel*: FiaKernelMode::simple, the"
-        " kernel the fast ones replace. *PyTorch*: matmul → softmax → matmul in float32 on every"
-        " core, converting the fp16/bf16 cache inside the timed call (gathering paged blocks,"
-        " repeat_interleave for GQA); *fp32 KV*: the cache already float32. Speed-ups: their time"
-        " over ours.",
+        "Medians. Decode throughput is the KV bytes read (lengths × KV heads × D × 2 bytes × K"
+        " and V) per second, as a fraction of the DRAM read bandwidth above; prefill counts unmasked FLOPs"
+        " only (4·D per visible query-key pair per head), as a fraction of the FMA peak. The GQA"
+        " row's *of limit* is its time over the 32-KV-head row's (its KV is a quarter of the size)."
+        " *simple kernel*: FiaKernelMode::simple, the kernel the fast ones replace. *PyTorch*:"
+        " matmul → softmax → matmul in float32 on every core, converting the fp16/bf16 cache inside"
+        " the timed call (gathering paged blocks, repeat_interleave for GQA); *fp32 KV*: the cache"
+        " already float32. Speed-ups: their time over ours.",
     ],
 )
 
-# --- Host path (issue 5) ---------------------------------------------------------------------------
+# --- Host path (issue 5) ------------------------------------------------------------------------
 # Placeholder for the host-path rows (owner: the runtime engineer). Planned rows, one per target of
 # issue 5, each with our figure, the peer's, their ratio and the target, e.g.
 #   row("replay, 1,000-task chain, per task",

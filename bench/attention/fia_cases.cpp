@@ -54,9 +54,10 @@ void make_paged(const FiaCaseSpec& s, std::uint32_t seed, FiaInputs& in) {
   auto* t = table.data_ptr<std::int32_t>();
   std::fill_n(t, table.numel(), 0);  // entries past a batch's length are never read
   std::size_t next = 0;
-  for (std::int64_t b = 0; b < s.batch; ++b)
-    for (std::int64_t i = 0; i < ceil_div(s.kv_lengths[static_cast<std::size_t>(b)], s.block_size); ++i)
-      t[b * max_blocks + i] = ids[next++];
+  for (std::int64_t b = 0; b < s.batch; ++b) {
+    const std::int64_t used = ceil_div(s.kv_lengths[static_cast<std::size_t>(b)], s.block_size);
+    for (std::int64_t i = 0; i < used; ++i) t[b * max_blocks + i] = ids[next++];
+  }
   const ng::Shape cache{blocks, s.kv_heads, s.block_size, s.dim};
   in.k = random_tensor(cache, s.dtype, seed + 1);
   in.v = random_tensor(cache, s.dtype, seed + 2);

@@ -19,7 +19,7 @@ struct FiaCaseSpec {
   std::int64_t dim = 128;
   std::int64_t q_len = 1;                  // 1: decode
   std::vector<std::int64_t> kv_lengths;    // one per batch
-  std::int64_t block_size = 0;             // 0: contiguous BNSD; else a paged [blocks, KV_N, bs, D] cache
+  std::int64_t block_size = 0;             // 0: contiguous BNSD; else paged [blocks, KV_N, bs, D]
   bool causal = false;                     // sparse_mode 3 with the compressed 2048 x 2048 mask
 };
 

@@ -133,7 +133,8 @@ double best_read_bandwidth() {
 
 double best_fma_peak() {
   double best = 0;
-  for (int pass = 0; pass < 3; ++pass) best = std::max(best, measure_fma_peak(0.1, roofline_threads()));
+  for (int pass = 0; pass < 3; ++pass)
+    best = std::max(best, measure_fma_peak(0.1, roofline_threads()));
   return best;
 }
 

@@ -7,9 +7,10 @@ Two variants per case:
              happens inside the timed call: what one decode step of a CPU inference loop pays.
   torch_f32  the cache is already float32 (converted outside the timing; twice the bytes in memory):
              the best case for PyTorch, the matmuls and softmax alone.
-(torch >= 2.0 adds torch_sdpa: F.scaled_dot_product_attention on the fp32 cache.) Inputs rotate over copies totalling >= 128 MiB (as in bench_attention),
-so the KV comes from DRAM. GBps counts the fp16/bf16 KV bytes of the cache, GFLOPs only unmasked
-work (the same bytes and FLOPs as bench_attention), so the figures compare directly.
+(torch >= 2.0 adds torch_sdpa: F.scaled_dot_product_attention on the fp32 cache.)
+Inputs rotate over copies totalling >= 128 MiB (as in bench_attention), so the KV comes from DRAM.
+GBps counts the fp16/bf16 KV bytes of the cache, GFLOPs only unmasked work (the same bytes and
+FLOPs as bench_attention), so the figures compare directly.
 
 Writes Google-Benchmark-style JSON (median aggregates, real_time in ns):
     /usr/bin/python3 bench/attention/torch_peer.py --out build/bench-results/torch_attention.json
@@ -88,7 +89,8 @@ class Case:
     def _kv(self, gen, seed):
         if not self.block_size:
             shape = (self.batch, self.kv_heads, max(self.lengths), self.dim)
-            return random_tensor(shape, self.dtype, gen), random_tensor(shape, self.dtype, gen), None
+            k, v = random_tensor(shape, self.dtype, gen), random_tensor(shape, self.dtype, gen)
+            return k, v, None
         need = [-(-l // self.block_size) for l in self.lengths]
         ids = list(range(sum(need)))
         random.Random(100 + seed).shuffle(ids)
