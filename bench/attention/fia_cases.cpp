@@ -115,11 +115,12 @@ std::unique_ptr<FiaCase> build(const FiaCaseSpec& s) {
   return c;
 }
 
+// lo..hi evenly spread, long and short interleaved as in a serving batch: the k-th shortest sits
+// at (7 k) mod batch, a permutation for any batch not a multiple of 7 (torch_peer.py: the same).
 std::vector<std::int64_t> ragged_lengths(std::int64_t batch, std::int64_t lo, std::int64_t hi) {
-  std::vector<std::int64_t> l;
-  for (std::int64_t b = 0; b < batch; ++b) l.push_back(lo + (hi - lo) * b / (batch - 1));
-  // Interleave long and short sequences, as a serving batch would hold them.
-  std::shuffle(l.begin(), l.end(), std::mt19937(3));
+  std::vector<std::int64_t> l(static_cast<std::size_t>(batch));
+  for (std::int64_t k = 0; k < batch; ++k)
+    l[static_cast<std::size_t>(7 * k % batch)] = lo + (hi - lo) * k / (batch - 1);
   return l;
 }
 
