@@ -11,9 +11,11 @@
 //     hand-made strided views hit this).
 // Both kernels compute query rows against runs of at most kFastChunk KV columns: the run's keys
 // are converted to float32 once into a tile (keys and key rope side by side, so q·k + q_r·k_r is
-// one dot), scores of 4 rows × 2 columns are register-blocked, masked/out-of-band/pse handled per
-// row, exp is Highway's vectorised Exp, and P·V is register-blocked over 4 rows. A run that no
-// row of the unit can see is never read (causal, band, sparse modes 2-4, ragged lengths).
+// one dot) while the next run is prefetched, Q·K is register-blocked (4 rows x 4 columns with 32
+// vector registers, 4 x 2 otherwise; four horizontal sums folded into one), masked/out-of-band/pse
+// handled per row, exp is Highway's vectorised Exp, and P·V is register-blocked (4 rows x 4 or 2
+// vectors). A run that no row of the unit can see is never read (causal, band, sparse modes 2-4,
+// ragged lengths).
 //   - Decode (query S <= kDecodeMaxSeq, not TND/NTD): a unit is (batch, KV head, KV split) and
 //     serves every query row of that KV head's GQA group (group x S rows) from one read of its
 //     K/V slice; its partial states go to the workspace and a merge pass combines the splits of

@@ -2,10 +2,11 @@
 // compiled once per Highway target by the files that include it after hwy/foreach_target.h
 // (fia_fast_decode.cpp, fia_fast_prefill.cpp):
 //   - ConvertRows: key/value rows (float32, float16, bfloat16) to zero-padded float32 tiles;
-//   - ChunkScores: q·k for a set of query rows × a key tile, 4 rows × 2 columns register-blocked
-//     (1 row × 4 columns for the rest), four horizontal sums folded into one (Reduce4);
+//   - ChunkScores: q·k for a set of query rows × a key tile, 4 rows × 4 columns (AVX-512) or
+//     4 × 2 register-blocked (1 row × 4 columns for the rest), four horizontal sums folded into
+//     one (Reduce4);
 //   - SoftmaxChunk: scale, band/mask/pse, the online-softmax update, vectorised exp;
-//   - AccumulatePV: acc += P·V, 4 rows × 2 vectors register-blocked;
+//   - AccumulatePV: acc += P·V, 4 rows × 4 (AVX-512) or 2 vectors register-blocked;
 //   - ProcessRows: a unit's query rows against a range of KV columns, chunk by chunk, skipping
 //     chunks that no row can see.
 // Every function does the same float operations in the same order for the same inputs, whatever
