@@ -316,9 +316,9 @@ void task_update_end(const Stream& stream) {
         continue;
       try {
         detail::resolve_group(*t.ref, "task_update_end");  // throws: the graph was reset meanwhile
-      } catch (...) {
+      } catch (const StateError& e) {
         detail::abandon_update(s);
-        throw;
+        NG_THROW(StateError, e.what(), " (the update is abandoned: nothing was installed)");
       }
       detail::abandon_update(s);  // reset and captured again: the handle's group is another one now
       NG_THROW(StateError, "task_update_end: graph ", t.ref->graph_id, " was reset during the update",
