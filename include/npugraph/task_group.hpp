@@ -24,6 +24,7 @@
 namespace npugraph {
 
 namespace detail { struct GroupRef; }
+class ExternalEvent;
 
 class TaskGroupHandle {
  public:
@@ -51,6 +52,9 @@ void task_update_begin(const Stream& stream, const TaskGroupHandle& handle,
 void task_update_begin(const Stream& stream, std::span<const TaskGroupHandle> handles,
                        UpdateOrder order = UpdateOrder::stream);
 void task_update_end(const Stream& stream);
+// Ends the update and records `record_after` (in order) right after the new parameters are installed,
+// in the same stream task (a graph-owned update's step: install, then signal the replay's waits).
+void task_update_end(const Stream& stream, std::span<const ExternalEvent> record_after);
 // Leaves update mode installing nothing (what every update error does implicitly).
 void task_update_abort(const Stream& stream);
 

@@ -27,6 +27,7 @@ std::pair<Tensor, Tensor> record_fia(DispatchRecords& d, const Tensor& query, co
                                        r.softmax_lse);
   r.handle = task_group_end(s);
   d.handles.push_back(r.handle);
+  d.events.push_back(r.event);
   d.records.push_back(std::move(r));
   return {d.records.back().attention_out, d.records.back().softmax_lse};
 }
@@ -57,16 +58,16 @@ void update_graph(PyGraph& g, py::handle cpu_update_input) {
   {
     py::gil_scoped_release release;
     const Stream& u = d.update_stream;
-    {
-      StreamGuard on(u);
-      UpdateScope scope(u, d.handles);
-      for (std::size_t i = 0; i < n; ++i) {
-        const FiaRecord& r = d.records[i];
-        ops::fused_infer_attention_score_out(r.query, r.key, r.value, d.staging[i], r.workspace,
-                                             r.attention_out, r.softmax_lse);
-      }
+    StreamGuard on(u);
+    task_update_begin(u, d.handles);
+    UpdateErrorGuard abort_on_error(u);
+    for (std::size_t i = 0; i < n; ++i) {
+      const FiaRecord& r = d.records[i];
+      ops::fused_infer_attention_score_out(r.query, r.key, r.value, d.staging[i], r.workspace,
+                                           r.attention_out, r.softmax_lse);
     }
-    for (FiaRecord& r : d.records) r.event.record(u);
+    // One stream task installs every call's parameters, then sets every call's event.
+    task_update_end(u, d.events);
   }
   for (std::size_t i = 0; i < n; ++i) std::swap(d.records[i].options, d.staging[i]);
 }

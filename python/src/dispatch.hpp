@@ -34,6 +34,7 @@ struct DispatchRecords {
   explicit DispatchRecords(Stream update) : update_stream(std::move(update)) {}
   std::vector<FiaRecord> records;
   std::vector<TaskGroupHandle> handles;   // the records' handles, in order
+  std::vector<ExternalEvent> events;      // the records' events, in order
   std::vector<ops::FiaOptions> staging;   // reused by update(): capacity survives updates
   Stream update_stream;
 };

@@ -18,6 +18,7 @@ namespace npugraph::detail {
 
 class ComputePool;
 class MemPool;
+struct ExternalEventState;
 struct StreamState;
 
 struct GroupSlot;
@@ -165,6 +166,7 @@ struct Patch {
   };
   std::vector<std::shared_ptr<ExecGraph>> graphs;
   std::vector<Entry> entries;
+  std::vector<std::shared_ptr<ExternalEventState>> records;  // recorded once installed
   PatchPool* home = nullptr;
 };
 struct PatchPool {

@@ -2,10 +2,13 @@
 
 #include <exception>
 
+#include "npugraph/external_event.hpp"
+
 #include "graph/graph_core.hpp"
 #include "graph/task_update.hpp"
 #include "npugraph/error.hpp"
 #include "runtime/capture.hpp"
+#include "runtime/sync_objects.hpp"
 
 namespace npugraph::detail {
 
@@ -126,6 +129,8 @@ Patch* PatchPool::take() {
 void apply_patch(Patch& patch) {
   for (Patch::Entry& e : patch.entries) e.slot->install(std::move(e.set));
   patch.entries.clear();
+  for (const auto& e : patch.records) external_record(*e);
+  patch.records.clear();
   patch.graphs.clear();  // may destroy a graph reset meanwhile: this is the worker, unlocked
   std::lock_guard lock(patch.home->mu);
   patch.home->free.push_back(&patch);  // capacity reserved in take(): never throws
@@ -258,9 +263,11 @@ void task_update_begin(const Stream& stream, std::span<const TaskGroupHandle> ha
 namespace {
 
 // Stream order: one patch task installs every set when the stream reaches it.
-void install_in_stream_order(detail::StreamState& s, detail::UpdateState& u) {
+void install_in_stream_order(detail::StreamState& s, detail::UpdateState& u,
+                             std::span<const ExternalEvent> record_after) {
   if (!s.patches) s.patches = std::make_shared<detail::PatchPool>();
   detail::Patch* patch = s.patches->take();
+  for (const ExternalEvent& e : record_after) patch->records.push_back(e.impl());
   const std::uint64_t stamp = detail::next_install_stamp();
   for (detail::UpdateTarget& t : u.targets) {
     t.set->stamp = stamp;
@@ -294,7 +301,9 @@ void install_in_launch_order(detail::UpdateState& u) {
 
 }  // namespace
 
-void task_update_end(const Stream& stream) {
+void task_update_end(const Stream& stream) { task_update_end(stream, {}); }
+
+void task_update_end(const Stream& stream, std::span<const ExternalEvent> record_after) {
   auto& s = state_of(stream);
   std::unique_ptr<detail::UpdateState> u;
   {
@@ -328,8 +337,12 @@ void task_update_end(const Stream& stream) {
     u = std::move(s.update);
     s.mode.store(StreamMode::normal, std::memory_order_release);
   }
-  if (u->order == UpdateOrder::launch) install_in_launch_order(*u);
-  else install_in_stream_order(s, *u);
+  if (u->order == UpdateOrder::launch) {
+    install_in_launch_order(*u);
+    if (!record_after.empty()) record_events(record_after, stream);
+  } else {
+    install_in_stream_order(s, *u, record_after);
+  }
   u->clear();  // unlocked: may drop the last reference to a graph reset meanwhile
   detail::RuntimeLock lock;
   if (!s.spare_update) s.spare_update = std::move(u);
