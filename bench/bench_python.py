@@ -1,8 +1,20 @@
-"""Python-side host costs: one update triple (graph_task_update_begin / FIA .out / update_end), one
-replay, one eager FIA call. Medians of many repetitions, in microseconds.
+"""Python-side host costs, medians of many repetitions:
 
-    PYTHONPATH=build/python /usr/bin/python3 bench/bench_python.py
+  BM_Python_UpdateTriple        graph_task_update_begin + FIA .out + graph_task_update_end (1 group)
+  BM_Python_GraphUpdate80       NPUGraph.update with 80 dicts (a decode step of 80 recorded FIA calls,
+                                auto_dispatch_capture), one C++ batched update with the GIL released
+  BM_Python_GraphUpdate80One    the same with one dict for all 80 calls
+  BM_Python_ReplayBlocking      replay() of the 1-FIA seed graph (waits for it to run)
+  BM_Python_ReplayAsync         replay(blocking=False)
+  BM_Python_EagerFia            an eager FIA call of the seed's decode shape
+
+    PYTHONPATH=build/python /usr/bin/python3 bench/bench_python.py [--out results.json]
+
+With --out, the results are also written in Google Benchmark's JSON format (median aggregates), so
+tools/perf_table.py reads them like the C++ benchmarks'.
 """
+import argparse
+import json
 import statistics
 import time
 
@@ -12,9 +24,13 @@ import npugraph
 from npugraph import npu
 
 fia = npugraph.npu_fused_infer_attention_score
+OPTS = dict(num_heads=32, input_layout="BNSD", scale=128.0, pre_tokens=65535, next_tokens=65535,
+            softmax_lse_flag=False, actual_seq_lengths=[29])
 
 
-def median_us(fn, reps=2000, inner=10):
+def median_us(fn, reps=400, inner=10):
+    for _ in range(inner * 10):  # warm up
+        fn()
     samples = []
     for _ in range(reps):
         t0 = time.perf_counter_ns()
@@ -24,23 +40,23 @@ def median_us(fn, reps=2000, inner=10):
     return statistics.median(samples)
 
 
-def main():
-    q = torch.randn(1, 32, 1, 128, dtype=torch.float16)
-    k = torch.randn(1, 32, 1, 128, dtype=torch.float16)
-    v = torch.randn(1, 32, 1, 128, dtype=torch.float16)
-    opts = dict(num_heads=32, input_layout="BNSD", scale=128.0, pre_tokens=65535, next_tokens=65535,
-                softmax_lse_flag=False, actual_seq_lengths=[29])
+def seed_tensors():
+    return [torch.randn(1, 32, 1, 128, dtype=torch.float16) for _ in range(3)]
+
+
+def bench_update_triple():
+    q, k, v = seed_tensors()
     g = npu.NPUGraph()
     with npu.graph(g):
         s = npu.current_stream()
-        ws = npugraph._npu_fused_infer_attention_score_get_max_workspace(q, k, v, **opts)
+        ws = npugraph._npu_fused_infer_attention_score_get_max_workspace(q, k, v, **OPTS)
         out = npugraph.empty(1, 32, 1, 128, dtype=torch.float16)
         lse = npugraph.empty(1, dtype=torch.float16)
         npu.graph_task_group_begin(s)
-        fia.out(q, k, v, workspace=ws, out=[out, lse], **opts)
+        fia.out(q, k, v, workspace=ws, out=[out, lse], **OPTS)
         handle = npu.graph_task_group_end(s)
     upd = npu.Stream()
-    new = dict(opts, actual_seq_lengths=[100])
+    new = dict(OPTS, actual_seq_lengths=[100])
 
     def update():
         npu.graph_task_update_begin(upd, handle)
@@ -48,16 +64,64 @@ def main():
         npu.graph_task_update_end(upd)
 
     with npu.stream(upd):
-        t_update = median_us(update)
+        t = median_us(update)
     upd.synchronize()
+    return g, t
+
+
+def bench_graph_update(calls=80):
+    q, k, v = seed_tensors()
+    k = torch.randn(1, 32, 128, 128, dtype=torch.float16)
+    v = torch.randn(1, 32, 128, 128, dtype=torch.float16)
+    g = npu.NPUGraph()
+    with npu.graph(g, auto_dispatch_capture=True):
+        for _ in range(calls):
+            fia(q, k, v, **dict(OPTS, actual_seq_lengths_kv=[128]))
+    per_call = [{"actual_seq_lengths_kv": [i % 128 + 1]} for i in range(calls)]
+    one = [{"actual_seq_lengths_kv": [64]}]
+
+    def timed_update(inputs, reps=300):
+        # Each update is followed by the replay it prepares (untimed): the replay consumes the
+        # ExternalEvent signals the update records.
+        samples = []
+        for _ in range(reps):
+            t0 = time.perf_counter_ns()
+            g.update(cpu_update_input=inputs)
+            samples.append((time.perf_counter_ns() - t0) / 1000.0)
+            g.replay()
+        return statistics.median(samples)
+
+    return timed_update(per_call), timed_update(one)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", help="write Google Benchmark JSON here")
+    args = parser.parse_args()
+
+    g, t_update = bench_update_triple()
+    t_graph_update, t_graph_update_one = bench_graph_update()
     t_replay = median_us(lambda: g.replay())
     t_replay_async = median_us(lambda: g.replay(blocking=False))
     npu.synchronize()
-    t_eager = median_us(lambda: fia(q, k, v, **opts))
-    print(f"update triple (begin + FIA .out + end): {t_update:8.2f} us")
-    print(f"replay() (blocking, 1-task graph):      {t_replay:8.2f} us")
-    print(f"replay(blocking=False):                 {t_replay_async:8.2f} us")
-    print(f"eager FIA (seed decode shape):          {t_eager:8.2f} us")
+    q, k, v = seed_tensors()
+    t_eager = median_us(lambda: fia(q, k, v, **OPTS))
+    results = {
+        "BM_Python_UpdateTriple": t_update,
+        "BM_Python_GraphUpdate80": t_graph_update,
+        "BM_Python_GraphUpdate80One": t_graph_update_one,
+        "BM_Python_ReplayBlocking": t_replay,
+        "BM_Python_ReplayAsync": t_replay_async,
+        "BM_Python_EagerFia": t_eager,
+    }
+    for name, us in results.items():
+        print(f"{name:32s} {us:10.2f} us")
+    if args.out:
+        entries = [{"name": f"{name}_median", "run_name": name, "run_type": "aggregate",
+                    "aggregate_name": "median", "real_time": us, "cpu_time": us, "time_unit": "us"}
+                   for name, us in results.items()]
+        with open(args.out, "w") as f:
+            json.dump({"context": {"executable": "bench/bench_python.py"}, "benchmarks": entries}, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 
 namespace npugraph {
@@ -40,6 +41,11 @@ class ExternalEvent {
  private:
   std::shared_ptr<detail::ExternalEventState> state_;
 };
+
+// Records every event of `events`, in order, as one stream task (a capture records one task each):
+// the same as calling record on each, at the cost of one enqueue (a decode step's graph-owned update
+// records one event per attention call).
+void record_events(std::span<const ExternalEvent> events, const Stream& stream);
 
 void set_default_external_wait_deadline(std::chrono::milliseconds deadline);  // initially 10 s
 std::chrono::milliseconds default_external_wait_deadline();

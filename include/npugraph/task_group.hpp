@@ -1,20 +1,30 @@
-// Task groups and task update (DESIGN §3.4, §3.5).
+// Task groups and task update (DESIGN §3.4, §3.5, §3.7).
 //
 // At capture, task_group_begin/end mark kernel launches on one stream and return a handle. To update,
 // task_update_begin(stream, handle), re-issue the same ops with new arguments on that stream (they are
 // planned on the host and bound in order to the group's tasks, not run), then task_update_end(stream)
-// enqueues one patch task that installs all new parameter blocks at once when the stream reaches it.
+// installs all new parameter blocks at once:
+//   - UpdateOrder::stream (the default, torch_npu's semantics): a patch task installs them when the
+//     stream reaches it; order replays after it with events (ExternalEvent, as in the seed example).
+//   - UpdateOrder::launch: installed when task_update_end returns; every replay launched after that
+//     uses them and no replay launched before ever does, even one still queued or running. No event,
+//     no synchronize.
+// Batched update: pass several handles (a whole decode step); the launches issued bind to the first
+// group's tasks, then the second's, and so on. Every launch is checked as it is issued, and
+// task_update_end installs all groups or — on any error — none.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 
 #include "npugraph/stream.hpp"
 
 namespace npugraph {
 
 namespace detail { struct GroupRef; }
+class ExternalEvent;
 
 class TaskGroupHandle {
  public:
@@ -34,8 +44,17 @@ class TaskGroupHandle {
 void task_group_begin(const Stream& stream);
 TaskGroupHandle task_group_end(const Stream& stream);
 
-void task_update_begin(const Stream& stream, const TaskGroupHandle& handle);
+enum class UpdateOrder : std::uint8_t { stream, launch };
+
+void task_update_begin(const Stream& stream, const TaskGroupHandle& handle,
+                       UpdateOrder order = UpdateOrder::stream);
+// Batched: updates every group of `handles` (each at most once) in one update.
+void task_update_begin(const Stream& stream, std::span<const TaskGroupHandle> handles,
+                       UpdateOrder order = UpdateOrder::stream);
 void task_update_end(const Stream& stream);
+// Ends the update and records `record_after` (in order) right after the new parameters are installed,
+// in the same stream task (a graph-owned update's step: install, then signal the replay's waits).
+void task_update_end(const Stream& stream, std::span<const ExternalEvent> record_after);
 // Leaves update mode installing nothing (what every update error does implicitly).
 void task_update_abort(const Stream& stream);
 
@@ -56,7 +75,10 @@ class TaskGroupScope {
 // Ends the update when the scope ends (may throw); an exception leaving the scope aborts it instead.
 class UpdateScope {
  public:
-  UpdateScope(const Stream& stream, const TaskGroupHandle& handle);
+  UpdateScope(const Stream& stream, const TaskGroupHandle& handle,
+              UpdateOrder order = UpdateOrder::stream);
+  UpdateScope(const Stream& stream, std::span<const TaskGroupHandle> handles,
+              UpdateOrder order = UpdateOrder::stream);
   ~UpdateScope() noexcept(false);
   UpdateScope(const UpdateScope&) = delete;
   UpdateScope& operator=(const UpdateScope&) = delete;

@@ -2,31 +2,49 @@
 // Keyword arguments are parsed from one table (name -> setter), so each torch_npu keyword is one line.
 #include <pybind11/stl.h>
 
+#include <string>
 #include <string_view>
+#include <tuple>
 #include <unordered_map>
 
 #include "bindings.hpp"
 #include "convert.hpp"
+#include "dispatch.hpp"
 #include "npugraph/npugraph.hpp"
 
 namespace npugraph::python {
 namespace {
 
-std::vector<std::int64_t> int_list(py::handle v, const char* name) {
-  std::vector<std::int64_t> out;
-  if (v.is_none()) return out;
-  if (py::isinstance<py::int_>(v)) return {v.cast<std::int64_t>()};
-  if (py::hasattr(v, "tolist")) return int_list(v.attr("tolist")(), name);  // numpy / torch
+// Fills `out` (reusing its storage) from an int, a list/tuple of ints, or a numpy array / torch tensor.
+void assign_ints(std::vector<std::int64_t>& out, py::handle v, const char* name) {
+  out.clear();
+  if (v.is_none()) return;
+  if (PyList_Check(v.ptr()) || PyTuple_Check(v.ptr())) {  // the common case, without iterator objects
+    const bool list = PyList_Check(v.ptr());
+    const Py_ssize_t n = list ? PyList_GET_SIZE(v.ptr()) : PyTuple_GET_SIZE(v.ptr());
+    out.reserve(static_cast<std::size_t>(n));
+    for (Py_ssize_t i = 0; i < n; ++i) {
+      PyObject* x = list ? PyList_GET_ITEM(v.ptr(), i) : PyTuple_GET_ITEM(v.ptr(), i);
+      const long long value = PyLong_Check(x) ? PyLong_AsLongLong(x) : py::handle(x).cast<long long>();
+      if (value == -1 && PyErr_Occurred()) throw py::error_already_set();
+      out.push_back(value);
+    }
+    return;
+  }
+  if (py::isinstance<py::int_>(v)) {
+    out.push_back(v.cast<std::int64_t>());
+    return;
+  }
+  if (py::hasattr(v, "tolist")) return assign_ints(out, v.attr("tolist")(), name);  // numpy / torch
   if (!py::isinstance<py::sequence>(v))
     throw py::type_error(std::string(name) + ": expected a list of ints, got " +
                          std::string(py::str(py::type::handle_of(v).attr("__name__"))));
   for (auto x : v) out.push_back(x.cast<std::int64_t>());
-  return out;
 }
 
 using Setter = void (*)(ops::FiaOptions&, py::handle);
 #define NG_INT(field) {#field, [](ops::FiaOptions& o, py::handle v) { o.field = v.cast<std::int64_t>(); }}
-#define NG_LIST(field) {#field, [](ops::FiaOptions& o, py::handle v) { o.field = int_list(v, #field); }}
+#define NG_LIST(field) {#field, [](ops::FiaOptions& o, py::handle v) { assign_ints(o.field, v, #field); }}
 #define NG_TENSOR(field) \
   {#field, [](ops::FiaOptions& o, py::handle v) { o.field = v.is_none() ? Tensor() : to_tensor(v, #field); }}
 
@@ -76,16 +94,40 @@ const std::unordered_map<std::string_view, Setter>& setters() {
 #undef NG_LIST
 #undef NG_TENSOR
 
+// The setter of keyword `key` (a str), or null. Looks the name up without copying it.
+Setter find_setter(py::handle key) {
+  Py_ssize_t size = 0;
+  const char* text = PyUnicode_Check(key.ptr()) ? PyUnicode_AsUTF8AndSize(key.ptr(), &size) : nullptr;
+  if (!text) {
+    PyErr_Clear();
+    return nullptr;
+  }
+  const auto& table = setters();
+  auto it = table.find(std::string_view(text, static_cast<std::size_t>(size)));
+  return it == table.end() ? nullptr : it->second;
+}
+
+// "NPUGraph.update: cpu_update_input[3]", or the plain call's name (index < 0); built only for errors.
+std::string where_text(const char* what, long index) {
+  return index < 0 ? std::string(what) : std::string(what) + "[" + std::to_string(index) + "]";
+}
+
+// Applies keyword arguments to `o`; `what` and `index` name them in errors.
+void apply_kwargs(ops::FiaOptions& o, py::handle dict, const char* what, long index) {
+  PyObject *key, *value;
+  Py_ssize_t pos = 0;
+  while (PyDict_Next(dict.ptr(), &pos, &key, &value)) {
+    const Setter set = find_setter(key);
+    if (!set)
+      throw py::type_error(where_text(what, index) + " got an unexpected keyword argument '" +
+                           std::string(py::str(py::handle(key))) + "'");
+    set(o, value);
+  }
+}
+
 ops::FiaOptions parse_options(const py::kwargs& kwargs) {
   ops::FiaOptions o;
-  const auto& table = setters();
-  for (auto [key, value] : kwargs) {
-    const std::string name = py::str(key);
-    auto it = table.find(name);
-    if (it == table.end())
-      throw py::type_error("npu_fused_infer_attention_score() got an unexpected keyword argument '" + name + "'");
-    it->second(o, value);
-  }
+  apply_kwargs(o, kwargs, "npu_fused_infer_attention_score()", -1);
   return o;
 }
 
@@ -99,6 +141,15 @@ struct FiaOp {};
 
 }  // namespace
 
+void apply_fia_kwargs(ops::FiaOptions& options, py::handle dict, std::size_t index) {
+  const char* what = "NPUGraph.update: cpu_update_input";
+  if (!PyDict_Check(dict.ptr()))
+    throw py::type_error(where_text(what, static_cast<long>(index)) +
+                         " must be a dict of fused_infer_attention_score keyword arguments, got " +
+                         std::string(py::str(py::type::handle_of(dict).attr("__name__"))));
+  apply_kwargs(options, dict, what, static_cast<long>(index));
+}
+
 void bind_fia(py::module_& m) {
   py::class_<FiaOp>(m, "_FusedInferAttentionScore")
       .def("__call__", [](const FiaOp&, py::handle q, py::handle k, py::handle v, py::kwargs kwargs) {
@@ -106,7 +157,10 @@ void bind_fia(py::module_& m) {
              const Tensor query = to_tensor(q, "query"), key = to_tensor(k, "key"), value = to_tensor(v, "value");
              const ops::FiaOptions o = parse_options(kwargs);
              ops::FiaResult r;
-             {
+             if (DispatchRecords* d = active_dispatch(); d && current_stream().is_capturing()) {
+               py::gil_scoped_release release;  // captured into its own group and recorded
+               std::tie(r.attention_out, r.softmax_lse) = record_fia(*d, query, key, value, o);
+             } else {
                py::gil_scoped_release release;
                r = ops::fused_infer_attention_score(query, key, value, o);
                finish_eager();

@@ -12,9 +12,12 @@
 
 #include <memory>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "bindings.hpp"
 #include "convert.hpp"
+#include "dispatch.hpp"
 #include "npugraph/npugraph.hpp"
 
 namespace npugraph::python {
@@ -62,13 +65,33 @@ struct StreamContext {
   }
 };
 
-// `with npugraph.npu.graph(g, pool=None, stream=None, capture_error_mode="global"):`
+// `with npugraph.npu.graph(g, pool=None, stream=None, capture_error_mode="global",
+//                          auto_dispatch_capture=False):`
 struct GraphContext {
-  Graph* graph;
+  PyGraph* graph;
   std::optional<Stream> stream;
   CaptureOptions options;
+  bool auto_dispatch_capture = false;
   std::unique_ptr<CaptureScope> scope;
+  DispatchRecords* previous = nullptr;
 };
+
+// "stream" / "launch" -> UpdateOrder.
+UpdateOrder order_arg(const std::string& order) {
+  if (order == "stream") return UpdateOrder::stream;
+  if (order == "launch") return UpdateOrder::launch;
+  NG_THROW(ArgumentError, "graph_task_update_begin: order = '", order, "': must be 'stream' or 'launch'");
+}
+
+// One handle, or a list/tuple of them (a batched update).
+std::vector<TaskGroupHandle> handles_arg(py::handle h) {
+  if (py::isinstance<TaskGroupHandle>(h)) return {h.cast<TaskGroupHandle>()};
+  if (!py::isinstance<py::list>(h) && !py::isinstance<py::tuple>(h))
+    throw py::type_error("graph_task_update_begin: handle must be a task group handle or a list of them");
+  std::vector<TaskGroupHandle> out;
+  for (auto x : h) out.push_back(x.cast<TaskGroupHandle>());
+  return out;
+}
 
 }  // namespace
 
@@ -143,6 +166,24 @@ void bind_runtime(py::module_& m, py::module_& npu) {
              e.set_wait_deadline(std::chrono::milliseconds(static_cast<long long>(seconds * 1000)));
            }, py::arg("seconds"));
 
+  // Diagnostics (collapsed ExternalEvent signals, stalled waits): a callable taking the message, or
+  // None for the default (one line to stderr). Called from runtime threads, with the GIL taken.
+  npu.def("set_diagnostic_handler", [](py::object handler) {
+    if (handler.is_none()) {
+      set_diagnostic_handler(nullptr);
+      return;
+    }
+    auto fn = std::make_shared<py::object>(std::move(handler));
+    set_diagnostic_handler([fn](const std::string& message) {
+      py::gil_scoped_acquire gil;
+      try {
+        (*fn)(message);
+      } catch (py::error_already_set& e) {
+        e.discard_as_unraisable("npugraph diagnostic handler");
+      }
+    });
+  }, py::arg("handler"));
+
   py::class_<PoolHandle>(npu, "_PoolHandle")
       .def_property_readonly("id", &PoolHandle::id)
       .def("__eq__", [](const PoolHandle& a, const PoolHandle& b) { return a == b; });
@@ -155,49 +196,78 @@ void bind_runtime(py::module_& m, py::module_& npu) {
     return o;
   };
 
-  py::class_<Graph>(npu, "NPUGraph")
-      .def(py::init<>())
-      .def("capture_begin", [capture_options](Graph& g, py::object pool, const std::string& mode) {
+  py::class_<PyGraph> graph_class(npu, "NPUGraph");
+  graph_class.def(py::init<>())
+      .def("capture_begin", [capture_options](PyGraph& g, py::object pool, const std::string& mode) {
              const CaptureOptions o = capture_options(pool, mode);
+             g.auto_dispatch_capture = false;
+             g.dispatch.reset();
              py::gil_scoped_release release;
-             g.capture_begin(o);
+             g.graph.capture_begin(o);
            }, py::arg("pool") = py::none(), py::arg("capture_error_mode") = "global")
-      .def("capture_end", [](Graph& g) { g.capture_end(); }, py::call_guard<py::gil_scoped_release>())
-      .def("replay", [](const Graph& g, py::object stream, bool blocking) {
+      .def("capture_end", [](PyGraph& g) { g.graph.capture_end(); }, py::call_guard<py::gil_scoped_release>())
+      .def("replay", [](const PyGraph& g, py::object stream, bool blocking) {
              const Stream s = stream_arg(stream);
              py::gil_scoped_release release;
-             g.replay(s);
+             g.graph.replay(s);
              if (blocking) s.synchronize();
            }, py::arg("stream") = py::none(), py::arg("blocking") = true)
-      .def("reset", &Graph::reset, py::call_guard<py::gil_scoped_release>())
-      .def("pool", &Graph::pool)
-      .def("debug_dump", &Graph::debug_dump, py::arg("debug_path"))
-      .def("dot", &Graph::dot)
-      .def_property_readonly("num_tasks", &Graph::num_tasks)
-      .def_property_readonly("id", &Graph::id);
+      .def("reset", [](PyGraph& g) {
+             g.auto_dispatch_capture = false;
+             std::shared_ptr<DispatchRecords> records = std::move(g.dispatch);
+             py::gil_scoped_release release;
+             g.graph.reset();
+             records.reset();
+           })
+      .def("pool", [](const PyGraph& g) { return g.graph.pool(); })
+      .def("debug_dump", [](const PyGraph& g, const std::string& path) { g.graph.debug_dump(path); },
+           py::arg("debug_path"))
+      .def("dot", [](const PyGraph& g) { return g.graph.dot(); })
+      .def_property_readonly("num_tasks", [](const PyGraph& g) { return g.graph.num_tasks(); })
+      .def_property_readonly("id", [](const PyGraph& g) { return g.graph.id(); });
+  bind_dispatch(graph_class);
 
   py::class_<GraphContext>(npu, "graph")
-      .def(py::init([capture_options](Graph& g, py::object pool, py::object stream,
-                                      const std::string& capture_error_mode) {
+      .def(py::init([capture_options](PyGraph& g, py::object pool, py::object stream,
+                                      const std::string& capture_error_mode, bool auto_dispatch_capture) {
              auto c = std::make_unique<GraphContext>();
              c->graph = &g;
              c->options = capture_options(pool, capture_error_mode);
              if (!stream.is_none()) c->stream = stream.cast<Stream>();
+             c->auto_dispatch_capture = auto_dispatch_capture;
              return c;
            }),
            py::arg("npu_graph"), py::arg("pool") = py::none(), py::arg("stream") = py::none(),
-           py::arg("capture_error_mode") = "global", py::keep_alive<1, 2>())
+           py::arg("capture_error_mode") = "global", py::arg("auto_dispatch_capture") = false,
+           py::keep_alive<1, 2>())
       .def("__enter__", [](GraphContext& c) {
-        py::gil_scoped_release release;
-        c.scope = c.stream ? std::make_unique<CaptureScope>(*c.graph, *c.stream, c.options)
-                           : std::make_unique<CaptureScope>(*c.graph, c.options);
+        PyGraph& g = *c.graph;
+        g.auto_dispatch_capture = c.auto_dispatch_capture;
+        g.dispatch.reset();
+        {
+          py::gil_scoped_release release;
+          c.scope = c.stream ? std::make_unique<CaptureScope>(g.graph, *c.stream, c.options)
+                             : std::make_unique<CaptureScope>(g.graph, c.options);
+        }
+        if (c.auto_dispatch_capture) {
+          g.dispatch = std::make_shared<DispatchRecords>(
+              Stream::create(c.stream ? c.stream->device() : Device::cpu()));
+          c.previous = std::exchange(active_dispatch(), g.dispatch.get());
+        }
       })
       .def("__exit__", [](GraphContext& c, py::object exc_type, py::object, py::object) {
-        py::gil_scoped_release release;
+        if (c.auto_dispatch_capture) active_dispatch() = c.previous;
         if (!c.scope) return false;
-        if (!exc_type.is_none()) c.scope->abandon();
-        else c.scope->end();
-        c.scope.reset();
+        std::unique_ptr<CaptureScope> scope = std::move(c.scope);
+        try {
+          py::gil_scoped_release release;
+          if (!exc_type.is_none()) scope->abandon();
+          else scope->end();
+        } catch (...) {
+          c.graph->dispatch.reset();  // a failed capture records nothing
+          throw;
+        }
+        if (!exc_type.is_none()) c.graph->dispatch.reset();
         return false;
       });
 
@@ -207,8 +277,12 @@ void bind_runtime(py::module_& m, py::module_& npu) {
       .def_property_readonly("graph_id", &TaskGroupHandle::graph_id);
   npu.def("graph_task_group_begin", [](const Stream& s) { task_group_begin(s); }, py::arg("stream"));
   npu.def("graph_task_group_end", [](const Stream& s) { return task_group_end(s); }, py::arg("stream"));
-  npu.def("graph_task_update_begin", [](const Stream& s, const TaskGroupHandle& h) { task_update_begin(s, h); },
-          py::arg("stream"), py::arg("handle"), py::call_guard<py::gil_scoped_release>());
+  npu.def("graph_task_update_begin", [](const Stream& s, py::handle handle, const std::string& order) {
+            const std::vector<TaskGroupHandle> handles = handles_arg(handle);
+            const UpdateOrder o = order_arg(order);
+            py::gil_scoped_release release;
+            task_update_begin(s, handles, o);
+          }, py::arg("stream"), py::arg("handle"), py::kw_only(), py::arg("order") = "stream");
   npu.def("graph_task_update_end", [](const Stream& s) { task_update_end(s); }, py::arg("stream"),
           py::call_guard<py::gil_scoped_release>());
 

@@ -9,14 +9,108 @@
 
 namespace npugraph::detail {
 
-ExecGraph::~ExecGraph() = default;
+// ---- parameter sets and launch tables (Note [Update order]) -----------------------------------
+
+namespace {
+std::atomic<std::uint64_t> g_install_stamp{0};
+}  // namespace
+
+std::uint64_t next_install_stamp() { return g_install_stamp.fetch_add(1, std::memory_order_relaxed) + 1; }
+
+void release_set(ParamSet* set) noexcept {
+  if (set->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) set->owner->recycle(set);
+}
+
+void GroupSlot::recycle(ParamSet* set) noexcept {
+  std::lock_guard lock(free_mu);
+  free.push_back(set);  // capacity reserved in blank(): never throws
+}
+
+SetRef GroupSlot::blank() {
+  ParamSet* set = nullptr;
+  {
+    std::lock_guard lock(free_mu);
+    if (!free.empty()) {
+      set = free.back();
+      free.pop_back();
+    } else {
+      all.push_back(std::make_unique<ParamSet>());
+      free.reserve(all.size());
+      set = all.back().get();
+      set->owner = this;
+      set->params.resize(nodes.size());
+    }
+  }
+  set->stamp = 0;
+  return SetRef(set);
+}
+
+SetRef GroupSlot::pick(ParamSet* launched) {
+  std::lock_guard lock(current_mu_);
+  if (launched && launched->stamp > current_->stamp) return SetRef(launched);
+  return current_;
+}
+
+void GroupSlot::install(SetRef set) {
+  {
+    std::lock_guard lock(current_mu_);
+    std::swap(current_, set);
+  }
+  // `set` (the old current) is released here, unlocked.
+}
+
+void release_table(LaunchTable* table) noexcept {
+  if (table->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) table->owner->recycle(table);
+}
+
+void ExecGraph::recycle(LaunchTable* t) noexcept {
+  std::lock_guard lock(tables_mu);
+  free_tables.push_back(t);  // capacity reserved in publish(): never throws
+}
+
+TablePin ExecGraph::pin_table() {
+  if (!has_table.load(std::memory_order_acquire)) return {};
+  std::lock_guard lock(tables_mu);
+  table->refs.fetch_add(1, std::memory_order_relaxed);
+  return TablePin(table);
+}
+
+void ExecGraph::publish(std::span<const std::uint32_t> group_ids, std::span<SetRef> sets) {
+  std::unique_lock lock(tables_mu);
+  LaunchTable* t;
+  if (!free_tables.empty()) {
+    t = free_tables.back();
+    free_tables.pop_back();
+  } else {
+    all_tables.push_back(std::make_unique<LaunchTable>());
+    free_tables.reserve(all_tables.size());
+    t = all_tables.back().get();
+    t->owner = this;
+    t->sets.resize(groups.size());
+  }
+  LaunchTable* old = table;
+  // Copying the sets takes references only (no allocation); the stale entries of a recycled table
+  // are overwritten.
+  for (std::size_t g = 0; g < groups.size(); ++g) t->sets[g] = old ? old->sets[g] : SetRef();
+  for (std::size_t i = 0; i < group_ids.size(); ++i) t->sets[group_ids[i]] = std::move(sets[i]);
+  t->refs.store(1, std::memory_order_relaxed);
+  table = t;
+  has_table.store(true, std::memory_order_release);
+  lock.unlock();
+  if (old) release_table(old);
+}
+
+ExecGraph::~ExecGraph() {
+  if (table) release_table(std::exchange(table, nullptr));
+  for (auto& t : all_tables) t->sets.clear();  // release their sets while the slots live
+}
 
 // Note [Instantiation]
 // Nodes are renumbered in a topological order (capture order already is one: a task only depends on
 // earlier tasks). Each node keeps a successor range; nodes with exactly one predecessor need no
 // counter (their predecessor runs them next), the others get a pending counter reset per replay.
 // Parameter blocks of ungrouped kernels move into one 16-byte-aligned arena; a group's blocks live in
-// its ParamSet, which updates replace atomically.
+// its ParamSet, which updates replace (Note [Update order]).
 std::shared_ptr<ExecGraph> instantiate(const GraphDefData& def, std::uint64_t graph_id,
                                        std::shared_ptr<MemPool> pool) {
   auto g = std::make_shared<ExecGraph>();
@@ -80,16 +174,17 @@ std::shared_ptr<ExecGraph> instantiate(const GraphDefData& def, std::uint64_t gr
   g->groups.reserve(def.groups.size());
   for (const auto& members : def.groups) {
     auto slot = std::make_unique<GroupSlot>();
-    auto set = std::make_shared<ParamSet>();
     for (std::size_t pos = 0; pos < members.size(); ++pos) {
       const std::uint32_t node = members[pos];
       slot->nodes.push_back(node);
       slot->kernels.push_back(def.nodes[node].task.kernel);
-      set->params.push_back(def.nodes[node].task.params);
       g->nodes[node].group_pos = static_cast<std::uint32_t>(pos);
     }
+    SetRef set = slot->blank();
+    for (std::size_t pos = 0; pos < members.size(); ++pos)
+      set->params[pos] = def.nodes[members[pos]].task.params;
     slot->captured = set;
-    slot->current.store(std::move(set));
+    slot->install(std::move(set));
     g->groups.push_back(std::move(slot));
   }
   return g;

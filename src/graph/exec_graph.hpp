@@ -6,7 +6,9 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "graph/graph_def.hpp"
@@ -16,21 +18,89 @@ namespace npugraph::detail {
 
 class ComputePool;
 class MemPool;
+struct ExternalEventState;
 struct StreamState;
 
-// A group's parameter blocks, one per task. Immutable once published: an update builds a new set.
+struct GroupSlot;
+struct ExecGraph;
+
+// A group's parameter blocks, one per task. Immutable once published: an update fills a blank set and
+// publishes it. Counted by hand (SetRef) so that steady-state updates allocate nothing: a set whose
+// last reference drops goes back to its group's free list, keeping its blocks' storage.
 struct ParamSet {
+  std::atomic<std::uint32_t> refs{0};
+  std::uint64_t stamp = 0;  // install order (Note [Update order]); 0 = captured
+  GroupSlot* owner = nullptr;
   std::vector<ParamBytes> params;
 };
+void release_set(ParamSet* set) noexcept;
+
+class SetRef {
+ public:
+  SetRef() = default;
+  explicit SetRef(ParamSet* p) noexcept : p_(p) { if (p_) p_->refs.fetch_add(1, std::memory_order_relaxed); }
+  SetRef(const SetRef& o) noexcept : SetRef(o.p_) {}
+  SetRef(SetRef&& o) noexcept : p_(o.p_) { o.p_ = nullptr; }
+  SetRef& operator=(SetRef o) noexcept {
+    std::swap(p_, o.p_);
+    return *this;
+  }
+  ~SetRef() { reset(); }
+  void reset() noexcept {
+    if (p_) release_set(std::exchange(p_, nullptr));
+  }
+  ParamSet* get() const { return p_; }
+  ParamSet* operator->() const { return p_; }
+  explicit operator bool() const { return p_ != nullptr; }
+
+ private:
+  ParamSet* p_ = nullptr;
+};
+
+// Note [Update order]
+// A group has two published sets: `current`, installed in stream order (a patch task, when the
+// updating stream reaches it; torch_npu's semantics), and an entry in the graph's launch table,
+// installed at once by a launch-ordered update (DESIGN §3.7). Every install takes a stamp from one
+// global counter when the host ends the update. A replay pins the launch table when it is launched
+// (O(1): one reference) and, at the group's first task, runs the newer (by stamp) of the group's
+// `current` and its pinned table entry. So a launch-ordered update reaches exactly the replays
+// launched after it, and when both orders update one group the one the host ended last wins.
+std::uint64_t next_install_stamp();
 
 struct GroupSlot {
+  // The set pool comes first: it must outlive every SetRef member below.
+  std::mutex free_mu;
+  std::vector<std::unique_ptr<ParamSet>> all;
+  std::vector<ParamSet*> free;
+
   std::vector<std::uint32_t> nodes;  // exec node indices, in group order
   std::vector<const KernelDef*> kernels;
-  std::shared_ptr<const ParamSet> captured;  // what capture recorded: updates are checked against it
-  std::atomic<std::shared_ptr<const ParamSet>> current;
+  SetRef captured;  // what capture recorded: updates are checked against it
+
+  // A blank set sized for this group (recycled when one is free).
+  SetRef blank();
+  void recycle(ParamSet* set) noexcept;
+  // The newer of `current` and `launched` (a pinned launch-table entry, may be null).
+  SetRef pick(ParamSet* launched);
+  // Installs `set` as `current` (stream order); the old one is released after the lock.
+  void install(SetRef set);
+
   // The stream updating it; guarded by runtime_mutex(). A stream abandons its update before it dies.
   StreamState* updater = nullptr;
+
+ private:
+  std::mutex current_mu_;
+  SetRef current_;
 };
+
+// The launch-ordered sets of a graph (Note [Update order]): one entry per group, null where the group
+// was never updated in launch order. Immutable once published; pinned by launches.
+struct LaunchTable {
+  std::atomic<std::uint32_t> refs{0};
+  ExecGraph* owner = nullptr;
+  std::vector<SetRef> sets;
+};
+void release_table(LaunchTable* table) noexcept;
 
 struct ExecNode {
   KernelFn fn = nullptr;               // kernel nodes
@@ -68,19 +138,47 @@ struct ExecGraph {
   // Reusable per-replay state (concurrent replays each take one).
   std::mutex runs_mu;
   std::vector<std::unique_ptr<RunState>> free_runs;
+
+  // Launch-ordered updates (Note [Update order]). The table pool comes before the published table.
+  std::mutex tables_mu;
+  std::vector<std::unique_ptr<LaunchTable>> all_tables;
+  std::vector<LaunchTable*> free_tables;
+  std::atomic<bool> has_table{false};
+  LaunchTable* table = nullptr;  // published (holds one reference); guarded by tables_mu
+
+  // The published launch table, referenced (null when none was ever published).
+  TablePin pin_table();
+  // Publishes a table where group g[i] gets set[i] (the others keep their entries).
+  void publish(std::span<const std::uint32_t> groups, std::span<SetRef> sets);
+  void recycle(LaunchTable* t) noexcept;
 };
 
 std::shared_ptr<ExecGraph> instantiate(const GraphDefData& def, std::uint64_t graph_id,
                                        std::shared_ptr<MemPool> pool);
 
-// Task payloads executed by the backend.
+// The payload of a stream-ordered update's patch task: the sets to install, and the graphs they
+// belong to (kept alive until it ran). Recycled through the updating stream's PatchPool.
+struct PatchPool;
 struct Patch {
-  std::shared_ptr<ExecGraph> graph;
-  std::uint32_t group;
-  std::shared_ptr<const ParamSet> params;
+  struct Entry {
+    GroupSlot* slot;
+    SetRef set;
+  };
+  std::vector<std::shared_ptr<ExecGraph>> graphs;
+  std::vector<Entry> entries;
+  std::vector<std::shared_ptr<ExternalEventState>> records;  // recorded once installed
+  PatchPool* home = nullptr;
 };
+struct PatchPool {
+  std::mutex mu;
+  std::vector<std::unique_ptr<Patch>> all;
+  std::vector<Patch*> free;
+  Patch* take();
+};
+// Installs the patch's sets, drops its references and returns it to its pool.
 void apply_patch(Patch& patch);
-// Runs one replay of `graph` (the object of a graph_launch task) on the calling stream worker.
-void run_graph(ExecGraph& graph, StreamState& stream, ComputePool& pool);
+// Runs one replay of `graph` (the object of a graph_launch task) on the calling stream worker, with
+// the launch table pinned at launch (`pin`; empty: pinned now, for a graph launched by a graph).
+void run_graph(ExecGraph& graph, TablePin pin, StreamState& stream, ComputePool& pool);
 
 }  // namespace npugraph::detail

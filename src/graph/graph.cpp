@@ -71,6 +71,7 @@ void GraphExec::launch(const Stream& stream) const {
   detail::Task task;
   task.kind = detail::TaskKind::graph_launch;
   task.object = exec_;
+  task.pin = exec_->pin_table();
   detail::issue(state_of(stream), std::move(task));
 }
 
@@ -142,6 +143,7 @@ void Graph::replay(const Stream& stream) const {
                    core_ ? core_->id : 0, " has not been captured (capture it, then replay)");
     task.object = core_->exec;
   }
+  task.pin = static_cast<detail::ExecGraph*>(task.object.get())->pin_table();
   detail::issue(state_of(stream), std::move(task));
 }
 

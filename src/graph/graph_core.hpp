@@ -32,6 +32,7 @@ struct GroupRef {
 };
 
 // Resolves a handle to its executable graph; throws naming why it cannot be used. Lock held.
-std::shared_ptr<ExecGraph> resolve_group(const GroupRef& ref, const char* call);
+std::shared_ptr<ExecGraph> resolve_group(const GroupRef& ref, const char* call,
+                                         std::shared_ptr<GraphCore>* core_out = nullptr);
 
 }  // namespace npugraph::detail

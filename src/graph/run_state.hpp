@@ -27,7 +27,8 @@ struct RunState final : ComputePool::Job {
   bool parallel = false;  // whether helpers are invited
 
   std::unique_ptr<std::atomic<std::int32_t>[]> counters;
-  std::vector<std::shared_ptr<const ParamSet>> pinned;  // per group, taken at its first task
+  TablePin table;                // the launch table pinned at launch (Note [Update order])
+  std::vector<SetRef> pinned;    // per group, picked at its first task
 
   std::atomic<std::uint32_t> next_source{0};
   std::atomic<std::uint32_t> sinks_left{0};

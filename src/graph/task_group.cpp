@@ -2,14 +2,18 @@
 
 #include <exception>
 
+#include "npugraph/external_event.hpp"
+
 #include "graph/graph_core.hpp"
 #include "graph/task_update.hpp"
 #include "npugraph/error.hpp"
 #include "runtime/capture.hpp"
+#include "runtime/sync_objects.hpp"
 
 namespace npugraph::detail {
 
-std::shared_ptr<ExecGraph> resolve_group(const GroupRef& ref, const char* call) {
+std::shared_ptr<ExecGraph> resolve_group(const GroupRef& ref, const char* call,
+                                         std::shared_ptr<GraphCore>* core_out) {
   auto core = ref.core.lock();
   NG_CHECK_STATE(core && core->generation == ref.generation, call, ": the task group handle (graph ",
                  ref.graph_id, ", group ", ref.group,
@@ -18,15 +22,27 @@ std::shared_ptr<ExecGraph> resolve_group(const GroupRef& ref, const char* call) 
                  " is still capturing: update its task groups after capture_end");
   NG_CHECK_STATE(ref.group < core->exec->groups.size(), call, ": the task group handle names group ",
                  ref.group, " but graph ", ref.graph_id, " has ", core->exec->groups.size());
+  if (core_out) *core_out = core;
   return core->exec;
+}
+
+void UpdateState::clear() {
+  targets.clear();
+  at = bound = total = 0;
 }
 
 // Leaves update mode, installing nothing (the rule for every update error).
 void abandon_update(StreamState& s) {
   if (s.update) {
-    GroupSlot& slot = *s.update->graph->groups[s.update->group];
-    if (slot.updater == &s) slot.updater = nullptr;
-    defer_release(std::shared_ptr<UpdateState>(std::move(s.update)));
+    for (UpdateTarget& t : s.update->targets) {
+      GroupSlot& slot = *t.graph->groups[t.group];
+      if (slot.updater == &s) slot.updater = nullptr;
+      t.set.reset();
+      defer_release(std::move(t.graph));  // a graph reset meanwhile dies after the unlock
+      defer_release(std::move(t.core));
+    }
+    s.update->clear();
+    s.spare_update = std::move(s.update);
   }
   s.mode.store(StreamMode::normal, std::memory_order_release);
 }
@@ -38,47 +54,86 @@ void fail_update(StreamState& s, const std::string& message) {
 
 namespace {
 
-std::string group_name(const UpdateState& u) {
-  return "group " + std::to_string(u.group) + " of graph " + std::to_string(u.graph->graph_id);
+std::string group_name(const UpdateTarget& t) {
+  return "group " + std::to_string(t.group) + " of graph " + std::to_string(t.graph->graph_id);
+}
+
+// "group 0 of graph 3", or "the 80 groups being updated" for a batch.
+std::string groups_name(const UpdateState& u) {
+  return u.targets.size() == 1 ? group_name(u.targets[0])
+                               : "the " + std::to_string(u.targets.size()) + " groups being updated";
+}
+
+std::size_t total_tasks(const UpdateState& u) {
+  std::size_t n = 0;
+  for (const UpdateTarget& t : u.targets) n += t.graph->groups[t.group]->nodes.size();
+  return n;
 }
 
 }  // namespace
 
 void update_bind(StreamState& s, Task&& task) {
+  if (task.kind == TaskKind::kernel) return update_bind(s, *task.kernel, task.params.span());
+  fail_update(s, detail::cat("task update on ", s.str(), ": only kernel launches may be issued while "
+                             "updating; '", task_name(task), "' is not a kernel launch"));
+}
+
+void update_bind(StreamState& s, const KernelDef& kernel, std::span<const std::byte> params) {
   UpdateState& u = *s.update;
-  GroupSlot& slot = *u.graph->groups[u.group];
-  const std::size_t i = u.params.size(), n = slot.nodes.size();
-  if (task.kind != TaskKind::kernel)
-    fail_update(s, detail::cat("task update on ", s.str(), ": only kernel launches may be issued while "
-                               "updating; '", task_name(task), "' is not a kernel launch"));
-  if (i >= n)
-    fail_update(s, detail::cat("task update on ", s.str(), ": launch ", i + 1, " ('", task.kernel->name,
-                               "') is one more than the ", n, " task(s) of ", group_name(u)));
-  if (task.kernel != slot.kernels[i])
-    fail_update(s, detail::cat("task update on ", s.str(), ": launch ", i + 1, " is kernel '",
-                               task.kernel->name, "' but task ", i + 1, " of ", group_name(u),
-                               " is kernel '", slot.kernels[i]->name, "'"));
-  if (task.kernel->check_update) {
+  if (u.at >= u.targets.size())
+    fail_update(s, detail::cat("task update on ", s.str(), ": launch ", u.total + 1, " ('", kernel.name,
+                               "') is one more than the ", total_tasks(u), " task(s) of ", groups_name(u)));
+  UpdateTarget& t = u.targets[u.at];
+  GroupSlot& slot = *t.graph->groups[t.group];
+  const std::size_t i = u.bound;
+  if (&kernel != slot.kernels[i])
+    fail_update(s, detail::cat("task update on ", s.str(), ": launch ", u.total + 1, " is kernel '",
+                               kernel.name, "' but task ", i + 1, " of ", group_name(t), " is kernel '",
+                               slot.kernels[i]->name, "'"));
+  if (kernel.check_update) {
     // Against the captured block (not the current one, which patches change asynchronously). It runs
     // under the runtime lock: a check_update must not call back into npugraph.
     std::string why;
     try {
-      why = task.kernel->check_update(slot.captured->params[i].span(), task.params.span());
+      why = kernel.check_update(slot.captured->params[i].span(), params);
     } catch (const std::exception& e) {
       why = e.what();
     } catch (...) {
       why = "check_update threw a non-standard exception";
     }
     if (!why.empty())
-      fail_update(s, detail::cat("task update on ", s.str(), ": launch ", i + 1, " ('",
-                                 task.kernel->name, "') cannot replace task ", i + 1, " of ",
-                                 group_name(u), ": ", why));
+      fail_update(s, detail::cat("task update on ", s.str(), ": launch ", u.total + 1, " ('", kernel.name,
+                                 "') cannot replace task ", i + 1, " of ", group_name(t), ": ", why));
   }
-  u.params.push_back(std::move(task.params));
+  t.set->params[i].assign(params);
+  ++u.total;
+  if (++u.bound == slot.nodes.size()) {
+    ++u.at;
+    u.bound = 0;
+  }
+}
+
+Patch* PatchPool::take() {
+  std::lock_guard lock(mu);
+  if (free.empty()) {
+    all.push_back(std::make_unique<Patch>());
+    all.back()->home = this;
+    free.reserve(all.size());
+    return all.back().get();
+  }
+  Patch* p = free.back();
+  free.pop_back();
+  return p;
 }
 
 void apply_patch(Patch& patch) {
-  patch.graph->groups[patch.group]->current.store(std::move(patch.params));
+  for (Patch::Entry& e : patch.entries) e.slot->install(std::move(e.set));
+  patch.entries.clear();
+  for (const auto& e : patch.records) external_record(*e);
+  patch.records.clear();
+  patch.graphs.clear();  // may destroy a graph reset meanwhile: this is the worker, unlocked
+  std::lock_guard lock(patch.home->mu);
+  patch.home->free.push_back(&patch);  // capacity reserved in take(): never throws
 }
 
 }  // namespace npugraph::detail
@@ -150,59 +205,147 @@ TaskGroupHandle task_group_end(const Stream& stream) {
   return TaskGroupHandle(std::move(ref));
 }
 
-void task_update_begin(const Stream& stream, const TaskGroupHandle& handle) {
+void task_update_begin(const Stream& stream, const TaskGroupHandle& handle, UpdateOrder order) {
+  task_update_begin(stream, std::span<const TaskGroupHandle>(&handle, 1), order);
+}
+
+void task_update_begin(const Stream& stream, std::span<const TaskGroupHandle> handles,
+                       UpdateOrder order) {
   auto& s = state_of(stream);
-  NG_CHECK_ARG(handle.defined(), "task_update_begin: handle is undefined (task_group_end returns one)");
+  NG_CHECK_ARG(!handles.empty(), "task_update_begin: handles is empty: pass at least one task group handle");
+  NG_CHECK_ARG(order == UpdateOrder::stream || order == UpdateOrder::launch, "task_update_begin: order = ",
+               static_cast<int>(order), ": must be UpdateOrder::stream or UpdateOrder::launch");
+  for (std::size_t i = 0; i < handles.size(); ++i)
+    NG_CHECK_ARG(handles[i].defined(), "task_update_begin: handle", handles.size() > 1 ? "s[" : "",
+                 handles.size() > 1 ? std::to_string(i) + "]" : std::string(),
+                 " is undefined (task_group_end returns one)");
   detail::RuntimeLock lock;
   NG_CHECK_STATE(s.mode.load() != StreamMode::capturing, "task_update_begin: ", s.str(),
                  " is capturing; update on a stream that is not capturing (a second stream, as in "
                  "the seed example)");
   if (s.mode.load() == StreamMode::updating) {
-    const std::string open = detail::cat("group ", s.update->group, " of graph ", s.update->graph->graph_id);
+    const std::string open = detail::groups_name(*s.update);
     detail::abandon_update(s);
     NG_THROW(StateError, "task_update_begin: ", s.str(), " is already updating ", open,
              " (updates do not nest); that update is abandoned: nothing was installed");
   }
-  auto graph = detail::resolve_group(*handle.impl(), "task_update_begin");
-  detail::GroupSlot& slot = *graph->groups[handle.impl()->group];
-  NG_CHECK_STATE(slot.updater == nullptr, "task_update_begin: group ", handle.impl()->group,
-                 " of graph ", graph->graph_id, " is already being updated on ", slot.updater->str(),
-                 "; finish that update (task_update_end) first");
-  slot.updater = &s;
-  s.update = std::make_unique<detail::UpdateState>();
-  s.update->ref = handle.impl();
-  s.update->graph = std::move(graph);
-  s.update->group = handle.impl()->group;
-  s.update->params.reserve(slot.nodes.size());
+  std::unique_ptr<detail::UpdateState> u = std::move(s.spare_update);
+  if (!u) u = std::make_unique<detail::UpdateState>();
+  u->order = order;
+  u->targets.reserve(handles.size());
+  try {
+    for (std::size_t i = 0; i < handles.size(); ++i) {
+      const detail::GroupRef& ref = *handles[i].impl();
+      std::shared_ptr<detail::GraphCore> core;
+      auto graph = detail::resolve_group(ref, "task_update_begin", &core);
+      detail::GroupSlot& slot = *graph->groups[ref.group];
+      if (slot.updater == &s) {
+        std::size_t j = 0;
+        while (u->targets[j].graph != graph || u->targets[j].group != ref.group) ++j;
+        NG_THROW(ArgumentError, "task_update_begin: handles[", i, "] names group ", ref.group, " of graph ",
+                 graph->graph_id, ", as handles[", j, "] does: each group may be updated once per update");
+      }
+      NG_CHECK_STATE(slot.updater == nullptr, "task_update_begin: group ", ref.group, " of graph ",
+                     graph->graph_id, " is already being updated on ", slot.updater->str(),
+                     "; finish that update (task_update_end) first");
+      slot.updater = &s;
+      u->targets.push_back({handles[i].impl(), std::move(core), std::move(graph), ref.group, slot.blank()});
+    }
+  } catch (...) {
+    s.update = std::move(u);
+    detail::abandon_update(s);  // frees the groups marked so far
+    throw;
+  }
+  s.update = std::move(u);
   s.mode.store(StreamMode::updating, std::memory_order_release);
 }
 
-void task_update_end(const Stream& stream) {
-  auto& s = state_of(stream);
-  detail::RuntimeLock lock;
-  NG_CHECK_STATE(s.mode.load() == StreamMode::updating && s.update, "task_update_end: ", s.str(),
-                 " is not updating: call task_update_begin first");
-  std::shared_ptr<detail::UpdateState> u(std::move(s.update));
-  detail::defer_release(u);
-  detail::GroupSlot& slot = *u->graph->groups[u->group];
-  slot.updater = nullptr;
-  s.mode.store(StreamMode::normal, std::memory_order_release);
-  NG_CHECK_STATE(u->params.size() == slot.nodes.size(), "task_update_end: ", u->params.size(), " of ",
-                 slot.nodes.size(), " tasks updated on ", s.str(), " (group ", u->group, " of graph ",
-                 u->graph->graph_id, "); re-issue every task of the group between task_update_begin "
-                 "and task_update_end (nothing was installed)");
-  detail::resolve_group(*u->ref, "task_update_end");  // the graph was not reset meanwhile
-  lock.unlock();
-  auto set = std::make_shared<detail::ParamSet>();
-  set->params = std::move(u->params);
-  auto patch = std::make_shared<detail::Patch>();
-  patch->graph = std::move(u->graph);
-  patch->group = u->group;
-  patch->params = std::move(set);
+namespace {
+
+// Stream order: one patch task installs every set when the stream reaches it.
+void install_in_stream_order(detail::StreamState& s, detail::UpdateState& u,
+                             std::span<const ExternalEvent> record_after) {
+  if (!s.patches) s.patches = std::make_shared<detail::PatchPool>();
+  detail::Patch* patch = s.patches->take();
+  for (const ExternalEvent& e : record_after) patch->records.push_back(e.impl());
+  const std::uint64_t stamp = detail::next_install_stamp();
+  for (detail::UpdateTarget& t : u.targets) {
+    t.set->stamp = stamp;
+    patch->entries.push_back({t.graph->groups[t.group].get(), std::move(t.set)});
+    if (patch->graphs.empty() || patch->graphs.back() != t.graph) patch->graphs.push_back(t.graph);
+  }
   detail::Task task;
   task.kind = detail::TaskKind::patch;
-  task.object = std::move(patch);
+  task.object = std::shared_ptr<void>(s.patches, patch);  // aliasing: no allocation
   s.queue->submit(std::move(task));
+}
+
+// Launch order: each graph publishes a new launch table now (Note [Update order]).
+void install_in_launch_order(detail::UpdateState& u) {
+  const std::uint64_t stamp = detail::next_install_stamp();
+  thread_local std::vector<std::uint32_t> groups;
+  thread_local std::vector<detail::SetRef> sets;
+  for (std::size_t i = 0; i < u.targets.size();) {
+    detail::ExecGraph* graph = u.targets[i].graph.get();
+    groups.clear();
+    sets.clear();
+    for (; i < u.targets.size() && u.targets[i].graph.get() == graph; ++i) {
+      u.targets[i].set->stamp = stamp;
+      groups.push_back(u.targets[i].group);
+      sets.push_back(std::move(u.targets[i].set));
+    }
+    graph->publish(groups, sets);
+  }
+  sets.clear();
+}
+
+}  // namespace
+
+void task_update_end(const Stream& stream) { task_update_end(stream, {}); }
+
+void task_update_end(const Stream& stream, std::span<const ExternalEvent> record_after) {
+  auto& s = state_of(stream);
+  std::unique_ptr<detail::UpdateState> u;
+  {
+    detail::RuntimeLock lock;
+    NG_CHECK_STATE(s.mode.load() == StreamMode::updating && s.update, "task_update_end: ", s.str(),
+                   " is not updating: call task_update_begin first");
+    detail::UpdateState& cur = *s.update;
+    if (cur.at < cur.targets.size()) {
+      const detail::UpdateTarget& t = cur.targets[cur.at];
+      const std::size_t n = t.graph->groups[t.group]->nodes.size();
+      const std::string what = detail::cat(cur.bound, " of ", n, " tasks updated on ", s.str(), " (",
+                                           detail::group_name(t), ")");
+      detail::abandon_update(s);
+      NG_THROW(StateError, "task_update_end: ", what, "; re-issue every task of the group between "
+               "task_update_begin and task_update_end (nothing was installed)");
+    }
+    for (const detail::UpdateTarget& t : cur.targets) {
+      if (t.core->generation == t.ref->generation && t.core->exec == t.graph) [[likely]]
+        continue;
+      try {
+        detail::resolve_group(*t.ref, "task_update_end");  // throws: the graph was reset meanwhile
+      } catch (const StateError& e) {
+        detail::abandon_update(s);
+        NG_THROW(StateError, e.what(), " (the update is abandoned: nothing was installed)");
+      }
+      detail::abandon_update(s);  // reset and captured again: the handle's group is another one now
+      NG_THROW(StateError, "task_update_end: graph ", t.ref->graph_id, " was reset during the update",
+               " (nothing was installed)");
+    }
+    for (const detail::UpdateTarget& t : cur.targets) t.graph->groups[t.group]->updater = nullptr;
+    u = std::move(s.update);
+    s.mode.store(StreamMode::normal, std::memory_order_release);
+  }
+  if (u->order == UpdateOrder::launch) {
+    install_in_launch_order(*u);
+    if (!record_after.empty()) record_events(record_after, stream);
+  } else {
+    install_in_stream_order(s, *u, record_after);
+  }
+  u->clear();  // unlocked: may drop the last reference to a graph reset meanwhile
+  detail::RuntimeLock lock;
+  if (!s.spare_update) s.spare_update = std::move(u);
 }
 
 void task_update_abort(const Stream& stream) {
@@ -233,9 +376,15 @@ TaskGroupHandle TaskGroupScope::end() {
   return task_group_end(stream_);
 }
 
-UpdateScope::UpdateScope(const Stream& stream, const TaskGroupHandle& handle)
+UpdateScope::UpdateScope(const Stream& stream, const TaskGroupHandle& handle, UpdateOrder order)
     : stream_(stream), exceptions_on_entry_(std::uncaught_exceptions()) {
-  task_update_begin(stream_, handle);
+  task_update_begin(stream_, handle, order);
+}
+
+UpdateScope::UpdateScope(const Stream& stream, std::span<const TaskGroupHandle> handles,
+                         UpdateOrder order)
+    : stream_(stream), exceptions_on_entry_(std::uncaught_exceptions()) {
+  task_update_begin(stream_, handles, order);
 }
 
 UpdateScope::~UpdateScope() noexcept(false) {

@@ -151,6 +151,7 @@ void record_task(StreamState& s, Task&& task) {
                  "' was not recorded (the capture is still valid)");
   Node node;
   node.task = std::move(task);
+  node.task.pin.reset();  // a captured graph launch pins the launch table when it runs
   node.deps = s.frontier;
   node.stream_id = s.id;
   node.group = s.open_group;

@@ -1,9 +1,11 @@
 #include "npugraph/external_event.hpp"
 
 #include <atomic>
+#include <vector>
 
 #include "npugraph/error.hpp"
 #include "npugraph/stream.hpp"
+#include "npugraph/tasks.hpp"
 #include "runtime/issue.hpp"
 #include "runtime/sync_objects.hpp"
 
@@ -105,6 +107,20 @@ void ExternalEvent::wait(const Stream& stream) {
 }
 void ExternalEvent::reset(const Stream& stream) {
   issue_external(stream, detail::TaskKind::ext_reset, state_);
+}
+
+void record_events(std::span<const ExternalEvent> events, const Stream& stream) {
+  if (events.empty()) return;
+  if (events.size() == 1 || stream.is_capturing() || stream.is_updating()) {
+    for (ExternalEvent e : events) e.record(stream);  // a capture keeps one task per record
+    return;
+  }
+  std::vector<std::shared_ptr<detail::ExternalEventState>> states;
+  states.reserve(events.size());
+  for (const ExternalEvent& e : events) states.push_back(e.impl());
+  launch_host_func(stream, [states = std::move(states)] {
+    for (const auto& s : states) detail::external_record(*s);
+  });
 }
 
 const std::string& ExternalEvent::name() const { return state_->name; }

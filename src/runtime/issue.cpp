@@ -73,11 +73,17 @@ void launch(const Stream& stream, const KernelDef& kernel, std::span<const std::
   NG_CHECK_ARG(kernel.name != nullptr, "launch: kernel.name = null: every kernel needs a name");
   NG_CHECK_ARG(kernel.cpu != nullptr, "launch: kernel '", kernel.name,
                "' has no implementation for the cpu backend");
+  auto& s = state_of(stream);
+  if (s.mode.load(std::memory_order_acquire) == detail::StreamMode::updating) {
+    // Bound straight into the update's recycled parameter set: no task, no allocation.
+    detail::RuntimeLock lock;
+    if (s.mode.load() == detail::StreamMode::updating) return detail::update_bind(s, kernel, params);
+  }
   Task task;
   task.kind = TaskKind::kernel;
   task.kernel = &kernel;
   task.params.assign(params);
-  detail::issue(state_of(stream), std::move(task));
+  detail::issue(s, std::move(task));
 }
 
 namespace {

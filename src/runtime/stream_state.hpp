@@ -18,6 +18,7 @@ namespace npugraph::detail {
 
 struct CaptureState;
 struct UpdateState;
+struct PatchPool;
 
 enum class StreamMode : std::uint8_t { normal, capturing, updating };
 
@@ -56,6 +57,8 @@ struct StreamState {
   std::vector<std::uint32_t> frontier;  // captured nodes the stream's next task depends on
   int open_group = -1;                   // index of the capture's open task group on this stream
   std::unique_ptr<UpdateState> update;
+  std::unique_ptr<UpdateState> spare_update;  // reused by the next update (no allocation)
+  std::shared_ptr<PatchPool> patches;         // stream-ordered patches, recycled
 
  private:
   mutable std::mutex mu_;

@@ -6,12 +6,15 @@
 #include <cstring>
 #include <memory>
 #include <span>
+#include <utility>
 
 #include "npugraph/kernel.hpp"
 
 namespace npugraph::detail {
 
 // A kernel's parameter block: plain bytes, stored inline when small (no allocation on the hot path).
+// A larger block lives on the heap; assigning a block that fits keeps that storage (task updates
+// refill recycled blocks without allocating).
 class ParamBytes {
  public:
   static constexpr std::size_t kInline = 192;
@@ -31,11 +34,15 @@ class ParamBytes {
 
   void assign(std::span<const std::byte> bytes) {
     size_ = bytes.size();
-    if (size_ <= kInline) {
+    if (heap_ && size_ <= capacity_ && size_ > kInline) {
+      std::memcpy(heap_.get(), bytes.data(), size_);
+    } else if (size_ <= kInline) {
       heap_.reset();
+      capacity_ = 0;
       if (size_) std::memcpy(inline_, bytes.data(), size_);
     } else {
       heap_.reset(new std::byte[size_]);
+      capacity_ = size_;
       std::memcpy(heap_.get(), bytes.data(), size_);
     }
   }
@@ -46,10 +53,12 @@ class ParamBytes {
  private:
   void take(ParamBytes& other) noexcept {
     size_ = other.size_;
+    capacity_ = std::exchange(other.capacity_, 0);
     heap_ = std::move(other.heap_);
     if (!heap_ && size_) std::memcpy(inline_, other.inline_, size_);
   }
   std::size_t size_ = 0;
+  std::size_t capacity_ = 0;  // of heap_
   std::unique_ptr<std::byte[]> heap_;
   alignas(16) std::byte inline_[kInline];
 };
@@ -82,11 +91,39 @@ struct CopyArgs {
   std::size_t nbytes;
 };
 
+// A reference to a graph's launch table (Note [Update order]), taken when a replay is launched.
+struct LaunchTable;
+void release_table(LaunchTable* table) noexcept;
+class TablePin {
+ public:
+  TablePin() = default;
+  explicit TablePin(LaunchTable* adopted) noexcept : t_(adopted) {}  // takes over one reference
+  TablePin(TablePin&& o) noexcept : t_(std::exchange(o.t_, nullptr)) {}
+  TablePin& operator=(TablePin&& o) noexcept {
+    if (this != &o) {
+      reset();
+      t_ = std::exchange(o.t_, nullptr);
+    }
+    return *this;
+  }
+  TablePin(const TablePin&) = delete;
+  TablePin& operator=(const TablePin&) = delete;
+  ~TablePin() { reset(); }
+  void reset() noexcept {
+    if (t_) release_table(std::exchange(t_, nullptr));
+  }
+  LaunchTable* get() const { return t_; }
+
+ private:
+  LaunchTable* t_ = nullptr;
+};
+
 struct Task {
   TaskKind kind = TaskKind::kernel;
   const KernelDef* kernel = nullptr;  // kernel
   ParamBytes params;                  // kernel, fill, copy
   std::shared_ptr<void> object;       // the event, host function, graph launch or patch
+  TablePin pin;                       // graph launch: the launch table pinned at launch
   std::uint64_t value = 0;            // an event record's sequence number
 };
 

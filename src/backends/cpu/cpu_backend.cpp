@@ -196,7 +196,7 @@ void execute_builtin(TaskKind kind, const std::byte* params, void* object, std::
     case TaskKind::ext_wait: external_wait(*static_cast<ExternalEventState*>(object), site); return;
     case TaskKind::ext_reset: external_reset(*static_cast<ExternalEventState*>(object)); return;
     case TaskKind::graph_launch:
-      run_graph(*static_cast<ExecGraph*>(object), *site.stream, compute_pool());
+      run_graph(*static_cast<ExecGraph*>(object), TablePin(), *site.stream, compute_pool());
       return;
     case TaskKind::patch: apply_patch(*static_cast<Patch*>(object)); return;
     case TaskKind::kernel: break;
@@ -209,6 +209,8 @@ void execute_task(Task& task, StreamState& stream, ComputePool& pool) {
     if (task.kind == TaskKind::kernel) {
       const ExecContext ctx(&pool, stream.num_threads);
       task.kernel->cpu(task.params.data(), task.params.size(), ctx);
+    } else if (task.kind == TaskKind::graph_launch) {
+      run_graph(*static_cast<ExecGraph*>(task.object.get()), std::move(task.pin), stream, pool);
     } else {
       execute_builtin(task.kind, task.params.data(), task.object.get(), task.value,
                       WaitSite{&stream});

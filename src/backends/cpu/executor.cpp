@@ -81,8 +81,10 @@ void RunState::run_node(std::uint32_t id) {
       if (node.group < 0) {
         node.fn(node.params, node.param_size, ctx);
       } else {
-        auto& pin = pinned[static_cast<std::size_t>(node.group)];
-        if (node.group_pos == 0) pin = graph->groups[static_cast<std::size_t>(node.group)]->current.load();
+        const auto g = static_cast<std::size_t>(node.group);
+        SetRef& pin = pinned[g];
+        if (node.group_pos == 0)
+          pin = graph->groups[g]->pick(table.get() ? table.get()->sets[g].get() : nullptr);
         const ParamBytes& p = pin->params[node.group_pos];
         node.fn(p.data(), p.size(), ctx);
       }
@@ -157,7 +159,7 @@ void RunState::work(bool owner) {
   }
 }
 
-void run_graph(ExecGraph& graph, StreamState& stream, ComputePool& pool) {
+void run_graph(ExecGraph& graph, TablePin pin, StreamState& stream, ComputePool& pool) {
   std::unique_ptr<RunState> run;
   {
     std::lock_guard lock(graph.runs_mu);
@@ -169,6 +171,7 @@ void run_graph(ExecGraph& graph, StreamState& stream, ComputePool& pool) {
   if (!run) run = std::make_unique<RunState>(graph);
   run->stream = &stream;
   run->pool = &pool;
+  run->table = pin.get() ? std::move(pin) : graph.pin_table();
   for (std::size_t i = 0; i < graph.counter_init.size(); ++i)
     run->counters[i].store(graph.counter_init[i], std::memory_order_relaxed);
   run->next_source.store(0, std::memory_order_relaxed);
@@ -178,6 +181,7 @@ void run_graph(ExecGraph& graph, StreamState& stream, ComputePool& pool) {
   run->work(/*owner=*/true);
   if (helpers) pool.retire(run.get());
   for (auto& p : run->pinned) p.reset();
+  run->table.reset();
   std::lock_guard lock(graph.runs_mu);
   graph.free_runs.push_back(std::move(run));
 }

@@ -1,0 +1,89 @@
+// Graph-owned updates (Note [Auto-dispatch capture] in dispatch.hpp).
+#include "dispatch.hpp"
+
+#include <string>
+
+namespace npugraph::python {
+
+DispatchRecords*& active_dispatch() {
+  thread_local DispatchRecords* active = nullptr;
+  return active;
+}
+
+std::pair<Tensor, Tensor> record_fia(DispatchRecords& d, const Tensor& query, const Tensor& key,
+                                     const Tensor& value, const ops::FiaOptions& options) {
+  const Stream s = current_stream();
+  FiaRecord r{query, key, value, options, {}, {}, {}, {}, ExternalEvent("fia record " + std::to_string(d.records.size()))};
+  r.workspace = ops::fia_max_workspace(query, key, value, options);
+  const DType out_dtype = options.quant_scale2.defined() ? DType::i8 : query.dtype();
+  r.attention_out = empty(ops::fia_output_shape(query, key, value, options), out_dtype, query.device());
+  r.softmax_lse = options.softmax_lse_flag
+                      ? empty(ops::fia_lse_shape(query, key, value, options), DType::f32, query.device())
+                      : zeros({1}, DType::f32, query.device());
+  r.event.wait(s);
+  r.event.reset(s);
+  task_group_begin(s);
+  ops::fused_infer_attention_score_out(query, key, value, options, r.workspace, r.attention_out,
+                                       r.softmax_lse);
+  r.handle = task_group_end(s);
+  d.handles.push_back(r.handle);
+  d.events.push_back(r.event);
+  d.records.push_back(std::move(r));
+  return {d.records.back().attention_out, d.records.back().softmax_lse};
+}
+
+namespace {
+
+// graph.update(cpu_update_input=...): parse every dict (GIL held), then re-issue without the GIL.
+void update_graph(PyGraph& g, py::handle cpu_update_input) {
+  NG_CHECK_STATE(g.auto_dispatch_capture && g.dispatch,
+                 "NPUGraph.update: graph ", g.graph.id(), " was not captured with auto_dispatch_capture="
+                 "True; capture it inside npugraph.npu.graph(g, auto_dispatch_capture=True) to update "
+                 "its recorded calls (or update task groups with graph_task_update_begin/end)");
+  DispatchRecords& d = *g.dispatch;
+  NG_CHECK_ARG(!d.records.empty(), "NPUGraph.update: graph ", g.graph.id(),
+               " recorded no fused_infer_attention_score call during its capture: nothing to update");
+  if (!py::isinstance<py::list>(cpu_update_input) && !py::isinstance<py::tuple>(cpu_update_input))
+    throw py::type_error("NPUGraph.update: cpu_update_input must be a list of dicts, got " +
+                         std::string(py::str(py::type::handle_of(cpu_update_input).attr("__name__"))));
+  const py::sequence inputs = py::reinterpret_borrow<py::sequence>(cpu_update_input);
+  const std::size_t n = d.records.size(), given = inputs.size();
+  NG_CHECK_ARG(given == 1 || given == n, "NPUGraph.update: cpu_update_input has ", given,
+               " dicts: pass one per recorded call (", n, ") or one for all");
+  d.staging.resize(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    d.staging[i] = d.records[i].options;  // copy-assign: reuses the staging vectors' capacity
+    apply_fia_kwargs(d.staging[i], inputs[given == 1 ? 0 : i], given == 1 ? 0 : i);
+  }
+  {
+    py::gil_scoped_release release;
+    const Stream& u = d.update_stream;
+    StreamGuard on(u);
+    task_update_begin(u, d.handles);
+    UpdateErrorGuard abort_on_error(u);
+    for (std::size_t i = 0; i < n; ++i) {
+      const FiaRecord& r = d.records[i];
+      ops::fused_infer_attention_score_out(r.query, r.key, r.value, d.staging[i], r.workspace,
+                                           r.attention_out, r.softmax_lse);
+    }
+    // One stream task installs every call's parameters, then sets every call's event.
+    task_update_end(u, d.events);
+  }
+  for (std::size_t i = 0; i < n; ++i) std::swap(d.records[i].options, d.staging[i]);
+}
+
+}  // namespace
+
+void bind_dispatch(py::class_<PyGraph>& graph_class) {
+  graph_class
+      .def("update", &update_graph, py::arg("cpu_update_input"))
+      .def_property_readonly("auto_dispatch_capture", [](const PyGraph& g) { return g.auto_dispatch_capture; })
+      .def_property_readonly("num_dispatch_records",
+                             [](const PyGraph& g) { return g.dispatch ? g.dispatch->records.size() : 0; })
+      .def_property_readonly("update_stream", [](const PyGraph& g) -> py::object {
+        if (!g.dispatch) return py::none();
+        return py::cast(g.dispatch->update_stream);
+      });
+}
+
+}  // namespace npugraph::python

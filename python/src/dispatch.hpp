@@ -1,0 +1,61 @@
+// Graph-owned updates (torch_npu's auto_dispatch_capture): the NPUGraph Python object, the FIA calls
+// recorded while it was captured, and their re-issue by NPUGraph.update().
+//
+// Note [Auto-dispatch capture]
+// Inside `with npugraph.npu.graph(g, auto_dispatch_capture=True):` each eager FIA call is captured as
+// torch_npu captures it: ExternalEvent wait + reset, then its own task group holding the `.out` form
+// with a max-size workspace and outputs allocated in the graph's pool; the call (tensors and options)
+// is recorded. g.update(cpu_update_input=[{...}, ...]) applies one dict of keyword arguments per
+// record (or one dict to all), re-issues every recorded call in one batched, stream-ordered update on
+// the graph's update stream, and records each call's event after it — so the next replay waits for
+// the new parameters, as in the seed example. Every replay needs an update before it (the events are
+// reset by the replay). The new arguments persist: a later update changes only the keys it names. If
+// any call fails its checks, nothing is installed and the recorded arguments stay as they were.
+#pragma once
+
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "bindings.hpp"
+#include "npugraph/npugraph.hpp"
+
+namespace npugraph::python {
+
+struct FiaRecord {
+  Tensor query, key, value;
+  ops::FiaOptions options;
+  Tensor workspace, attention_out, softmax_lse;
+  TaskGroupHandle handle;
+  ExternalEvent event;
+};
+
+struct DispatchRecords {
+  explicit DispatchRecords(Stream update) : update_stream(std::move(update)) {}
+  std::vector<FiaRecord> records;
+  std::vector<TaskGroupHandle> handles;   // the records' handles, in order
+  std::vector<ExternalEvent> events;      // the records' events, in order
+  std::vector<ops::FiaOptions> staging;   // reused by update(): capacity survives updates
+  Stream update_stream;
+};
+
+// The NPUGraph Python object: the graph plus its auto-dispatch records.
+struct PyGraph {
+  Graph graph;
+  bool auto_dispatch_capture = false;
+  std::shared_ptr<DispatchRecords> dispatch;  // set by an auto-dispatch capture
+};
+
+// The records of the auto-dispatch capture running on this thread (null when none).
+DispatchRecords*& active_dispatch();
+
+// Captures one eager FIA call into its own group and records it; returns (attention_out, lse).
+std::pair<Tensor, Tensor> record_fia(DispatchRecords& d, const Tensor& query, const Tensor& key,
+                                     const Tensor& value, const ops::FiaOptions& options);
+
+// Parses one update dict into `options` (the keys are FIA keyword names).
+void apply_fia_kwargs(ops::FiaOptions& options, py::handle dict, std::size_t index);
+
+void bind_dispatch(py::class_<PyGraph>& graph_class);
+
+}  // namespace npugraph::python
