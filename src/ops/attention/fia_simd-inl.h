@@ -415,12 +415,15 @@ HWY_INLINE void AccumulatePV(float* const* acc, const float* const* p, std::int6
 
 // A unit's query rows and where their state lives: rows[r] (b is the same for all), q[r] the
 // float32 query (plan.fast_dk floats), acc[r] (plan.fast_dv floats) and st[r] = {max, sum}.
+// `after`: the first run of the unit the same worker computes next (empty if none), prefetched
+// during this unit's last chunk so that a unit does not start on cold memory.
 struct UnitRows {
   const Row* rows;
   float* const* q;
   float* const* acc;
   float* const* st;
   std::int64_t count;
+  KvRun after;
 };
 
 // The slot's tiles: key and value tiles and the scores of up to kMaxUnitRows rows.
@@ -451,6 +454,7 @@ void ProcessRows(const Launch& l, std::int64_t b, std::int64_t h, const UnitRows
     // one thread's stream otherwise).
     KvRun next;
     if (j1 < c1) next = l.run_at(b, h, j1, std::min(kFastChunk, c1 - j1));
+    const KvRun& pf = j1 < c1 ? next : u.after;
     std::int64_t na = 0;
     for (std::int64_t r = 0; r < u.count; ++r) {
       const Row& row = u.rows[r];
@@ -468,7 +472,7 @@ void ProcessRows(const Launch& l, std::int64_t b, std::int64_t h, const UnitRows
     }
     if constexpr (KK != Dq::none) l.dequant(l.kdq, run, h, cols, l.key.dk, kq);
     ConvertRows<T, KK>(run.k, run.k_stride, l.key.dk, run.kr, run.kr_stride, l.key.dr, cols, t.k,
-                       dkp, next.k, next.k_stride, next.len, &kq);
+                       dkp, pf.k, pf.k_stride, pf.len, &kq);
     ChunkScores(qa, na, t.k, dkp, cols, sa);
     std::int64_t npv = 0;
     for (std::int64_t a = 0; a < na; ++a) {
@@ -493,8 +497,8 @@ void ProcessRows(const Launch& l, std::int64_t b, std::int64_t h, const UnitRows
     }
     if (npv > 0) {
       if constexpr (VK != Dq::none) l.dequant(l.vdq, run, h, cols, l.key.dv, vq);
-      ConvertRows<T, VK>(run.v, run.v_stride, l.key.dv, nullptr, 0, 0, cols, t.v, dvp, next.v,
-                         next.v_stride, next.len, &vq);
+      ConvertRows<T, VK>(run.v, run.v_stride, l.key.dv, nullptr, 0, 0, cols, t.v, dvp, pf.v,
+                         pf.v_stride, pf.len, &vq);
       AccumulatePV(acc_pv, p_pv, npv, t.v, dvp, cols);
     }
     j = j1;
@@ -642,6 +646,7 @@ void DirectRows(const Launch& l, std::int64_t b, std::int64_t h, const UnitRows&
     const std::int64_t cols = run.len, j1 = j + cols;
     KvRun next;
     if (j1 < c1) next = l.run_at(b, h, j1, std::min(kFastChunk, c1 - j1));
+    const KvRun& pf = j1 < c1 ? next : u.after;
     const std::int64_t na = ActiveRows(u, j, j1, t, idx, qa, sa);
     if (na == 0) {
       j = j1;
@@ -650,17 +655,17 @@ void DirectRows(const Launch& l, std::int64_t b, std::int64_t h, const UnitRows&
     }
     if constexpr (KK != Dq::none) l.dequant(l.kdq, run, h, cols, l.key.dk, kq);
     const T* k = reinterpret_cast<const T*>(run.k);
-    const T* nk = reinterpret_cast<const T*>(next.k);
+    const T* nk = reinterpret_cast<const T*>(pf.k);
     if (na == 1) {
-      DirectScores<1, T, KK>(qa, k, run.k_stride, l.key.dk, cols, &kq, nk, next.k_stride,
-                             next.len, sa);
+      DirectScores<1, T, KK>(qa, k, run.k_stride, l.key.dk, cols, &kq, nk, pf.k_stride,
+                             pf.len, sa);
     } else {
       for (std::int64_t a = na; a < kDirectRows; ++a) {
         qa[a] = zero_q;
         sa[a] = spare_s;
       }
-      DirectScores<4, T, KK>(qa, k, run.k_stride, l.key.dk, cols, &kq, nk, next.k_stride,
-                             next.len, sa);
+      DirectScores<4, T, KK>(qa, k, run.k_stride, l.key.dk, cols, &kq, nk, pf.k_stride,
+                             pf.len, sa);
     }
     std::int64_t npv = 0;
     for (std::int64_t a = 0; a < na; ++a) {
@@ -682,27 +687,27 @@ void DirectRows(const Launch& l, std::int64_t b, std::int64_t h, const UnitRows&
       p_pv[npv] = sa[a];
       ++npv;
     }
-    const T* nv = reinterpret_cast<const T*>(next.v);
+    const T* nv = reinterpret_cast<const T*>(pf.v);
     if (npv > 0) {
       if constexpr (VK != Dq::none) l.dequant(l.vdq, run, h, cols, l.key.dv, vq);
       const T* v = reinterpret_cast<const T*>(run.v);
       if (npv == 1) {
-        DirectPV<1, T, VK>(acc_pv, p_pv, v, run.v_stride, l.key.dv, cols, &vq, nv, next.v_stride,
-                           next.len);
+        DirectPV<1, T, VK>(acc_pv, p_pv, v, run.v_stride, l.key.dv, cols, &vq, nv, pf.v_stride,
+                           pf.len);
       } else {
         for (std::int64_t a = npv; a < kDirectRows; ++a) {
           acc_pv[a] = spare_acc;
           p_pv[a] = spare_s;
         }
-        DirectPV<4, T, VK>(acc_pv, p_pv, v, run.v_stride, l.key.dv, cols, &vq, nv, next.v_stride,
-                           next.len);
+        DirectPV<4, T, VK>(acc_pv, p_pv, v, run.v_stride, l.key.dv, cols, &vq, nv, pf.v_stride,
+                           pf.len);
       }
     } else if (nv) {
       // Nothing to accumulate here: still fetch the next run's values.
       const auto row_bytes = l.key.dv * static_cast<std::int64_t>(sizeof(T));
-      for (std::int64_t c = 0; c < next.len; ++c)
+      for (std::int64_t c = 0; c < pf.len; ++c)
         for (std::int64_t o = 0; o < row_bytes; o += 64)
-          hwy::Prefetch(reinterpret_cast<const std::byte*>(nv + c * next.v_stride) + o);
+          hwy::Prefetch(reinterpret_cast<const std::byte*>(nv + c * pf.v_stride) + o);
     }
     j = j1;
     run = next;
