@@ -31,14 +31,14 @@ struct Big {
   FiaOptions opt;
 };
 
-// BNSD, D = 64: decode (Sq = 1) or prefill.
+// BNSD, D = 64 unless given: decode (Sq = 1) or prefill.
 Big make_big(DType dt, std::int64_t B, std::int64_t N, std::int64_t KVN, std::int64_t Sq,
-             std::int64_t Skv, std::uint32_t seed) {
+             std::int64_t Skv, std::uint32_t seed, std::int64_t D = 64) {
   Big b;
   std::vector<double> x;
-  b.q = random_tensor(x, {B, N, Sq, 64}, dt, seed);
-  b.k = random_tensor(x, {B, KVN, Skv, 64}, dt, seed + 1);
-  b.v = random_tensor(x, {B, KVN, Skv, 64}, dt, seed + 2);
+  b.q = random_tensor(x, {B, N, Sq, D}, dt, seed);
+  b.k = random_tensor(x, {B, KVN, Skv, D}, dt, seed + 1);
+  b.v = random_tensor(x, {B, KVN, Skv, D}, dt, seed + 2);
   b.opt = {.num_heads = N, .scale = 0.125, .input_layout = "BNSD", .num_key_value_heads = KVN,
            .softmax_lse_flag = true};
   return b;
@@ -76,6 +76,17 @@ TEST(FiaFast, DecodeWithSplitsMatchesSimple) {
   expect_fast_matches_simple(b);
   const auto plan = att::plan_outputs(b.q, b.k, b.v, b.opt).plan;
   EXPECT_GT(plan.fast_splits, 8);
+}
+
+// The direct decode path (units of 1-4 rows) at D = 128 and 80 (full register blocks of 8 or 4
+// vectors, and the single-vector remainder), ragged lengths that end mid-block.
+TEST(FiaFast, DecodeDirectWideHeadsMatchSimple) {
+  for (std::int64_t D : {128, 80})
+    for (std::int64_t kvn : {4, 2, 1}) {
+      Big b = make_big(DType::bf16, 2, 4, kvn, 1, 1000, 71, D);
+      b.opt.actual_seq_lengths_kv = {1000, 333};
+      expect_fast_matches_simple(b);
+    }
 }
 
 TEST(FiaFast, DecodeGqaSeveralRowsAndPagedMatchSimple) {

@@ -22,9 +22,10 @@
 // vectors). A run that no row of the unit can see is never read (causal, band, sparse modes 2-4,
 // ragged lengths). Units of at most kDirectRows query rows (decode at GQA groups up to 4, with no
 // rope and D a multiple of the vector) skip the tiles: they load and convert K and V in
-// registers inside the Q·K and P·V loops (4 columns x up to 4 rows; P·V 4 vectors x up to 4 rows)
-// and prefetch the next run's keys while scoring and its values while accumulating, so that the
-// prefetches are spread over the whole chunk rather than issued in bursts during conversions.
+// registers inside the Q·K and P·V loops (Q·K 1 row x 8 columns or 4 x 4; P·V 1 row x 8 vectors
+// or 4 x 4) and prefetch the next run's keys while scoring and its values while accumulating (into
+// L2), so that the prefetches are spread over the whole chunk rather than issued in bursts during
+// conversions; each worker also prefetches the first run of the unit it computes next.
 // (Decode f16 group 1, 32 heads, 4,096 tokens: 1.6x the tile path's speed on the loaded 2-core
 // machine, where the tile path left the bus idle between bursts.) With more rows, each converted
 // tile serves enough rows that converting once wins.
