@@ -5,6 +5,11 @@
 //   roofline/fma_f32       GFLOPs      register-resident SIMD FMA chains on every core
 //   fia/<case>/<kernel>    real_time   one `.out` call + stream synchronize
 //                          GBps, bw_frac       decode: KV bytes read / time, / dram_read
+//                          probe_GBps, bw_frac_probe   decode: a 256 MiB read probe run right
+//                                              before and after the case (mean), and GBps / it:
+//                                              this VM's DRAM rate drifts (40-75 GB/s seen
+//                                              within minutes), so the run-start roofline alone
+//                                              can be far from what the case had
 //                          GFLOPs, peak_frac   prefill: unmasked FLOPs / time, / fma_f32
 //
 // The PyTorch peer of the same cases is bench/attention/torch_peer.py.
@@ -51,6 +56,9 @@ void BM_fia(benchmark::State& state, const FiaCaseSpec& spec, FiaKernelMode mode
   // Warm: first touch of the outputs and the workspace (shared by both kernels of a case; the
   // simple prefill, seconds per call, relies on the fast run before it).
   if (spec.q_len == 1 || mode == FiaKernelMode::fast) call(c.copies.front());
+  const bool decode = spec.q_len == 1;
+  constexpr std::size_t kProbeBytes = std::size_t{256} << 20;
+  const double probe0 = decode ? measure_read_bandwidth(kProbeBytes, roofline_threads(), 3) : 0;
   std::size_t i = 0;
   const auto t0 = std::chrono::steady_clock::now();
   for (auto _ : state) call(c.copies[i++ % c.copies.size()]);
@@ -58,9 +66,13 @@ void BM_fia(benchmark::State& state, const FiaCaseSpec& spec, FiaKernelMode mode
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() /
       static_cast<double>(state.iterations());
   ng::ops::attention::set_fia_kernel_mode(FiaKernelMode::fast);
-  if (spec.q_len == 1) {
+  if (decode) {
+    const double probe =
+        (probe0 + measure_read_bandwidth(kProbeBytes, roofline_threads(), 3)) / 2;
     state.counters["GBps"] = c.kv_bytes / per_call / 1e9;
     state.counters["bw_frac"] = c.kv_bytes / per_call / roof.read_bytes_per_s;
+    state.counters["probe_GBps"] = probe / 1e9;
+    state.counters["bw_frac_probe"] = c.kv_bytes / per_call / probe;
   } else {
     state.counters["GFLOPs"] = c.flops / per_call / 1e9;
     state.counters["peak_frac"] = c.flops / per_call / roof.fma_flops_per_s;
