@@ -207,7 +207,8 @@ void Launch::dequant(const Dequant& q, const KvRun& r, std::int64_t h, std::int6
     out.loaded = at;
     for (std::int64_t d = 0; d < D; ++d) {
       out.scale[d] = load(q.scale.data, q.scale_t, sb + d * q.scale.stride[3]);
-      out.offset[d] = q.offset.data ? load(q.offset.data, q.offset_t, ob + d * q.offset.stride[3]) : 0.0f;
+      out.offset[d] =
+          q.offset.data ? load(q.offset.data, q.offset_t, ob + d * q.offset.stride[3]) : 0.0f;
     }
     std::fill(out.scale + D, out.scale + D + kFastPad, 0.0f);
     std::fill(out.offset + D, out.offset + D + kFastPad, 0.0f);
@@ -217,7 +218,8 @@ void Launch::dequant(const Dequant& q, const KvRun& r, std::int64_t h, std::int6
   for (std::int64_t c = 0; c < cols; ++c) {
     const std::int64_t s = c * r.dq_step;
     out.scale[c] = load(q.scale.data, q.scale_t, sb + s * q.scale.stride[2]);
-    out.offset[c] = q.offset.data ? load(q.offset.data, q.offset_t, ob + s * q.offset.stride[2]) : 0.0f;
+    out.offset[c] =
+        q.offset.data ? load(q.offset.data, q.offset_t, ob + s * q.offset.stride[2]) : 0.0f;
   }
 }
 
@@ -256,7 +258,8 @@ bool fia_fast_covers(const FiaParams& p) {
   if (p.key.sig[static_cast<int>(FiaArg::key)].dtype == DType::i8) {
     if (p.key.dr) return false;
     // Each parameter pair constant along the tokens or along D (Dequant::per_channel).
-    for (const auto& [s, o] : {std::pair{&p.k_scale, &p.k_offset}, std::pair{&p.v_scale, &p.v_offset}}) {
+    for (const auto& [s, o] :
+         {std::pair{&p.k_scale, &p.k_offset}, std::pair{&p.v_scale, &p.v_offset}}) {
       const bool channel = s->stride[3] != 0 || (o->data && o->stride[3] != 0);
       const bool token = s->stride[2] != 0 || (o->data && o->stride[2] != 0);
       if (channel && token) return false;
