@@ -8,6 +8,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "npugraph/device.hpp"
@@ -57,6 +58,9 @@ struct StreamState {
   std::vector<std::uint32_t> frontier;  // captured nodes the stream's next task depends on
   int open_group = -1;                   // index of the capture's open task group on this stream
   std::unique_ptr<UpdateState> update;
+  // The thread that began `update`: only it binds, ends or aborts it, and it binds without the
+  // runtime lock (Note [Update binding]).
+  std::atomic<std::thread::id> update_owner{};
   std::unique_ptr<UpdateState> spare_update;  // reused by the next update (no allocation)
   std::shared_ptr<PatchPool> patches;         // stream-ordered patches, recycled
 
@@ -86,6 +90,9 @@ class RuntimeLock {
   std::unique_lock<std::mutex> lock_;
   std::vector<std::shared_ptr<void>> graveyard_;
 };
+// Whether this thread holds the runtime lock (through a RuntimeLock).
+bool runtime_lock_held();
+
 // Under a RuntimeLock on this thread: parks `object` until the unlock. Otherwise drops it now.
 void defer_release(std::shared_ptr<void> object);
 

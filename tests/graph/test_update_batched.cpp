@@ -1,6 +1,7 @@
 // Batched task update (DESIGN §3.7): many groups in one update, all installed or none.
 #include <gtest/gtest.h>
 
+#include <thread>
 #include <vector>
 
 #include "npugraph/npugraph.hpp"
@@ -180,4 +181,24 @@ TEST_F(BatchTest, AResetGraphFailsTheWholeBatchAtEnd) {
   graph.reset();
   EXPECT_TRUE(throws_with<StateError>([&] { task_update_end(update); }, {"stale", "nothing was installed"}));
   EXPECT_FALSE(update.is_updating());
+}
+
+// Note [Update binding]: an update is bound, ended and aborted by the thread that began it; other
+// threads are refused without disturbing it.
+TEST_F(BatchTest, OtherThreadsCannotTouchAnOpenUpdate) {
+  StreamGuard on(update);
+  task_update_begin(update, h[0]);
+  std::thread other([&] {
+    StreamGuard there(update);
+    EXPECT_TRUE(throws_with<StateError>([&] { ops::scale_out(x, 9.0, y0); },
+                                        {"is being updated by another thread", "the thread that began it"}));
+    EXPECT_TRUE(throws_with<StateError>([&] { task_update_end(update); }, {"task_update_end", "another thread"}));
+    EXPECT_TRUE(throws_with<StateError>([&] { task_update_abort(update); }, {"another thread"}));
+    EXPECT_TRUE(throws_with<StateError>([&] { task_update_begin(update, h[1]); }, {"another thread"}));
+  });
+  other.join();
+  EXPECT_TRUE(update.is_updating());
+  ops::scale_out(x, 6.0, y0);
+  task_update_end(update);
+  expect_replay(6, 3, 4);
 }
