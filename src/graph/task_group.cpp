@@ -301,6 +301,14 @@ void install_in_stream_order(detail::StreamState& s, detail::UpdateState& u,
     patch->entries.push_back({t.graph->groups[t.group].get(), std::move(t.set)});
   }
   for (const auto& hold : u.holds) patch->graphs.push_back(hold.second);
+  // Note [Idle-stream patch]: with nothing queued on the stream (every task submitted so far has
+  // completed), "when the stream reaches the patch" is now: install on this thread and spare the
+  // worker a wake-up. Work other threads submit concurrently is unordered with it either way.
+  const std::uint64_t submitted = s.queue->submitted();
+  if (s.queue->completed() == submitted) {
+    detail::apply_patch(*patch);
+    return;
+  }
   detail::Task task;
   task.kind = detail::TaskKind::patch;
   task.object = std::shared_ptr<void>(s.patches, patch);  // aliasing: no allocation
