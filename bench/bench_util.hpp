@@ -32,6 +32,30 @@ inline GraphExec noop_graph(int n, bool chain) {
   return def.instantiate();
 }
 
+// One replay + synchronize of an n-task noop graph per iteration (chained or independent).
+inline void replay_and_wait(benchmark::State& state, bool chain) {
+  const int n = static_cast<int>(state.range(0));
+  GraphExec exec = noop_graph(n, chain);
+  Stream s = Stream::create();
+  for (auto _ : state) {
+    exec.launch(s);
+    s.synchronize();
+  }
+  per_task_counter(state, n);
+}
+
+// The floor: n calls of the same empty kernel function through a function pointer, in a loop.
+inline void plain_loop(benchmark::State& state) {
+  const int n = static_cast<int>(state.range(0));
+  KernelFn fn = ops::noop_kernel().cpu;
+  benchmark::DoNotOptimize(fn);
+  const ExecContext ctx(nullptr, 1);
+  const int dummy = 0;
+  for (auto _ : state)
+    for (int i = 0; i < n; ++i) fn(&dummy, sizeof dummy, ctx);
+  per_task_counter(state, n);
+}
+
 // The seed's decode FIA (query/key/value 1x32x1x128 fp16, BNSD), `groups` times, each call in its own
 // task group of one graph: the shape of a decode step's attention layers. With `others` > 0, each
 // layer also launches that many other (empty) kernels: a whole decode step's graph.
