@@ -47,7 +47,7 @@ void abandon_update(StreamState& s) {
       defer_release(std::move(core));
     }
     s.update->clear();
-    s.spare_update = std::move(s.update);
+    delete s.spare_update.exchange(s.update.release(), std::memory_order_acq_rel);
   }
   s.update_owner.store(std::thread::id(), std::memory_order_relaxed);
   s.mode.store(StreamMode::normal, std::memory_order_release);
@@ -245,7 +245,7 @@ void task_update_begin(const Stream& stream, std::span<const TaskGroupHandle> ha
     NG_THROW(StateError, "task_update_begin: ", s.str(), " is already updating ", open,
              " (updates do not nest); that update is abandoned: nothing was installed");
   }
-  std::unique_ptr<detail::UpdateState> u = std::move(s.spare_update);
+  std::unique_ptr<detail::UpdateState> u(s.spare_update.exchange(nullptr, std::memory_order_acq_rel));
   if (!u) u = std::make_unique<detail::UpdateState>();
   u->order = order;
   u->targets.reserve(handles.size());
@@ -292,23 +292,27 @@ namespace {
 // Stream order: one patch task installs every set when the stream reaches it.
 void install_in_stream_order(detail::StreamState& s, detail::UpdateState& u,
                              std::span<const ExternalEvent> record_after) {
-  if (!s.patches) s.patches = std::make_shared<detail::PatchPool>();
-  detail::Patch* patch = s.patches->take();
-  for (const ExternalEvent& e : record_after) patch->records.push_back(e.impl());
   const std::uint64_t stamp = detail::next_install_stamp();
-  for (detail::UpdateTarget& t : u.targets) {
-    t.set->stamp = stamp;
-    patch->entries.push_back({t.graph->groups[t.group].get(), std::move(t.set)});
-  }
-  for (const auto& hold : u.holds) patch->graphs.push_back(hold.second);
   // Note [Idle-stream patch]: with nothing queued on the stream (every task submitted so far has
   // completed), "when the stream reaches the patch" is now: install on this thread and spare the
   // worker a wake-up. Work other threads submit concurrently is unordered with it either way.
   const std::uint64_t submitted = s.queue->submitted();
   if (s.queue->completed() == submitted) {
-    detail::apply_patch(*patch);
+    for (detail::UpdateTarget& t : u.targets) {
+      t.set->stamp = stamp;
+      t.graph->groups[t.group]->install(std::move(t.set));
+    }
+    for (const ExternalEvent& e : record_after) detail::external_record(*e.impl());
     return;
   }
+  if (!s.patches) s.patches = std::make_shared<detail::PatchPool>();
+  detail::Patch* patch = s.patches->take();
+  for (const ExternalEvent& e : record_after) patch->records.push_back(e.impl());
+  for (detail::UpdateTarget& t : u.targets) {
+    t.set->stamp = stamp;
+    patch->entries.push_back({t.graph->groups[t.group].get(), std::move(t.set)});
+  }
+  for (const auto& hold : u.holds) patch->graphs.push_back(hold.second);
   detail::Task task;
   task.kind = detail::TaskKind::patch;
   task.object = std::shared_ptr<void>(s.patches, patch);  // aliasing: no allocation
@@ -377,8 +381,7 @@ void task_update_end(const Stream& stream, std::span<const ExternalEvent> record
     install_in_stream_order(s, *u, record_after);
   }
   u->clear();  // unlocked: may drop the last reference to a graph reset meanwhile
-  detail::RuntimeLock lock;
-  if (!s.spare_update) s.spare_update = std::move(u);
+  delete s.spare_update.exchange(u.release(), std::memory_order_acq_rel);
 }
 
 void task_update_abort(const Stream& stream) {

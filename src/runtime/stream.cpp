@@ -122,6 +122,7 @@ StreamState::~StreamState() {
     abandon_update(*this);
   }
   if (queue) queue->shutdown();
+  delete spare_update.exchange(nullptr);
 }
 
 std::string StreamState::str() const {

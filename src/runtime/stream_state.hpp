@@ -61,7 +61,8 @@ struct StreamState {
   // The thread that began `update`: only it binds, ends or aborts it, and it binds without the
   // runtime lock (Note [Update binding]).
   std::atomic<std::thread::id> update_owner{};
-  std::unique_ptr<UpdateState> spare_update;  // reused by the next update (no allocation)
+  // The last update's state, reused by the next (no allocation); owned, exchanged atomically.
+  std::atomic<UpdateState*> spare_update{nullptr};
   std::shared_ptr<PatchPool> patches;         // stream-ordered patches, recycled
 
  private:
