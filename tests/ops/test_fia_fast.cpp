@@ -5,6 +5,7 @@
 #include <cmath>
 #include <vector>
 
+#include "ops/attention/fia_fast_launch.hpp"
 #include "ops/attention/fia_kernel_mode.hpp"
 #include "ops/attention/fia_params.hpp"
 #include "ops/test_fia_case.hpp"
@@ -148,6 +149,107 @@ TEST(FiaFast, DecodeSplitsEagerReplayUpdateBitwise) {
   graph.replay();  // replayed again: still the same bits
   ng::device_synchronize();
   EXPECT_TRUE(bitwise_equal(out, eager_new.attention_out));
+}
+
+// int8 K/V (D = 64) with separate antiquant parameters: per-channel (mode 0, [KV_N, 1, D] in the
+// query's dtype, with offsets) or per-token (mode 1, [B, S] float32).
+enum class Int8Kind { channel, token, key_channel_value_token };
+
+Big make_int8(Int8Kind kind, std::int64_t B, std::int64_t N, std::int64_t KVN, std::int64_t Sq,
+              std::int64_t Skv, std::uint32_t seed) {
+  Big b = make_big(DType::f16, B, N, KVN, Sq, Skv, seed);
+  std::vector<double> x;
+  b.k = random_tensor(x, {B, KVN, Skv, 64}, DType::i8, seed + 3, -128, 127);
+  b.v = random_tensor(x, {B, KVN, Skv, 64}, DType::i8, seed + 4, -128, 127);
+  auto channel = [&](std::uint32_t s, double lo, double hi) {
+    return random_tensor(x, {KVN, 1, 64}, DType::f16, s, lo, hi);
+  };
+  auto token = [&](std::uint32_t s, double lo, double hi) {
+    return random_tensor(x, {B, Skv}, DType::f32, s, lo, hi);
+  };
+  const bool kc = kind != Int8Kind::token, vc = kind == Int8Kind::channel;
+  b.opt.key_antiquant_scale = kc ? channel(seed + 5, 0.001, 0.01) : token(seed + 5, 0.001, 0.01);
+  b.opt.key_antiquant_offset = kc ? channel(seed + 6, -3, 3) : token(seed + 6, -3, 3);
+  b.opt.value_antiquant_scale = vc ? channel(seed + 7, 0.001, 0.01) : token(seed + 7, 0.001, 0.01);
+  b.opt.value_antiquant_offset = vc ? channel(seed + 8, -3, 3) : token(seed + 8, -3, 3);
+  b.opt.key_antiquant_mode = kc ? 0 : 1;
+  b.opt.value_antiquant_mode = vc ? 0 : 1;
+  return b;
+}
+
+// True when the fast kernels take this call (Note [FIA fast kernels]).
+bool fast_covers(const Big& b) {
+  FiaOptions o = b.opt;
+  o.softmax_lse_flag = false;
+  const Tensor ws = ng::ops::fia_max_workspace(b.q, b.k, b.v, o);
+  const Tensor out = ng::empty(ng::ops::fia_output_shape(b.q, b.k, b.v, o), b.q.dtype());
+  att::FiaParamBuffer buf;
+  att::build_fia_params(b.q, b.k, b.v, o, ws, out, ng::empty({1}, DType::f32), nullptr, buf);
+  return att::fast::fia_fast_covers(buf.header());
+}
+
+// int8 KV runs on the fast kernels, dequantised in registers: decode with one row per KV head
+// (direct path), a GQA group (direct, 4 rows), 3 query rows x 8 heads (tiles), and prefill.
+TEST(FiaFast, Int8AntiquantMatchesSimple) {
+  for (Int8Kind kind : {Int8Kind::channel, Int8Kind::token, Int8Kind::key_channel_value_token}) {
+    SCOPED_TRACE(static_cast<int>(kind));
+    struct Shape5 { std::int64_t N, KVN, Sq, Skv; };
+    for (const Shape5 s : {Shape5{4, 4, 1, 1500}, Shape5{8, 2, 1, 1500}, Shape5{16, 2, 3, 700},
+                           Shape5{4, 2, 130, 300}}) {
+      Big b = make_int8(kind, 2, s.N, s.KVN, s.Sq, s.Skv, 51);
+      b.opt.actual_seq_lengths_kv = {s.Skv, s.Skv / 3};
+      if (s.Sq > 1) {
+        b.opt.sparse_mode = 3;
+        b.opt.atten_mask = compressed_mask();
+      }
+      ASSERT_TRUE(fast_covers(b));
+      expect_fast_matches_simple(b);
+    }
+  }
+}
+
+// An int8 decode with several splits: eager, replay and replay after an update bitwise equal.
+TEST(FiaFast, Int8DecodeEagerReplayUpdateBitwise) {
+  for (Int8Kind kind : {Int8Kind::channel, Int8Kind::token}) {
+    Big b = make_int8(kind, 2, 8, 8, 1, 2048, 61);
+    b.opt.actual_seq_lengths_kv = {2048, 900};
+    FiaOptions after = b.opt;
+    after.actual_seq_lengths_kv = {1300, 2048};
+    ng::Graph graph;
+    ng::TaskGroupHandle handle;
+    Tensor ws, out, lse;
+    {
+      ng::CaptureScope capture(graph);
+      const ng::Stream s = ng::current_stream();
+      ws = ng::ops::fia_max_workspace(b.q, b.k, b.v, b.opt);
+      out = ng::empty(b.q.shape(), b.q.dtype());
+      lse = ng::empty({2, 8, 1, 1}, DType::f32);
+      ng::task_group_begin(s);
+      ng::ops::fused_infer_attention_score_out(b.q, b.k, b.v, b.opt, ws, out, lse);
+      handle = ng::task_group_end(s);
+    }
+    graph.replay();
+    ng::device_synchronize();
+    const auto eager_old = ng::ops::fused_infer_attention_score(b.q, b.k, b.v, b.opt);
+    ng::device_synchronize();
+    EXPECT_TRUE(bitwise_equal(out, eager_old.attention_out));
+    EXPECT_TRUE(bitwise_equal(lse, eager_old.softmax_lse));
+    const ng::Stream update_stream = ng::Stream::create();
+    {
+      ng::StreamGuard on(update_stream);
+      ng::task_update_begin(update_stream, handle);
+      ng::ops::fused_infer_attention_score_out(b.q, b.k, b.v, after, ws, out, lse);
+      ng::task_update_end(update_stream);
+    }
+    update_stream.synchronize();
+    graph.replay();
+    ng::device_synchronize();
+    const auto eager_new = ng::ops::fused_infer_attention_score(b.q, b.k, b.v, after);
+    ng::device_synchronize();
+    EXPECT_FALSE(bitwise_equal(eager_new.attention_out, eager_old.attention_out));
+    EXPECT_TRUE(bitwise_equal(out, eager_new.attention_out));
+    EXPECT_TRUE(bitwise_equal(lse, eager_new.softmax_lse));
+  }
 }
 
 // The simple kernel (kept as FiaKernelMode::simple) still passes parity on its own.

@@ -64,16 +64,29 @@ float* partial(const Launch& l, std::int64_t row, std::int64_t split) {
                                   (row * plan.fast_splits + split) * plan.fast_partial_bytes);
 }
 
-void decode_unit(const Launch& l, const DecodeSplits& sp, std::int64_t unit, std::byte* slot) {
+// Unit `unit`: batch b, KV head h, split `split` over the KV columns [c0, c1).
+struct DecodeUnit {
+  std::int64_t b, h, split, c0, c1;
+};
+
+DecodeUnit unit_at(const Launch& l, const DecodeSplits& sp, std::int64_t unit) {
+  const std::int64_t B = l.key.batch;
+  DecodeUnit u;
+  u.b = std::upper_bound(sp.first.begin(), sp.first.begin() + B + 1, unit) - sp.first.begin() - 1;
+  const std::int64_t local = unit - sp.first[u.b];
+  u.h = local / sp.count[u.b];
+  u.split = local % sp.count[u.b];
+  u.c0 = u.split * sp.length[u.b];
+  u.c1 = std::min(l.lkv(u.b), u.c0 + sp.length[u.b]);
+  return u;
+}
+
+// `after`: the first run of the unit this worker computes next (UnitRows::after).
+void decode_unit(const Launch& l, const DecodeSplits& sp, std::int64_t unit, const KvRun& after,
+                 std::byte* slot) {
   const FiaWorkspacePlan& plan = l.p.plan;
-  const std::int64_t B = l.key.batch, kvn = l.key.kv_heads, Sq = l.key.q_seq;
-  const std::int64_t b =
-      std::upper_bound(sp.first.begin(), sp.first.begin() + B + 1, unit) - sp.first.begin() - 1;
-  const std::int64_t local = unit - sp.first[b];
-  const std::int64_t h = local / sp.count[b];
-  const std::int64_t split = local % sp.count[b];
-  const std::int64_t c0 = split * sp.length[b];
-  const std::int64_t c1 = std::min(l.lkv(b), c0 + sp.length[b]);
+  const std::int64_t Sq = l.key.q_seq;
+  const auto [b, h, split, c0, c1] = unit_at(l, sp, unit);
 
   Row rows[kMaxUnitRows];
   float* q[kMaxUnitRows];
@@ -97,8 +110,7 @@ void decode_unit(const Launch& l, const DecodeSplits& sp, std::int64_t unit, std
   const Tiles t{reinterpret_cast<float*>(slot + plan.fast_k_offset),
                 reinterpret_cast<float*>(slot + plan.fast_v_offset),
                 reinterpret_cast<float*>(slot + plan.fast_score_offset)};
-  ProcessRowsAny(l, b, h, UnitRows{rows, q, acc, st, R}, c0, c1, t);
-  (void)kvn;
+  ProcessRowsAny(l, b, h, UnitRows{rows, q, acc, st, R, after}, c0, c1, t);
 }
 
 // Combines the splits of rows [begin, end) (r = (b * N + n) * Sq + s) in split order and writes
@@ -131,8 +143,20 @@ void RunDecode(const Launch& l, const ExecContext& ctx) {
   std::atomic<std::int64_t> next{0};
   ctx.parallel_for(slots, 1, [&](std::int64_t begin, std::int64_t) {
     std::byte* slot = SlotBase(l, begin);
-    for (std::int64_t u; (u = next.fetch_add(1, std::memory_order_relaxed)) < units;)
-      decode_unit(l, sp, u, slot);
+    // Each worker claims its next unit before computing the current one, so that the current
+    // one's last chunk prefetches the next one's first run (which worker computes a unit does not
+    // change its result).
+    std::int64_t u = next.fetch_add(1, std::memory_order_relaxed);
+    while (u < units) {
+      const std::int64_t following = next.fetch_add(1, std::memory_order_relaxed);
+      KvRun after;
+      if (following < units) {
+        const DecodeUnit f = unit_at(l, sp, following);
+        if (f.c0 < f.c1) after = l.run_at(f.b, f.h, f.c0, std::min(kFastChunk, f.c1 - f.c0));
+      }
+      decode_unit(l, sp, u, after, slot);
+      u = following;
+    }
   });
   const std::int64_t rows = l.key.batch * l.key.heads * l.key.q_seq;
   const std::int64_t grain = std::max<std::int64_t>(1, rows / (8 * std::max(ctx.num_threads(), 1)));

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <limits>
 #include <type_traits>
+#include <utility>
 
 #include "npugraph/error.hpp"
 
@@ -19,6 +20,7 @@ inline float load(const void* base, DType t, std::int64_t i) {
   switch (t) {
     case DType::f16: return static_cast<float>(static_cast<const half*>(base)[i]);
     case DType::bf16: return static_cast<float>(static_cast<const bfloat16*>(base)[i]);
+    case DType::i8: return static_cast<float>(static_cast<const std::int8_t*>(base)[i]);
     default: return static_cast<const float*>(base)[i];
   }
 }
@@ -68,6 +70,18 @@ Launch::Launch(const FiaParams& params, const std::int64_t* tail)
   kv_t = key.sig[static_cast<int>(FiaArg::key)].dtype;
   pse_t = key.sig[static_cast<int>(FiaArg::pse_shift)].dtype;
   out_scale_t = key.sig[static_cast<int>(FiaArg::quant_scale2)].dtype;
+  if (kv_t == DType::i8) {
+    // The simple kernel's choice of parameters (fia_kernel.cpp, run_kernel).
+    const bool separate = key.sig[static_cast<int>(FiaArg::key_antiquant_scale)].rank >= 0;
+    auto t = [&](FiaArg a) { return key.sig[static_cast<int>(a)].dtype; };
+    kdq = {p.k_scale, p.k_offset,
+           t(separate ? FiaArg::key_antiquant_scale : FiaArg::antiquant_scale),
+           t(separate ? FiaArg::key_antiquant_offset : FiaArg::antiquant_offset)};
+    vdq = {p.v_scale, p.v_offset,
+           t(separate ? FiaArg::value_antiquant_scale : FiaArg::antiquant_scale),
+           t(separate ? FiaArg::value_antiquant_offset : FiaArg::antiquant_offset)};
+    dq_paged = key.key_antiquant_mode >= 4;
+  }
   const auto addr = reinterpret_cast<std::uintptr_t>(p.workspace);
   base = p.workspace + ((kWorkspaceAlign - addr % kWorkspaceAlign) % kWorkspaceAlign);
 }
@@ -127,6 +141,21 @@ KvRun Launch::run_at(std::int64_t b, std::int64_t h, std::int64_t j, std::int64_
     vv = &p.v;
   }
   r.len = std::min(r.len, lkv(b) - j);
+  if (kv_t == DType::i8) {
+    // fia_kernel.cpp's load_row: (block, row) in the paged modes, else (batch, token position),
+    // where the position is the tensor row for a contiguous cache and the logical token (0 for
+    // the prefix) for a paged one.
+    const bool paged_store = key.kv_store != static_cast<std::int64_t>(FiaKvStore::contiguous);
+    const bool prefix = j < p.prefix_len;
+    r.dq_o = dq_paged ? outer : b;
+    if (dq_paged || !paged_store) {
+      r.dq_s = row;
+      r.dq_step = 1;
+    } else {
+      r.dq_s = prefix ? 0 : j - p.prefix_len;
+      r.dq_step = prefix ? 0 : 1;
+    }
+  }
   r.k = at(*kv, outer, row);
   r.v = at(*vv, outer, row);
   r.k_stride = kv->stride[2];
@@ -164,6 +193,34 @@ void Launch::bias(const Row& r, std::int64_t j0, std::int64_t n, float* score) c
   }
 }
 
+void Launch::dequant(const Dequant& q, const KvRun& r, std::int64_t h, std::int64_t cols,
+                     std::int64_t D, DqRun& out) const {
+  auto first = [&](const FiaView& v) {
+    return r.dq_o * v.stride[0] + h * v.stride[1] + r.dq_s * v.stride[2];
+  };
+  const std::int64_t sb = first(q.scale), ob = first(q.offset);
+  if (q.per_channel()) {
+    // Constant along the tokens: read once per (batch/block, head) while the runs share it.
+    const std::byte* at = static_cast<const std::byte*>(q.scale.data) +
+                          sb * static_cast<std::int64_t>(dtype_size(q.scale_t));
+    if (out.loaded == at) return;
+    out.loaded = at;
+    for (std::int64_t d = 0; d < D; ++d) {
+      out.scale[d] = load(q.scale.data, q.scale_t, sb + d * q.scale.stride[3]);
+      out.offset[d] = q.offset.data ? load(q.offset.data, q.offset_t, ob + d * q.offset.stride[3]) : 0.0f;
+    }
+    std::fill(out.scale + D, out.scale + D + kFastPad, 0.0f);
+    std::fill(out.offset + D, out.offset + D + kFastPad, 0.0f);
+    return;
+  }
+  out.loaded = nullptr;
+  for (std::int64_t c = 0; c < cols; ++c) {
+    const std::int64_t s = c * r.dq_step;
+    out.scale[c] = load(q.scale.data, q.scale_t, sb + s * q.scale.stride[2]);
+    out.offset[c] = q.offset.data ? load(q.offset.data, q.offset_t, ob + s * q.offset.stride[2]) : 0.0f;
+  }
+}
+
 void Launch::finish(const Row& r, const float* acc, float max, float sum) const {
   const bool empty = max == -kInf;
   if (empty) acc = nullptr;
@@ -196,7 +253,15 @@ void Launch::finish(const Row& r, const float* acc, float max, float sum) const 
 }
 
 bool fia_fast_covers(const FiaParams& p) {
-  if (p.key.sig[static_cast<int>(FiaArg::key)].dtype == DType::i8) return false;
+  if (p.key.sig[static_cast<int>(FiaArg::key)].dtype == DType::i8) {
+    if (p.key.dr) return false;
+    // Each parameter pair constant along the tokens or along D (Dequant::per_channel).
+    for (const auto& [s, o] : {std::pair{&p.k_scale, &p.k_offset}, std::pair{&p.v_scale, &p.v_offset}}) {
+      const bool channel = s->stride[3] != 0 || (o->data && o->stride[3] != 0);
+      const bool token = s->stride[2] != 0 || (o->data && o->stride[2] != 0);
+      if (channel && token) return false;
+    }
+  }
   for (const FiaView* v : {&p.k, &p.v, &p.k_rope, &p.k_prefix, &p.v_prefix})
     if (v->data && v->stride[3] != 1) return false;
   return true;

@@ -78,7 +78,7 @@ void prefill_unit(const Launch& l, const PrefillUnit& u, std::byte* slot) {
     const Tiles t{reinterpret_cast<float*>(slot + plan.fast_k_offset),
                   reinterpret_cast<float*>(slot + plan.fast_v_offset),
                   reinterpret_cast<float*>(slot + plan.fast_score_offset)};
-    ProcessRowsAny(l, u.b, u.h, UnitRows{rows, q, acc, st, R}, c0, c1, t);
+    ProcessRowsAny(l, u.b, u.h, UnitRows{rows, q, acc, st, R, KvRun{}}, c0, c1, t);
   }
   for (std::int64_t r = 0; r < R; ++r) l.finish(rows[r], acc[r], st[r][0], st[r][1]);
 }

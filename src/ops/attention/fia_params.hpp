@@ -89,6 +89,7 @@ inline constexpr std::int64_t kDecodeMaxSeq = 4;   // query S up to this runs th
 inline constexpr std::int64_t kPrefillRows = 64;   // query rows (heads x positions) per prefill unit
 inline constexpr std::int64_t kMinSplit = 256;     // KV columns per decode split at least
 inline constexpr std::int64_t kMaxSplits = 32;     // decode splits per (batch, KV head) at most
+inline constexpr std::int64_t kMaxHeadDim = 512;   // D at most (fia_layout.cpp checks it)
 
 struct FiaWorkspacePlan {
   // Simple kernel.

@@ -1,14 +1,17 @@
 // The SIMD core of the fast FIA kernels (Note [FIA fast kernels] in fia_fast_launch.hpp),
 // compiled once per Highway target by the files that include it after hwy/foreach_target.h
 // (fia_fast_decode.cpp, fia_fast_prefill.cpp):
-//   - ConvertRows: key/value rows (float32, float16, bfloat16) to zero-padded float32 tiles;
+//   - LoadKv: a vector of a key/value row (float32, float16, bfloat16, int8 dequantised) as
+//     float32; ConvertRows: key/value rows to zero-padded float32 tiles;
 //   - ChunkScores: q·k for a set of query rows × a key tile, 4 rows × 4 columns (AVX-512) or
 //     4 × 2 register-blocked (1 row × 4 columns for the rest), four horizontal sums folded into
 //     one (Reduce4);
 //   - SoftmaxChunk: scale, band/mask/pse, the online-softmax update, vectorised exp;
 //   - AccumulatePV: acc += P·V, 4 rows × 4 (AVX-512) or 2 vectors register-blocked;
 //   - ProcessRows: a unit's query rows against a range of KV columns, chunk by chunk, skipping
-//     chunks that no row can see.
+//     chunks that no row can see;
+//   - DirectRows (DirectScores, DirectPV): the same for units of at most kDirectRows rows, with
+//     K and V converted in registers instead of through tiles.
 // Every function does the same float operations in the same order for the same inputs, whatever
 // thread runs it (Note [FIA workspace]).
 //
@@ -44,36 +47,88 @@ using VF = hn::Vec<DF>;
 inline constexpr std::int64_t kMaxUnitRows = 64 * kDecodeMaxSeq;
 static_assert(kPrefillRows <= kMaxUnitRows);
 
-// n elements of T to float32.
+// How rows are dequantised as they are loaded (int8 KV, DqRun): not at all (float types), with
+// per-channel vectors, or with one scale/offset per row.
+enum class Dq { none, channel, token };
+
+// N elements of T at p as float32.
 template <class T>
-HWY_INLINE void ConvertRow(const T* HWY_RESTRICT src, std::int64_t n, float* HWY_RESTRICT dst) {
+HWY_INLINE VF LoadAsFloat(const T* HWY_RESTRICT p) {
   const DF df;
-  const auto N = static_cast<std::int64_t>(hn::Lanes(df));
-  std::int64_t d = 0;
   if constexpr (std::is_same_v<T, float>) {
-    for (; d + N <= n; d += N) hn::StoreU(hn::LoadU(df, src + d), df, dst + d);
+    return hn::LoadU(df, p);
   } else if constexpr (std::is_same_v<T, half>) {
     const hn::Rebind<hwy::float16_t, DF> dh;
-    const auto* s = reinterpret_cast<const hwy::float16_t*>(src);
-    for (; d + N <= n; d += N) hn::StoreU(hn::PromoteTo(df, hn::LoadU(dh, s + d)), df, dst + d);
-  } else {
+    return hn::PromoteTo(df, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(p)));
+  } else if constexpr (std::is_same_v<T, bfloat16>) {
     const hn::Rebind<hwy::bfloat16_t, DF> dh;
-    const auto* s = reinterpret_cast<const hwy::bfloat16_t*>(src);
-    for (; d + N <= n; d += N) hn::StoreU(hn::PromoteTo(df, hn::LoadU(dh, s + d)), df, dst + d);
+    return hn::PromoteTo(df, hn::LoadU(dh, reinterpret_cast<const hwy::bfloat16_t*>(p)));
+  } else {
+    static_assert(std::is_same_v<T, std::int8_t>);
+    const hn::Rebind<std::int32_t, DF> di;
+    const hn::Rebind<std::int8_t, DF> d8;
+    return hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(d8, p)));
   }
-  for (; d < n; ++d) dst[d] = static_cast<float>(src[d]);
+}
+
+// Elements [d, d + N) of a KV row as float32, dequantised (x + offset) * scale for int8: `dq`'s
+// channel arrays (Dq::channel) or the row's broadcast scale/offset (Dq::token).
+template <class T, Dq K>
+HWY_INLINE VF LoadKv(const T* HWY_RESTRICT row, std::int64_t d, const DqRun* dq, VF rs, VF ro) {
+  const VF x = LoadAsFloat(row + d);
+  if constexpr (K == Dq::channel) {
+    const DF df;
+    return hn::Mul(hn::Add(x, hn::Load(df, dq->offset + d)), hn::Load(df, dq->scale + d));
+  } else if constexpr (K == Dq::token) {
+    return hn::Mul(hn::Add(x, ro), rs);
+  } else {
+    (void)dq, (void)rs, (void)ro;
+    return x;
+  }
+}
+
+// Row c's broadcast scale and offset (Dq::token; unused otherwise).
+template <Dq K>
+HWY_INLINE void RowDq(const DqRun* dq, std::int64_t c, VF& rs, VF& ro) {
+  const DF df;
+  if constexpr (K == Dq::token) {
+    rs = hn::Set(df, dq->scale[c]);
+    ro = hn::Set(df, dq->offset[c]);
+  } else {
+    (void)dq, (void)c;
+    rs = ro = hn::Zero(df);
+  }
+}
+
+// n elements of row c of T to float32 (Dq as LoadKv).
+template <class T, Dq K>
+HWY_INLINE void ConvertRow(const T* HWY_RESTRICT src, std::int64_t n, float* HWY_RESTRICT dst,
+                           const DqRun* dq, std::int64_t c) {
+  const DF df;
+  const auto N = static_cast<std::int64_t>(hn::Lanes(df));
+  VF rs, ro;
+  RowDq<K>(dq, c, rs, ro);
+  std::int64_t d = 0;
+  for (; d + N <= n; d += N) hn::StoreU(LoadKv<T, K>(src, d, dq, rs, ro), df, dst + d);
+  for (; d < n; ++d) {
+    const float x = static_cast<float>(src[d]);
+    if constexpr (K == Dq::channel) dst[d] = (x + dq->offset[d]) * dq->scale[d];
+    else if constexpr (K == Dq::token) dst[d] = (x + dq->offset[c]) * dq->scale[c];
+    else dst[d] = x;
+  }
 }
 
 // `cols` rows (row stride `stride` elements) of D elements, and optionally of D2 elements from a
 // second tensor placed after them, into float32 rows of `padded` floats (the rest zero).
 // `ahead` (optional, row stride `ahead_stride`, `ahead_rows` rows): the rows of the next run of
 // the same tensor, prefetched one per converted row so that the loads are spread over the chunk.
-template <class T>
+// `dq`: the run's antiquant parameters (int8; D2 is 0 then).
+template <class T, Dq K>
 HWY_INLINE void ConvertRows(const std::byte* src, std::int64_t stride, std::int64_t D,
                             const std::byte* src2, std::int64_t stride2, std::int64_t D2,
                             std::int64_t cols, float* dst, std::int64_t padded,
                             const std::byte* ahead, std::int64_t ahead_stride,
-                            std::int64_t ahead_rows) {
+                            std::int64_t ahead_rows, const DqRun* dq) {
   const T* a = reinterpret_cast<const T*>(src);
   const T* a2 = reinterpret_cast<const T*>(src2);
   const T* next = reinterpret_cast<const T*>(ahead);
@@ -87,8 +142,8 @@ HWY_INLINE void ConvertRows(const std::byte* src, std::int64_t stride, std::int6
           hwy::Prefetch(reinterpret_cast<const std::byte*>(next + r * ahead_stride) + o);
     }
     float* row = dst + c * padded;
-    ConvertRow(a + c * stride, D, row);
-    if (D2) ConvertRow(a2 + c * stride2, D2, row + D);
+    ConvertRow<T, K>(a + c * stride, D, row, dq, c);
+    if (D2) ConvertRow<T, Dq::none>(a2 + c * stride2, D2, row + D, nullptr, c);
     for (std::int64_t d = D + D2; d < padded; ++d) row[d] = 0.0f;
   }
 }
@@ -360,12 +415,15 @@ HWY_INLINE void AccumulatePV(float* const* acc, const float* const* p, std::int6
 
 // A unit's query rows and where their state lives: rows[r] (b is the same for all), q[r] the
 // float32 query (plan.fast_dk floats), acc[r] (plan.fast_dv floats) and st[r] = {max, sum}.
+// `after`: the first run of the unit the same worker computes next (empty if none), prefetched
+// during this unit's last chunk so that a unit does not start on cold memory.
 struct UnitRows {
   const Row* rows;
   float* const* q;
   float* const* acc;
   float* const* st;
   std::int64_t count;
+  KvRun after;
 };
 
 // The slot's tiles: key and value tiles and the scores of up to kMaxUnitRows rows.
@@ -377,9 +435,10 @@ struct Tiles {
 
 // Runs the rows of `u` (batch b, KV head h) over KV columns [c0, c1) in chunks of at most
 // kFastChunk columns that never cross a paged block or the shared prefix.
-template <class T>
+template <class T, Dq KK, Dq VK>
 void ProcessRows(const Launch& l, std::int64_t b, std::int64_t h, const UnitRows& u,
                  std::int64_t c0, std::int64_t c1, const Tiles& t) {
+  DqRun kq, vq;
   const FiaWorkspacePlan& plan = l.p.plan;
   const std::int64_t dkp = plan.fast_dk, dvp = plan.fast_dv;
   const float* qa[kMaxUnitRows];
@@ -395,6 +454,7 @@ void ProcessRows(const Launch& l, std::int64_t b, std::int64_t h, const UnitRows
     // one thread's stream otherwise).
     KvRun next;
     if (j1 < c1) next = l.run_at(b, h, j1, std::min(kFastChunk, c1 - j1));
+    const KvRun& pf = j1 < c1 ? next : u.after;
     std::int64_t na = 0;
     for (std::int64_t r = 0; r < u.count; ++r) {
       const Row& row = u.rows[r];
@@ -410,8 +470,9 @@ void ProcessRows(const Launch& l, std::int64_t b, std::int64_t h, const UnitRows
       run = next;
       continue;
     }
-    ConvertRows<T>(run.k, run.k_stride, l.key.dk, run.kr, run.kr_stride, l.key.dr, cols, t.k, dkp,
-                   next.k, next.k_stride, next.len);
+    if constexpr (KK != Dq::none) l.dequant(l.kdq, run, h, cols, l.key.dk, kq);
+    ConvertRows<T, KK>(run.k, run.k_stride, l.key.dk, run.kr, run.kr_stride, l.key.dr, cols, t.k,
+                       dkp, pf.k, pf.k_stride, pf.len, &kq);
     ChunkScores(qa, na, t.k, dkp, cols, sa);
     std::int64_t npv = 0;
     for (std::int64_t a = 0; a < na; ++a) {
@@ -435,8 +496,9 @@ void ProcessRows(const Launch& l, std::int64_t b, std::int64_t h, const UnitRows
       ++npv;
     }
     if (npv > 0) {
-      ConvertRows<T>(run.v, run.v_stride, l.key.dv, nullptr, 0, 0, cols, t.v, dvp, next.v,
-                     next.v_stride, next.len);
+      if constexpr (VK != Dq::none) l.dequant(l.vdq, run, h, cols, l.key.dv, vq);
+      ConvertRows<T, VK>(run.v, run.v_stride, l.key.dv, nullptr, 0, 0, cols, t.v, dvp, pf.v,
+                         pf.v_stride, pf.len, &vq);
       AccumulatePV(acc_pv, p_pv, npv, t.v, dvp, cols);
     }
     j = j1;
@@ -444,13 +506,242 @@ void ProcessRows(const Launch& l, std::int64_t b, std::int64_t h, const UnitRows
   }
 }
 
-// ProcessRows for the launch's KV dtype.
+// Selects the rows of `u` that see some of the columns [j, j1): their indices, queries and
+// score rows (t.score, kFastChunk floats each). Returns how many.
+HWY_INLINE std::int64_t ActiveRows(const UnitRows& u, std::int64_t j, std::int64_t j1,
+                                   const Tiles& t, std::int64_t* idx, const float** qa,
+                                   float** sa) {
+  std::int64_t na = 0;
+  for (std::int64_t r = 0; r < u.count; ++r) {
+    const Row& row = u.rows[r];
+    if (row.lo < j1 && row.hi > j) {
+      idx[na] = r;
+      qa[na] = u.q[r];
+      sa[na] = t.score + na * kFastChunk;
+      ++na;
+    }
+  }
+  return na;
+}
+
+// Q·K of R query rows against `cols` KV rows of T converted in registers (no tile): scores
+// s[r][c] = q_r · k_c, four columns at a time. The rows of `ahead` (the next run, `ahead_rows`
+// rows) are prefetched as the columns are consumed, one row per column.
+template <int R, class T, Dq K>
+HWY_INLINE void DirectScores(const float* const* q, const T* k, std::int64_t stride,
+                             std::int64_t D, std::int64_t cols, const DqRun* dq,
+                             const T* ahead, std::int64_t ahead_stride, std::int64_t ahead_rows,
+                             float* const* s) {
+  const DF df;
+  const auto N = static_cast<std::int64_t>(hn::Lanes(df));
+  const auto row_bytes = D * static_cast<std::int64_t>(sizeof(T));
+  for (std::int64_t j = 0; j < cols; j += 4) {
+    if (ahead)
+      for (std::int64_t c = j; c < std::min(j + 4, ahead_rows); ++c)
+        for (std::int64_t o = 0; o < row_bytes; o += 64)
+          hwy::Prefetch(reinterpret_cast<const std::byte*>(ahead + c * ahead_stride) + o);
+    // Past the run's end the last column is computed again and dropped.
+    const T* kc[4];
+    VF rs[4], ro[4];
+    for (int c = 0; c < 4; ++c) {
+      const std::int64_t col = std::min(j + c, cols - 1);
+      kc[c] = k + col * stride;
+      RowDq<K>(dq, col, rs[c], ro[c]);
+    }
+    VF a[R][4];
+    for (int r = 0; r < R; ++r)
+      for (int c = 0; c < 4; ++c) a[r][c] = hn::Zero(df);
+    for (std::int64_t d = 0; d < D; d += N) {
+      VF x[4];
+      for (int c = 0; c < 4; ++c) x[c] = LoadKv<T, K>(kc[c], d, dq, rs[c], ro[c]);
+      for (int r = 0; r < R; ++r) {
+        const VF y = hn::Load(df, q[r] + d);
+        for (int c = 0; c < 4; ++c) a[r][c] = hn::MulAdd(y, x[c], a[r][c]);
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      HWY_ALIGN float out[4];
+      Reduce4(a[r][0], a[r][1], a[r][2], a[r][3], out);
+      for (int c = 0; c < 4 && j + c < cols; ++c) s[r][j + c] = out[c];
+    }
+  }
+}
+
+// acc_r += sum_c p_r[c] * v_c for R rows, V rows of T converted in registers; `ahead` as in
+// DirectScores. D is a multiple of the vector length.
+template <int R, class T, Dq K>
+HWY_INLINE void DirectPV(float* const* acc, const float* const* p, const T* v,
+                         std::int64_t stride, std::int64_t D, std::int64_t cols, const DqRun* dq,
+                         const T* ahead, std::int64_t ahead_stride, std::int64_t ahead_rows) {
+  const DF df;
+  const auto N = static_cast<std::int64_t>(hn::Lanes(df));
+  const auto row_bytes = D * static_cast<std::int64_t>(sizeof(T));
+  std::int64_t d0 = 0;
+  // Blocks of 4 vectors (the first block prefetches), then single vectors.
+  for (; d0 + 4 * N <= D; d0 += 4 * N) {
+    VF a[R][4];
+    for (int r = 0; r < R; ++r)
+      for (int x = 0; x < 4; ++x) a[r][x] = hn::Load(df, acc[r] + d0 + x * N);
+    for (std::int64_t c = 0; c < cols; ++c) {
+      if (d0 == 0 && ahead && c < ahead_rows)
+        for (std::int64_t o = 0; o < row_bytes; o += 64)
+          hwy::Prefetch(reinterpret_cast<const std::byte*>(ahead + c * ahead_stride) + o);
+      VF rs, ro;
+      RowDq<K>(dq, c, rs, ro);
+      const T* vc = v + c * stride;
+      VF x[4];
+      for (int i = 0; i < 4; ++i) x[i] = LoadKv<T, K>(vc, d0 + i * N, dq, rs, ro);
+      for (int r = 0; r < R; ++r) {
+        const VF w = hn::Set(df, p[r][c]);
+        for (int i = 0; i < 4; ++i) a[r][i] = hn::MulAdd(w, x[i], a[r][i]);
+      }
+    }
+    for (int r = 0; r < R; ++r)
+      for (int x = 0; x < 4; ++x) hn::Store(a[r][x], df, acc[r] + d0 + x * N);
+  }
+  for (; d0 < D; d0 += N) {
+    VF a[R];
+    for (int r = 0; r < R; ++r) a[r] = hn::Load(df, acc[r] + d0);
+    for (std::int64_t c = 0; c < cols; ++c) {
+      if (d0 == 0 && ahead && c < ahead_rows)
+        for (std::int64_t o = 0; o < row_bytes; o += 64)
+          hwy::Prefetch(reinterpret_cast<const std::byte*>(ahead + c * ahead_stride) + o);
+      VF rs, ro;
+      RowDq<K>(dq, c, rs, ro);
+      const VF x = LoadKv<T, K>(v + c * stride, d0, dq, rs, ro);
+      for (int r = 0; r < R; ++r) a[r] = hn::MulAdd(hn::Set(df, p[r][c]), x, a[r]);
+    }
+    for (int r = 0; r < R; ++r) hn::Store(a[r], df, acc[r] + d0);
+  }
+}
+
+// ProcessRows for units of at most kDirectRows query rows (decode at small GQA groups): K and V
+// are converted in registers as they are used instead of through float32 tiles, and the next
+// run's rows are prefetched while each phase streams (K during Q·K, V during P·V), so the loads
+// stay evenly spread over the chunk. Rows are computed in blocks of R (1 or 4; 2 and 3 rows
+// run as 4 with the extra rows discarded).
+inline constexpr std::int64_t kDirectRows = 4;
+
+template <class T, Dq KK, Dq VK>
+void DirectRows(const Launch& l, std::int64_t b, std::int64_t h, const UnitRows& u,
+                std::int64_t c0, std::int64_t c1, const Tiles& t) {
+  const FiaWorkspacePlan& plan = l.p.plan;
+  const std::int64_t dvp = plan.fast_dv;
+  const DF df;
+  DqRun kq, vq;
+  const float* qa[kDirectRows];
+  float* sa[kDirectRows];
+  float* acc_pv[kDirectRows];
+  const float* p_pv[kDirectRows];
+  std::int64_t idx[kDirectRows];
+  // Spare rows of a 4-row block: a zero query, scores and an accumulator that are dropped.
+  float* spare_acc = t.v;          // the value tile is unused here (dvp floats)
+  float* spare_s = t.k;            // the key tile is unused here (kFastChunk floats)
+  const float* zero_q = t.k + kFastChunk;  // fast_dk zero floats after it
+  std::fill(t.k, t.k + kFastChunk + plan.fast_dk, 0.0f);
+  std::fill(spare_acc, spare_acc + dvp, 0.0f);
+  if (c0 >= c1) return;
+  KvRun run = l.run_at(b, h, c0, std::min(kFastChunk, c1 - c0));
+  for (std::int64_t j = c0; j < c1;) {
+    const std::int64_t cols = run.len, j1 = j + cols;
+    KvRun next;
+    if (j1 < c1) next = l.run_at(b, h, j1, std::min(kFastChunk, c1 - j1));
+    const KvRun& pf = j1 < c1 ? next : u.after;
+    const std::int64_t na = ActiveRows(u, j, j1, t, idx, qa, sa);
+    if (na == 0) {
+      j = j1;
+      run = next;
+      continue;
+    }
+    if constexpr (KK != Dq::none) l.dequant(l.kdq, run, h, cols, l.key.dk, kq);
+    const T* k = reinterpret_cast<const T*>(run.k);
+    const T* nk = reinterpret_cast<const T*>(pf.k);
+    if (na == 1) {
+      DirectScores<1, T, KK>(qa, k, run.k_stride, l.key.dk, cols, &kq, nk, pf.k_stride,
+                             pf.len, sa);
+    } else {
+      for (std::int64_t a = na; a < kDirectRows; ++a) {
+        qa[a] = zero_q;
+        sa[a] = spare_s;
+      }
+      DirectScores<4, T, KK>(qa, k, run.k_stride, l.key.dk, cols, &kq, nk, pf.k_stride,
+                             pf.len, sa);
+    }
+    std::int64_t npv = 0;
+    for (std::int64_t a = 0; a < na; ++a) {
+      const std::int64_t r = idx[a];
+      float* st = u.st[r];
+      SoftmaxState s{st[0], st[1]};
+      bool skip = false;
+      const float factor = SoftmaxChunk(l, u.rows[r], j, cols, sa[a], s, &skip);
+      st[0] = s.max;
+      st[1] = s.sum;
+      if (skip) continue;
+      float* acc = u.acc[r];
+      if (factor != 1.0f) {
+        const VF f = hn::Set(df, factor);
+        for (std::int64_t d = 0; d < dvp; d += static_cast<std::int64_t>(hn::Lanes(df)))
+          hn::Store(hn::Mul(hn::Load(df, acc + d), f), df, acc + d);
+      }
+      acc_pv[npv] = acc;
+      p_pv[npv] = sa[a];
+      ++npv;
+    }
+    const T* nv = reinterpret_cast<const T*>(pf.v);
+    if (npv > 0) {
+      if constexpr (VK != Dq::none) l.dequant(l.vdq, run, h, cols, l.key.dv, vq);
+      const T* v = reinterpret_cast<const T*>(run.v);
+      if (npv == 1) {
+        DirectPV<1, T, VK>(acc_pv, p_pv, v, run.v_stride, l.key.dv, cols, &vq, nv, pf.v_stride,
+                           pf.len);
+      } else {
+        for (std::int64_t a = npv; a < kDirectRows; ++a) {
+          acc_pv[a] = spare_acc;
+          p_pv[a] = spare_s;
+        }
+        DirectPV<4, T, VK>(acc_pv, p_pv, v, run.v_stride, l.key.dv, cols, &vq, nv, pf.v_stride,
+                           pf.len);
+      }
+    } else if (nv) {
+      // Nothing to accumulate here: still fetch the next run's values.
+      const auto row_bytes = l.key.dv * static_cast<std::int64_t>(sizeof(T));
+      for (std::int64_t c = 0; c < pf.len; ++c)
+        for (std::int64_t o = 0; o < row_bytes; o += 64)
+          hwy::Prefetch(reinterpret_cast<const std::byte*>(nv + c * pf.v_stride) + o);
+    }
+    j = j1;
+    run = next;
+  }
+}
+
+// True when DirectRows serves a unit of `rows` query rows of this launch.
+HWY_INLINE bool UseDirect(const Launch& l, std::int64_t rows) {
+  const auto N = static_cast<std::int64_t>(hn::Lanes(DF()));
+  return rows <= kDirectRows && l.key.dr == 0 && l.key.dk % N == 0 && l.key.dv % N == 0;
+}
+
+template <class T, Dq KK, Dq VK>
+void RunRows(const Launch& l, std::int64_t b, std::int64_t h, const UnitRows& u,
+             std::int64_t c0, std::int64_t c1, const Tiles& t) {
+  if (UseDirect(l, u.count)) DirectRows<T, KK, VK>(l, b, h, u, c0, c1, t);
+  else ProcessRows<T, KK, VK>(l, b, h, u, c0, c1, t);
+}
+
+// ProcessRows (or DirectRows) for the launch's KV dtype and antiquant kinds.
 inline void ProcessRowsAny(const Launch& l, std::int64_t b, std::int64_t h, const UnitRows& u,
                            std::int64_t c0, std::int64_t c1, const Tiles& t) {
   switch (l.kv_t) {
-    case DType::f16: return ProcessRows<half>(l, b, h, u, c0, c1, t);
-    case DType::bf16: return ProcessRows<bfloat16>(l, b, h, u, c0, c1, t);
-    default: return ProcessRows<float>(l, b, h, u, c0, c1, t);
+    case DType::f16: return RunRows<half, Dq::none, Dq::none>(l, b, h, u, c0, c1, t);
+    case DType::bf16: return RunRows<bfloat16, Dq::none, Dq::none>(l, b, h, u, c0, c1, t);
+    case DType::i8: {
+      const bool kc = l.kdq.per_channel(), vc = l.vdq.per_channel();
+      using I8 = std::int8_t;
+      if (kc && vc) return RunRows<I8, Dq::channel, Dq::channel>(l, b, h, u, c0, c1, t);
+      if (kc) return RunRows<I8, Dq::channel, Dq::token>(l, b, h, u, c0, c1, t);
+      if (vc) return RunRows<I8, Dq::token, Dq::channel>(l, b, h, u, c0, c1, t);
+      return RunRows<I8, Dq::token, Dq::token>(l, b, h, u, c0, c1, t);
+    }
+    default: return RunRows<float, Dq::none, Dq::none>(l, b, h, u, c0, c1, t);
   }
 }
 
