@@ -32,12 +32,38 @@ inline GraphExec noop_graph(int n, bool chain) {
   return def.instantiate();
 }
 
+// One replay + synchronize of an n-task noop graph per iteration (chained or independent).
+inline void replay_and_wait(benchmark::State& state, bool chain) {
+  const int n = static_cast<int>(state.range(0));
+  GraphExec exec = noop_graph(n, chain);
+  Stream s = Stream::create();
+  for (auto _ : state) {
+    exec.launch(s);
+    s.synchronize();
+  }
+  per_task_counter(state, n);
+}
+
+// The floor: n calls of the same empty kernel function through a function pointer, in a loop.
+inline void plain_loop(benchmark::State& state) {
+  const int n = static_cast<int>(state.range(0));
+  KernelFn fn = ops::noop_kernel().cpu;
+  benchmark::DoNotOptimize(fn);
+  const ExecContext ctx(nullptr, 1);
+  const int dummy = 0;
+  for (auto _ : state)
+    for (int i = 0; i < n; ++i) fn(&dummy, sizeof dummy, ctx);
+  per_task_counter(state, n);
+}
+
 // The seed's decode FIA (query/key/value 1x32x1x128 fp16, BNSD), `groups` times, each call in its own
-// task group of one graph: the shape of a decode step's attention layers.
+// task group of one graph: the shape of a decode step's attention layers. With `others` > 0, each
+// layer also launches that many other (empty) kernels: a whole decode step's graph.
 struct FiaStepGraph {
-  explicit FiaStepGraph(int groups) : n(groups) {}
+  explicit FiaStepGraph(int groups, int others = 0) : n(groups), other_kernels(others) {}
 
   int n;
+  int other_kernels;
   Tensor q = zeros({1, 32, 1, 128}, f16), k = zeros({1, 32, 1, 128}, f16),
          v = zeros({1, 32, 1, 128}, f16);
   ops::FiaOptions opt{.actual_seq_lengths = {29}, .num_heads = 32, .scale = 128.0,
@@ -54,7 +80,9 @@ struct FiaStepGraph {
     lse = empty({1}, f16);
     out.clear();
     handles.clear();
+    const int dummy = 0;
     for (int i = 0; i < n; ++i) {
+      for (int j = 0; j < other_kernels; ++j) launch(s, ops::noop_kernel(), dummy);
       out.push_back(empty({1, 32, 1, 128}, f16));
       task_group_begin(s);
       ops::fused_infer_attention_score_out(q, k, v, opt, ws, out.back(), lse);

@@ -134,26 +134,76 @@ ATTENTION = Section(
 )
 
 # --- Host path (issue 5) ------------------------------------------------------------------------
-# Placeholder for the host-path rows (owner: the runtime engineer). Planned rows, one per target of
-# issue 5, each with our figure, the peer's, their ratio and the target, e.g.
-#   row("replay, 1,000-task chain, per task",
-#       ours=M("bench_runtime", "replay/chain/1000", "ns_per_task", "ns"),
-#       peer=M("bench_runtime", "tbb_flow_graph/chain/1000", "ns_per_task", "ns"),
-#       peer_name=T("oneTBB flow graph"), target=T("≤ 15 ns, ≥ 2× oneTBB")),
-# and likewise: independent tasks (vs oneTBB flow graph and a plain loop), eager enqueue per launch,
-# launch + synchronize of a 1-task graph, update per FIA task, one batched update of 80 groups
-# (C++, and from Python through bench/bench_python.py's python.json), memory per task of a
-# 100,000-task graph (fmt "bytes"). Rows whose results are missing render as "—".
+
+CH, IND, RT, UPD, PY = "bench_chain", "bench_independent", "bench_runtime", "bench_update", "python"
+
+
+def _per_task(file, name):
+    return M(file, name, "s_per_task", "s")
+
+
 HOST = Section(
-    title="Host path (bench_runtime, bench/bench_python.py)",
+    title="Host path (bench_chain, bench_independent, bench_runtime, bench_update, bench/bench_python.py)",
     columns=[
         Column("ours", "npugraph"),
         Column("peer_name", "peer"),
         Column("peer", "peer's figure"),
         Column("ratio", "peer / npugraph", R("peer", "ours")),
+        Column("floor", "plain loop (floor)"),
         Column("target", "target"),
     ],
-    rows=[],
+    rows=[
+        row("replay + wait, 1,000-task chain, per task",
+            ours=_per_task(CH, "BM_Chain_Npugraph/1000"), peer_name=T("oneTBB flow graph"),
+            peer=_per_task(CH, "BM_Chain_TbbFlowGraph/1000"), floor=_per_task(CH, "BM_Chain_PlainLoop/1000"),
+            target=T("≤ 15 ns, ≥ 2× oneTBB")),
+        row("replay + wait, 1,000 independent tasks, per task",
+            ours=_per_task(IND, "BM_Independent_Npugraph/1000"), peer_name=T("oneTBB flow graph"),
+            peer=_per_task(IND, "BM_Independent_TbbFlowGraph/1000"),
+            floor=_per_task(IND, "BM_Independent_PlainLoop/1000"), target=T("")),
+        row("eager enqueue, per launch", ours=_per_task(RT, "BM_EagerEnqueue"), target=T("≤ 150 ns")),
+        row("launch + synchronize, 1-task graph", ours=M(RT, "BM_LaunchSynchronize1Task"),
+            target=T("≤ 5 µs")),
+        row("capture + instantiate, per task (1,000 tasks)",
+            ours=_per_task(RT, "BM_CaptureInstantiate/1000")),
+        row("capture + instantiate, per task (100,000 tasks)",
+            ours=_per_task(RT, "BM_CaptureInstantiate/100000")),
+        row("replay + wait, captured 100,000-task chain, per task",
+            ours=_per_task(RT, "BM_ReplayCaptured/100000")),
+        row("heap bytes per task, 1,000-task graph",
+            ours=M(RT, "BM_MemoryPerTask/1000", "bytes_per_task", "bytes")),
+        row("heap bytes per task, 100,000-task graph",
+            ours=M(RT, "BM_MemoryPerTask/100000", "bytes_per_task", "bytes"), target=T("linear")),
+        row("update of 1 FIA task, stream order (vs re-capture of the 1-task graph)",
+            ours=M(UPD, "BM_Update_Fia1_StreamOrder"), peer_name=T("re-capture + instantiate"),
+            peer=M(UPD, "BM_Recapture_Fia1"), target=T("≤ 300 ns")),
+        row("update of 1 FIA task, launch order",
+            ours=M(UPD, "BM_Update_Fia1_LaunchOrder"), peer_name=T("re-capture + instantiate"),
+            peer=M(UPD, "BM_Recapture_Fia1"), target=T("≤ 300 ns")),
+        row("update of 1 FIA task, stream order (vs re-capture of a decode step's graph)",
+            ours=M(UPD, "BM_Update_Fia1_StreamOrder"), peer_name=T("re-capture + instantiate, 80 layers"),
+            peer=M(UPD, "BM_Recapture_DecodeStep"), target=T("≥ 1000× cheaper")),
+        row("batched update of 80 FIA groups, stream order",
+            ours=M(UPD, "BM_Update_Fia80Batched_StreamOrder"), peer_name=T("re-capture + instantiate, 80 layers"),
+            peer=M(UPD, "BM_Recapture_DecodeStep"), target=T("≤ 20 µs")),
+        row("batched update of 80 FIA groups, launch order",
+            ours=M(UPD, "BM_Update_Fia80Batched_LaunchOrder"), target=T("≤ 20 µs")),
+        row("Python: NPUGraph.update of 80 recorded FIA calls (80 dicts)",
+            ours=M(PY, "BM_Python_GraphUpdate80"), target=T("≤ 60 µs")),
+        row("Python: NPUGraph.update of 80 recorded FIA calls (1 dict for all)",
+            ours=M(PY, "BM_Python_GraphUpdate80One")),
+        row("Python: update triple (begin + FIA .out + end)", ours=M(PY, "BM_Python_UpdateTriple")),
+        row("Python: replay(blocking=False)", ours=M(PY, "BM_Python_ReplayAsync")),
+        row("Python: replay() of the seed graph, blocking", ours=M(PY, "BM_Python_ReplayBlocking")),
+        row("Python: eager FIA, seed shape", ours=M(PY, "BM_Python_EagerFia")),
+    ],
+    notes=[
+        "Medians. *replay + wait*: one launch and one synchronize per iteration (for oneTBB: try_put +"
+        " wait_for_all), divided by the tasks. *plain loop*: the same empty kernel called through a"
+        " function pointer n times — the floor. *update*: task_update_begin + the FIA `.out` call (all"
+        " its checks and planning) + task_update_end; the decode-step graph has 80 layers of 24 empty"
+        " kernels + 1 FIA group. Python figures: bench/bench_python.py (per call, µs).",
+    ],
 )
 
 SECTIONS = [ROOFLINE, ATTENTION, HOST]

@@ -84,6 +84,7 @@ def fmt_time(ns):
 FORMATS = {
     "time": fmt_time,
     "ns": lambda v: f"{v:.3g} ns",
+    "s": lambda v: fmt_time(v * 1e9),  # a counter in seconds (e.g. s_per_task)
     "us": lambda v: f"{v / 1e3:.3g} µs",
     "GBps": lambda v: f"{v:.1f} GB/s",
     "GFLOPs": lambda v: f"{v:.0f} GFLOP/s",

@@ -3,17 +3,6 @@
 #include "bench_util.hpp"
 
 namespace {
-
-void BM_Chain_Npugraph(benchmark::State& state) {
-  const int n = static_cast<int>(state.range(0));
-  npugraph::GraphExec exec = npugraph::bench::noop_graph(n, /*chain=*/true);
-  npugraph::Stream s = npugraph::Stream::create();
-  for (auto _ : state) {
-    exec.launch(s);
-    s.synchronize();
-  }
-  npugraph::bench::per_task_counter(state, n);
-}
+void BM_Chain_Npugraph(benchmark::State& state) { npugraph::bench::replay_and_wait(state, true); }
 BENCHMARK(BM_Chain_Npugraph)->Arg(1000)->UseRealTime();
-
 }  // namespace

@@ -1,19 +1,8 @@
-// n independent empty tasks, npugraph: one replay + synchronize per iteration. Peers in this folder:
-// oneTBB flow graph (tbb_flow_graph.cpp) and a plain loop of function calls (plain_loop.cpp).
+// n independent empty tasks, npugraph: one replay + synchronize per iteration (the compute pool's
+// helpers join). Peers in this folder: oneTBB flow graph and a plain loop of function calls.
 #include "bench_util.hpp"
 
 namespace {
-
-void BM_Independent_Npugraph(benchmark::State& state) {
-  const int n = static_cast<int>(state.range(0));
-  npugraph::GraphExec exec = npugraph::bench::noop_graph(n, /*chain=*/false);
-  npugraph::Stream s = npugraph::Stream::create();
-  for (auto _ : state) {
-    exec.launch(s);
-    s.synchronize();
-  }
-  npugraph::bench::per_task_counter(state, n);
-}
+void BM_Independent_Npugraph(benchmark::State& state) { npugraph::bench::replay_and_wait(state, false); }
 BENCHMARK(BM_Independent_Npugraph)->Arg(1000)->UseRealTime();
-
 }  // namespace

@@ -1,18 +1,8 @@
-// The floor: n calls (no dependencies to honour either way) of the same empty kernel function through a function pointer, in a loop.
+// The floor for independent tasks: n calls of the same empty kernel function (no dependencies to
+// honour either way).
 #include "bench_util.hpp"
 
 namespace {
-
-void BM_Independent_PlainLoop(benchmark::State& state) {
-  const int n = static_cast<int>(state.range(0));
-  npugraph::KernelFn fn = npugraph::ops::noop_kernel().cpu;
-  benchmark::DoNotOptimize(fn);
-  const npugraph::ExecContext ctx(nullptr, 1);
-  const int dummy = 0;
-  for (auto _ : state)
-    for (int i = 0; i < n; ++i) fn(&dummy, sizeof dummy, ctx);
-  npugraph::bench::per_task_counter(state, n);
-}
+void BM_Independent_PlainLoop(benchmark::State& state) { npugraph::bench::plain_loop(state); }
 BENCHMARK(BM_Independent_PlainLoop)->Arg(1000)->UseRealTime();
-
 }  // namespace

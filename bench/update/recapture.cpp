@@ -1,10 +1,11 @@
-// The peer of an update: capturing and instantiating the same graph again (1 FIA group, 80 groups).
+// The peer of an update: capturing and instantiating the same graph again — the 1-FIA seed graph, the
+// 80-group graph, and a decode step's graph (80 layers of 24 other kernels + 1 FIA group each).
 #include "bench_util.hpp"
 
 namespace {
 
-void recapture_bench(benchmark::State& state, int groups) {
-  npugraph::bench::FiaStepGraph f(groups);
+void recapture_bench(benchmark::State& state, int groups, int others = 0) {
+  npugraph::bench::FiaStepGraph f(groups, others);
   for (auto _ : state) {
     f.g.reset();
     f.capture();
@@ -13,7 +14,9 @@ void recapture_bench(benchmark::State& state, int groups) {
 }
 void BM_Recapture_Fia1(benchmark::State& s) { recapture_bench(s, 1); }
 void BM_Recapture_Fia80(benchmark::State& s) { recapture_bench(s, 80); }
+void BM_Recapture_DecodeStep(benchmark::State& s) { recapture_bench(s, 80, 24); }
 BENCHMARK(BM_Recapture_Fia1);
 BENCHMARK(BM_Recapture_Fia80);
+BENCHMARK(BM_Recapture_DecodeStep)->Unit(benchmark::kMicrosecond);
 
 }  // namespace

@@ -166,24 +166,6 @@ void bind_runtime(py::module_& m, py::module_& npu) {
              e.set_wait_deadline(std::chrono::milliseconds(static_cast<long long>(seconds * 1000)));
            }, py::arg("seconds"));
 
-  // Diagnostics (collapsed ExternalEvent signals, stalled waits): a callable taking the message, or
-  // None for the default (one line to stderr). Called from runtime threads, with the GIL taken.
-  npu.def("set_diagnostic_handler", [](py::object handler) {
-    if (handler.is_none()) {
-      set_diagnostic_handler(nullptr);
-      return;
-    }
-    auto fn = std::make_shared<py::object>(std::move(handler));
-    set_diagnostic_handler([fn](const std::string& message) {
-      py::gil_scoped_acquire gil;
-      try {
-        (*fn)(message);
-      } catch (py::error_already_set& e) {
-        e.discard_as_unraisable("npugraph diagnostic handler");
-      }
-    });
-  }, py::arg("handler"));
-
   py::class_<PoolHandle>(npu, "_PoolHandle")
       .def_property_readonly("id", &PoolHandle::id)
       .def("__eq__", [](const PoolHandle& a, const PoolHandle& b) { return a == b; });

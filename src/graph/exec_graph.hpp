@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "graph/graph_def.hpp"
+#include "runtime/spin_lock.hpp"
 #include "runtime/task.hpp"
 
 namespace npugraph::detail {
@@ -69,7 +70,7 @@ std::uint64_t next_install_stamp();
 
 struct GroupSlot {
   // The set pool comes first: it must outlive every SetRef member below.
-  std::mutex free_mu;
+  SpinLock free_mu;
   std::vector<std::unique_ptr<ParamSet>> all;
   std::vector<ParamSet*> free;
 
@@ -89,7 +90,7 @@ struct GroupSlot {
   StreamState* updater = nullptr;
 
  private:
-  std::mutex current_mu_;
+  SpinLock current_mu_;
   SetRef current_;
 };
 
@@ -140,7 +141,7 @@ struct ExecGraph {
   std::vector<std::unique_ptr<RunState>> free_runs;
 
   // Launch-ordered updates (Note [Update order]). The table pool comes before the published table.
-  std::mutex tables_mu;
+  SpinLock tables_mu;
   std::vector<std::unique_ptr<LaunchTable>> all_tables;
   std::vector<LaunchTable*> free_tables;
   std::atomic<bool> has_table{false};
@@ -170,7 +171,7 @@ struct Patch {
   PatchPool* home = nullptr;
 };
 struct PatchPool {
-  std::mutex mu;
+  SpinLock mu;
   std::vector<std::unique_ptr<Patch>> all;
   std::vector<Patch*> free;
   Patch* take();

@@ -1,6 +1,8 @@
 #include "npugraph/task_group.hpp"
 
 #include <exception>
+#include <optional>
+#include <thread>
 
 #include "npugraph/external_event.hpp"
 
@@ -28,6 +30,7 @@ std::shared_ptr<ExecGraph> resolve_group(const GroupRef& ref, const char* call,
 
 void UpdateState::clear() {
   targets.clear();
+  holds.clear();
   at = bound = total = 0;
 }
 
@@ -38,18 +41,28 @@ void abandon_update(StreamState& s) {
       GroupSlot& slot = *t.graph->groups[t.group];
       if (slot.updater == &s) slot.updater = nullptr;
       t.set.reset();
-      defer_release(std::move(t.graph));  // a graph reset meanwhile dies after the unlock
-      defer_release(std::move(t.core));
+    }
+    for (auto& [core, graph] : s.update->holds) {
+      defer_release(std::move(graph));  // a graph reset meanwhile dies after the unlock
+      defer_release(std::move(core));
     }
     s.update->clear();
-    s.spare_update = std::move(s.update);
+    delete s.spare_update.exchange(s.update.release(), std::memory_order_acq_rel);
   }
+  s.update_owner.store(std::thread::id(), std::memory_order_relaxed);
   s.mode.store(StreamMode::normal, std::memory_order_release);
 }
 
 void fail_update(StreamState& s, const std::string& message) {
+  std::optional<RuntimeLock> lock;
+  if (!runtime_lock_held()) lock.emplace();
   abandon_update(s);
   NG_THROW(StateError, message, " (the update is abandoned: nothing was installed)");
+}
+
+void check_update_owner(const StreamState& s, const char* call) {
+  NG_CHECK_STATE(owns_update(s), call, ": ", s.str(), " is being updated by another thread; an update "
+                 "is bound, ended and aborted by the thread that began it");
 }
 
 namespace {
@@ -74,11 +87,13 @@ std::size_t total_tasks(const UpdateState& u) {
 
 void update_bind(StreamState& s, Task&& task) {
   if (task.kind == TaskKind::kernel) return update_bind(s, *task.kernel, task.params.span());
+  check_update_owner(s, task_name(task));
   fail_update(s, detail::cat("task update on ", s.str(), ": only kernel launches may be issued while "
                              "updating; '", task_name(task), "' is not a kernel launch"));
 }
 
 void update_bind(StreamState& s, const KernelDef& kernel, std::span<const std::byte> params) {
+  check_update_owner(s, kernel.name);
   UpdateState& u = *s.update;
   if (u.at >= u.targets.size())
     fail_update(s, detail::cat("task update on ", s.str(), ": launch ", u.total + 1, " ('", kernel.name,
@@ -224,20 +239,31 @@ void task_update_begin(const Stream& stream, std::span<const TaskGroupHandle> ha
                  " is capturing; update on a stream that is not capturing (a second stream, as in "
                  "the seed example)");
   if (s.mode.load() == StreamMode::updating) {
+    detail::check_update_owner(s, "task_update_begin");
     const std::string open = detail::groups_name(*s.update);
     detail::abandon_update(s);
     NG_THROW(StateError, "task_update_begin: ", s.str(), " is already updating ", open,
              " (updates do not nest); that update is abandoned: nothing was installed");
   }
-  std::unique_ptr<detail::UpdateState> u = std::move(s.spare_update);
+  std::unique_ptr<detail::UpdateState> u(s.spare_update.exchange(nullptr, std::memory_order_acq_rel));
   if (!u) u = std::make_unique<detail::UpdateState>();
   u->order = order;
   u->targets.reserve(handles.size());
   try {
     for (std::size_t i = 0; i < handles.size(); ++i) {
       const detail::GroupRef& ref = *handles[i].impl();
-      std::shared_ptr<detail::GraphCore> core;
-      auto graph = detail::resolve_group(ref, "task_update_begin", &core);
+      // Consecutive handles of one graph resolve once (a decode step's groups share their graph).
+      const bool same = !u->holds.empty() && !u->holds.back().first.owner_before(ref.core) &&
+                        !ref.core.owner_before(u->holds.back().first) &&
+                        u->holds.back().first->generation == ref.generation &&
+                        ref.group < u->holds.back().second->groups.size();
+      if (!same) {
+        std::shared_ptr<detail::GraphCore> core;
+        auto exec = detail::resolve_group(ref, "task_update_begin", &core);
+        u->holds.emplace_back(std::move(core), std::move(exec));
+      }
+      detail::GraphCore* core = u->holds.back().first.get();
+      detail::ExecGraph* graph = u->holds.back().second.get();
       detail::GroupSlot& slot = *graph->groups[ref.group];
       if (slot.updater == &s) {
         std::size_t j = 0;
@@ -249,7 +275,7 @@ void task_update_begin(const Stream& stream, std::span<const TaskGroupHandle> ha
                      graph->graph_id, " is already being updated on ", slot.updater->str(),
                      "; finish that update (task_update_end) first");
       slot.updater = &s;
-      u->targets.push_back({handles[i].impl(), std::move(core), std::move(graph), ref.group, slot.blank()});
+      u->targets.push_back({graph, core, ref.generation, ref.group, slot.blank()});
     }
   } catch (...) {
     s.update = std::move(u);
@@ -257,6 +283,7 @@ void task_update_begin(const Stream& stream, std::span<const TaskGroupHandle> ha
     throw;
   }
   s.update = std::move(u);
+  s.update_owner.store(std::this_thread::get_id(), std::memory_order_relaxed);
   s.mode.store(StreamMode::updating, std::memory_order_release);
 }
 
@@ -265,15 +292,27 @@ namespace {
 // Stream order: one patch task installs every set when the stream reaches it.
 void install_in_stream_order(detail::StreamState& s, detail::UpdateState& u,
                              std::span<const ExternalEvent> record_after) {
+  const std::uint64_t stamp = detail::next_install_stamp();
+  // Note [Idle-stream patch]: with nothing queued on the stream (every task submitted so far has
+  // completed), "when the stream reaches the patch" is now: install on this thread and spare the
+  // worker a wake-up. Work other threads submit concurrently is unordered with it either way.
+  const std::uint64_t submitted = s.queue->submitted();
+  if (s.queue->completed() == submitted) {
+    for (detail::UpdateTarget& t : u.targets) {
+      t.set->stamp = stamp;
+      t.graph->groups[t.group]->install(std::move(t.set));
+    }
+    for (const ExternalEvent& e : record_after) detail::external_record(*e.impl());
+    return;
+  }
   if (!s.patches) s.patches = std::make_shared<detail::PatchPool>();
   detail::Patch* patch = s.patches->take();
   for (const ExternalEvent& e : record_after) patch->records.push_back(e.impl());
-  const std::uint64_t stamp = detail::next_install_stamp();
   for (detail::UpdateTarget& t : u.targets) {
     t.set->stamp = stamp;
     patch->entries.push_back({t.graph->groups[t.group].get(), std::move(t.set)});
-    if (patch->graphs.empty() || patch->graphs.back() != t.graph) patch->graphs.push_back(t.graph);
   }
+  for (const auto& hold : u.holds) patch->graphs.push_back(hold.second);
   detail::Task task;
   task.kind = detail::TaskKind::patch;
   task.object = std::shared_ptr<void>(s.patches, patch);  // aliasing: no allocation
@@ -286,10 +325,10 @@ void install_in_launch_order(detail::UpdateState& u) {
   thread_local std::vector<std::uint32_t> groups;
   thread_local std::vector<detail::SetRef> sets;
   for (std::size_t i = 0; i < u.targets.size();) {
-    detail::ExecGraph* graph = u.targets[i].graph.get();
+    detail::ExecGraph* graph = u.targets[i].graph;
     groups.clear();
     sets.clear();
-    for (; i < u.targets.size() && u.targets[i].graph.get() == graph; ++i) {
+    for (; i < u.targets.size() && u.targets[i].graph == graph; ++i) {
       u.targets[i].set->stamp = stamp;
       groups.push_back(u.targets[i].group);
       sets.push_back(std::move(u.targets[i].set));
@@ -310,6 +349,7 @@ void task_update_end(const Stream& stream, std::span<const ExternalEvent> record
     detail::RuntimeLock lock;
     NG_CHECK_STATE(s.mode.load() == StreamMode::updating && s.update, "task_update_end: ", s.str(),
                    " is not updating: call task_update_begin first");
+    detail::check_update_owner(s, "task_update_end");
     detail::UpdateState& cur = *s.update;
     if (cur.at < cur.targets.size()) {
       const detail::UpdateTarget& t = cur.targets[cur.at];
@@ -321,20 +361,17 @@ void task_update_end(const Stream& stream, std::span<const ExternalEvent> record
                "task_update_begin and task_update_end (nothing was installed)");
     }
     for (const detail::UpdateTarget& t : cur.targets) {
-      if (t.core->generation == t.ref->generation && t.core->exec == t.graph) [[likely]]
+      if (t.core->generation == t.generation && t.core->exec.get() == t.graph) [[likely]]
         continue;
-      try {
-        detail::resolve_group(*t.ref, "task_update_end");  // throws: the graph was reset meanwhile
-      } catch (const StateError& e) {
-        detail::abandon_update(s);
-        NG_THROW(StateError, e.what(), " (the update is abandoned: nothing was installed)");
-      }
-      detail::abandon_update(s);  // reset and captured again: the handle's group is another one now
-      NG_THROW(StateError, "task_update_end: graph ", t.ref->graph_id, " was reset during the update",
-               " (nothing was installed)");
+      const std::string what = detail::cat("task_update_end: the task group handle (graph ", t.graph->graph_id,
+                                           ", group ", t.group, ") is stale: its graph was reset or "
+                                           "destroyed during the update");
+      detail::abandon_update(s);
+      NG_THROW(StateError, what, " (the update is abandoned: nothing was installed)");
     }
     for (const detail::UpdateTarget& t : cur.targets) t.graph->groups[t.group]->updater = nullptr;
     u = std::move(s.update);
+    s.update_owner.store(std::thread::id(), std::memory_order_relaxed);
     s.mode.store(StreamMode::normal, std::memory_order_release);
   }
   if (u->order == UpdateOrder::launch) {
@@ -344,8 +381,7 @@ void task_update_end(const Stream& stream, std::span<const ExternalEvent> record
     install_in_stream_order(s, *u, record_after);
   }
   u->clear();  // unlocked: may drop the last reference to a graph reset meanwhile
-  detail::RuntimeLock lock;
-  if (!s.spare_update) s.spare_update = std::move(u);
+  delete s.spare_update.exchange(u.release(), std::memory_order_acq_rel);
 }
 
 void task_update_abort(const Stream& stream) {
@@ -353,6 +389,7 @@ void task_update_abort(const Stream& stream) {
   detail::RuntimeLock lock;
   NG_CHECK_STATE(s.mode.load() == StreamMode::updating, "task_update_abort: ", s.str(),
                  " is not updating");
+  detail::check_update_owner(s, "task_update_abort");
   detail::abandon_update(s);
 }
 

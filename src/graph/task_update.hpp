@@ -14,11 +14,12 @@ namespace npugraph::detail {
 struct GroupRef;
 struct GraphCore;
 
-// One group being updated: the blank set its launches fill, in order.
+// One group being updated: the blank set its launches fill, in order. Its graph is kept alive by
+// UpdateState::holds.
 struct UpdateTarget {
-  std::shared_ptr<const GroupRef> ref;
-  std::shared_ptr<GraphCore> core;  // checked at task_update_end: the graph may have been reset
-  std::shared_ptr<ExecGraph> graph;
+  ExecGraph* graph = nullptr;
+  GraphCore* core = nullptr;       // checked at task_update_end: the graph may have been reset
+  std::uint64_t generation = 0;    // the handle's
   std::uint32_t group = 0;
   SetRef set;
 };
@@ -28,20 +29,34 @@ struct UpdateTarget {
 struct UpdateState {
   UpdateOrder order = UpdateOrder::stream;
   std::vector<UpdateTarget> targets;  // in binding order
+  // One strong reference per graph of the targets (consecutive targets of one graph share it).
+  std::vector<std::pair<std::shared_ptr<GraphCore>, std::shared_ptr<ExecGraph>>> holds;
   std::size_t at = 0;                 // the target the next launch binds to
   std::size_t bound = 0;              // launches bound to targets[at]
   std::size_t total = 0;              // launches bound in all
   void clear();                       // drops every reference (call it unlocked)
 };
 
-// A kernel launch issued on an updating stream (runtime_mutex() held). Throws, abandoning the
-// update, unless it is the next kernel launch of the group(s).
+// Note [Update binding]
+// An update belongs to the thread that began it (StreamState::update_owner). That thread binds its
+// launches without the runtime lock: nobody else touches the stream's UpdateState, because every
+// other thread's begin/end/abort/launch on the stream is refused while the update is open. Only the
+// failure path (abandoning the update, which frees groups other streams may look at) takes the lock.
+inline bool owns_update(const StreamState& s) {
+  return s.update_owner.load(std::memory_order_relaxed) == std::this_thread::get_id();
+}
+// Throws StateError unless this thread began the stream's update (nothing is abandoned).
+void check_update_owner(const StreamState& s, const char* call);
+
+// A kernel launch issued on an updating stream: by its owner thread (no lock needed) or under the
+// runtime lock. Throws, abandoning the update, unless it is the next kernel launch of the group(s).
 void update_bind(StreamState& stream, const KernelDef& kernel, std::span<const std::byte> params);
-// Any other task issued on an updating stream: abandons the update and throws.
+// Any other task issued on an updating stream (runtime lock held): abandons the update and throws.
 void update_bind(StreamState& stream, Task&& task);
 // Leaves update mode installing nothing and frees the handles (runtime_mutex() held).
 void abandon_update(StreamState& stream);
-// Abandons the update and throws StateError(message + "nothing was installed").
+// Abandons the update (taking the runtime lock if this thread does not hold it) and throws
+// StateError(message + "nothing was installed").
 [[noreturn]] void fail_update(StreamState& stream, const std::string& message);
 
 }  // namespace npugraph::detail

@@ -183,6 +183,7 @@ void capture_event_wait(const std::shared_ptr<StreamState>& stream,
   check_capture_valid(*capture, s, "Stream::wait(event)");
   switch (s.mode.load()) {
     case StreamMode::updating:
+      check_update_owner(s, "Stream::wait(event)");
       fail_update(s, cat("task update on ", s.str(), ": only kernel launches may be issued while "
                          "updating; 'event_wait' is not a kernel launch"));
     case StreamMode::normal:  // fork: the stream joins the capture

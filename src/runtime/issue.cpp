@@ -75,7 +75,9 @@ void launch(const Stream& stream, const KernelDef& kernel, std::span<const std::
                "' has no implementation for the cpu backend");
   auto& s = state_of(stream);
   if (s.mode.load(std::memory_order_acquire) == detail::StreamMode::updating) {
-    // Bound straight into the update's recycled parameter set: no task, no allocation.
+    // Bound straight into the update's recycled parameter set: no task, no allocation, and no lock
+    // on the thread that began the update (Note [Update binding]).
+    if (detail::owns_update(s)) return detail::update_bind(s, kernel, params);
     detail::RuntimeLock lock;
     if (s.mode.load() == detail::StreamMode::updating) return detail::update_bind(s, kernel, params);
   }

@@ -122,6 +122,7 @@ StreamState::~StreamState() {
     abandon_update(*this);
   }
   if (queue) queue->shutdown();
+  delete spare_update.exchange(nullptr);
 }
 
 std::string StreamState::str() const {
@@ -183,6 +184,8 @@ void RuntimeLock::unlock() {
   lock_.unlock();
   graveyard_.clear();  // destructors run here, unlocked
 }
+
+bool runtime_lock_held() { return t_runtime_lock != nullptr; }
 
 void defer_release(std::shared_ptr<void> object) {
   if (t_runtime_lock && object) t_runtime_lock->graveyard_.push_back(std::move(object));

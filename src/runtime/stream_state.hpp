@@ -8,6 +8,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "npugraph/device.hpp"
@@ -57,7 +58,11 @@ struct StreamState {
   std::vector<std::uint32_t> frontier;  // captured nodes the stream's next task depends on
   int open_group = -1;                   // index of the capture's open task group on this stream
   std::unique_ptr<UpdateState> update;
-  std::unique_ptr<UpdateState> spare_update;  // reused by the next update (no allocation)
+  // The thread that began `update`: only it binds, ends or aborts it, and it binds without the
+  // runtime lock (Note [Update binding]).
+  std::atomic<std::thread::id> update_owner{};
+  // The last update's state, reused by the next (no allocation); owned, exchanged atomically.
+  std::atomic<UpdateState*> spare_update{nullptr};
   std::shared_ptr<PatchPool> patches;         // stream-ordered patches, recycled
 
  private:
@@ -86,6 +91,9 @@ class RuntimeLock {
   std::unique_lock<std::mutex> lock_;
   std::vector<std::shared_ptr<void>> graveyard_;
 };
+// Whether this thread holds the runtime lock (through a RuntimeLock).
+bool runtime_lock_held();
+
 // Under a RuntimeLock on this thread: parks `object` until the unlock. Otherwise drops it now.
 void defer_release(std::shared_ptr<void> object);
 

@@ -1,6 +1,7 @@
 // Batched task update (DESIGN §3.7): many groups in one update, all installed or none.
 #include <gtest/gtest.h>
 
+#include <thread>
 #include <vector>
 
 #include "npugraph/npugraph.hpp"
@@ -27,6 +28,14 @@ class BatchTest : public ::testing::Test {
     task_group_begin(s);
     ops::scale_out(x, 4.0, y2);
     h.push_back(task_group_end(s));
+  }
+
+  // Issues the graph's four launches (all three groups) with new factors.
+  void issue_all(double a0, double a1, double a2) {
+    ops::scale_out(x, a0, y0);
+    ops::scale_out(x, a1, y1);
+    ops::add_out(y1, x, z1);
+    ops::scale_out(x, a2, y2);
   }
 
   // Replays and checks y0 = a0 * x, z1 = (a1 + 1) * x, y2 = a2 * x (x = 1, 2).
@@ -58,10 +67,7 @@ TEST_F(BatchTest, OneUpdateInstallsEveryGroup) {
     const double base = order == UpdateOrder::stream ? 10 : 20;
     StreamGuard on(update);
     task_update_begin(update, h, order);
-    ops::scale_out(x, base + 1, y0);
-    ops::scale_out(x, base + 2, y1);
-    ops::add_out(y1, x, z1);
-    ops::scale_out(x, base + 3, y2);
+    issue_all(base + 1, base + 2, base + 3);
     task_update_end(update);
     expect_replay(static_cast<float>(base + 1), static_cast<float>(base + 2), static_cast<float>(base + 3));
   }
@@ -106,10 +112,7 @@ TEST_F(BatchTest, TooFewLaunchesNameTheFirstIncompleteGroup) {
 TEST_F(BatchTest, TooManyLaunchesCountAllGroups) {
   StreamGuard on(update);
   task_update_begin(update, h);
-  ops::scale_out(x, 1.0, y0);
-  ops::scale_out(x, 1.0, y1);
-  ops::add_out(y1, x, z1);
-  ops::scale_out(x, 1.0, y2);
+  issue_all(1.0, 1.0, 1.0);
   EXPECT_TRUE(throws_with<StateError>([&] { ops::scale_out(x, 1.0, y2); },
                                       {"launch 5 ('scale')", "one more than the 4 task(s) of the 3 groups",
                                        "nothing was installed"}));
@@ -173,11 +176,28 @@ TEST_F(BatchTest, ABatchMaySpanGraphs) {
 TEST_F(BatchTest, AResetGraphFailsTheWholeBatchAtEnd) {
   StreamGuard on(update);
   task_update_begin(update, h);
-  ops::scale_out(x, 1.0, y0);
-  ops::scale_out(x, 1.0, y1);
-  ops::add_out(y1, x, z1);
-  ops::scale_out(x, 1.0, y2);
+  issue_all(1.0, 1.0, 1.0);
   graph.reset();
   EXPECT_TRUE(throws_with<StateError>([&] { task_update_end(update); }, {"stale", "nothing was installed"}));
   EXPECT_FALSE(update.is_updating());
+}
+
+// Note [Update binding]: an update is bound, ended and aborted by the thread that began it; other
+// threads are refused without disturbing it.
+TEST_F(BatchTest, OtherThreadsCannotTouchAnOpenUpdate) {
+  StreamGuard on(update);
+  task_update_begin(update, h[0]);
+  std::thread other([&] {
+    StreamGuard there(update);
+    EXPECT_TRUE(throws_with<StateError>([&] { ops::scale_out(x, 9.0, y0); },
+                                        {"is being updated by another thread", "the thread that began it"}));
+    EXPECT_TRUE(throws_with<StateError>([&] { task_update_end(update); }, {"task_update_end", "another thread"}));
+    EXPECT_TRUE(throws_with<StateError>([&] { task_update_abort(update); }, {"another thread"}));
+    EXPECT_TRUE(throws_with<StateError>([&] { task_update_begin(update, h[1]); }, {"another thread"}));
+  });
+  other.join();
+  EXPECT_TRUE(update.is_updating());
+  ops::scale_out(x, 6.0, y0);
+  task_update_end(update);
+  expect_replay(6, 3, 4);
 }

@@ -167,3 +167,24 @@ TEST(LaunchOrderUpdate, FiaReplaysMatchEagerForTheLengthTheyWereLaunchedWith) {
   for (std::size_t i = 0; i < launched.size(); ++i)
     EXPECT_EQ(log[i], eager[static_cast<std::size_t>(launched[i])]) << "replay " << i << ", length " << launched[i];
 }
+
+// The contrast: a stream-ordered update installs when its stream reaches it — not before, even for
+// replays launched after the call — and at once when nothing is queued ahead of it.
+TEST(StreamOrderUpdate, InstallsWhenTheUpdateStreamReachesIt) {
+  LoggedGraph g;
+  Stream u = Stream::create(), r = Stream::create();
+  std::promise<void> gate;
+  std::shared_future<void> open = gate.get_future().share();
+  launch_host_func(u, [open] { open.wait(); });
+  g.update(u, 4.0, UpdateOrder::stream);  // queued behind the gate
+  g.graph.replay(r);
+  r.synchronize();
+  gate.set_value();
+  u.synchronize();
+  g.graph.replay(r);
+  r.synchronize();
+  g.update(u, 6.0, UpdateOrder::stream);  // u is idle: installed before task_update_end returns
+  g.graph.replay(r);
+  r.synchronize();
+  EXPECT_EQ(g.log, std::vector<float>({1.0f, 5.0f, 7.0f}));
+}

@@ -158,3 +158,4 @@ def test_update_begin_argument_errors(tensors):
         npu.graph_task_update_begin(upd, [handles[0], handles[0]])
     with pytest.raises(TypeError, match="task group handle or a list"):
         npu.graph_task_update_begin(upd, 3)
+

@@ -23,8 +23,26 @@ namespace {
 
 // How long an idle worker (or a synchronizing host thread) spins before it sleeps: long enough to
 // keep back-to-back launches and launch+synchronize off the futex path, short enough not to burn a
-// core for nothing.
+// core for nothing. After kSpinAlone it yields the core between polls: when the thread it waits for
+// shares its core (more runnable threads than cores), spinning alone would only delay that thread
+// by a whole time slice.
 constexpr auto kSpin = std::chrono::microseconds(50);
+constexpr auto kSpinAlone = std::chrono::microseconds(4);
+
+// Polls `done` until it holds or `until` passes, yielding after kSpinAlone; returns `done()`.
+template <class Done>
+bool spin_until(Done done, std::chrono::steady_clock::time_point until) {
+  const auto start = std::chrono::steady_clock::now();
+  const auto alone_until = std::min(until, start + kSpinAlone);
+  for (auto now = start; now < until; now = std::chrono::steady_clock::now()) {
+    for (int i = 0; i < 64; ++i) {
+      if (done()) return true;
+      NG_PAUSE();
+    }
+    if (now >= alone_until) std::this_thread::yield();
+  }
+  return done();
+}
 
 // Set on a worker thread that destroyed its own queue (a task held the stream's last reference).
 thread_local bool t_destroyed_own_queue = false;
@@ -61,13 +79,9 @@ class CpuStreamQueue final : public StreamQueue {
   bool wait_completed(std::uint64_t target,
                       std::chrono::steady_clock::time_point deadline) override {
     if (completed_.load(std::memory_order_acquire) >= target) return true;
-    const auto spin_until = std::chrono::steady_clock::now() + kSpin;
-    while (std::chrono::steady_clock::now() < std::min(spin_until, deadline)) {
-      for (int i = 0; i < 64; ++i) {
-        if (completed_.load(std::memory_order_acquire) >= target) return true;
-        NG_PAUSE();
-      }
-    }
+    if (spin_until([&] { return completed_.load(std::memory_order_acquire) >= target; },
+                   std::min(std::chrono::steady_clock::now() + kSpin, deadline)))
+      return true;
     waiters_.fetch_add(1, std::memory_order_seq_cst);
     std::unique_lock lock(done_mu_);
     const bool ok = done_cv_.wait_until(lock, deadline, [&] {
@@ -99,13 +113,9 @@ class CpuStreamQueue final : public StreamQueue {
     std::uint64_t taken = 0;
     for (;;) {
       // Spin briefly for more work before sleeping (see kSpin).
-      if (submitted_.load(std::memory_order_acquire) == taken) {
-        const auto spin_until = std::chrono::steady_clock::now() + kSpin;
-        while (submitted_.load(std::memory_order_acquire) == taken &&
-               std::chrono::steady_clock::now() < spin_until)
-          for (int i = 0; i < 64 && submitted_.load(std::memory_order_relaxed) == taken; ++i)
-            NG_PAUSE();
-      }
+      if (submitted_.load(std::memory_order_acquire) == taken)
+        spin_until([&] { return submitted_.load(std::memory_order_acquire) != taken; },
+                   std::chrono::steady_clock::now() + kSpin);
       {
         std::unique_lock lock(mu_);
         if (pending_.empty()) {

@@ -4,6 +4,7 @@
 #include "npugraph/ops/fia.hpp"
 
 #include "npugraph/stream.hpp"
+#include "npugraph/task_group.hpp"
 #include "ops/attention/fia_params.hpp"
 
 namespace npugraph::ops {
@@ -23,11 +24,22 @@ void fused_infer_attention_score_out(const Tensor& query, const Tensor& key, con
                                      const FiaOptions& options, const Tensor& workspace,
                                      const Tensor& attention_out, const Tensor& softmax_lse) {
   const Stream stream = current_stream(query.device());
-  const UpdateErrorGuard guard(stream);  // an argument error abandons an update in progress
-  attention::FiaParamBuffer block;
-  attention::build_fia_params(query, key, value, options, workspace, attention_out, softmax_lse,
-                              nullptr, block);
-  launch(stream, kFiaKernel, block.bytes());
+  try {
+    attention::FiaParamBuffer block;
+    attention::build_fia_params(query, key, value, options, workspace, attention_out, softmax_lse,
+                                nullptr, block);
+    launch(stream, kFiaKernel, block.bytes());
+  } catch (...) {
+    // An argument error abandons an update in progress (what UpdateErrorGuard does; a try block
+    // costs nothing on the update path, which runs for every FIA task of every decode step).
+    if (stream.is_updating()) {
+      try {
+        task_update_abort(stream);
+      } catch (...) {  // another thread's update: left alone
+      }
+    }
+    throw;
+  }
 }
 
 FiaResult fused_infer_attention_score(const Tensor& query, const Tensor& key, const Tensor& value,
