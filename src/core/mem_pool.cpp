@@ -4,6 +4,8 @@
 #include <cstdlib>
 #include <new>
 
+#include <sys/mman.h>
+
 #include "npugraph/error.hpp"
 
 namespace npugraph::detail {
@@ -41,6 +43,25 @@ std::size_t MemPool::round_size(std::size_t nbytes) {
   return (nbytes + unit - 1) / unit * unit;
 }
 
+namespace {
+
+// Blocks of 2 MiB and more are 2 MiB-aligned and asked to be backed by transparent huge pages:
+// attention streams KV caches of tens of MiB, and with 4 KiB pages every page boundary costs a TLB
+// miss and stops the hardware prefetchers (the kernel may still decline; nothing depends on it).
+constexpr std::size_t kHugePage = std::size_t{2} << 20;
+
+void* allocate_block(std::size_t size) {
+  if (size < kHugePage) return std::aligned_alloc(kAlignment, size);
+  void* p = nullptr;
+  if (posix_memalign(&p, kHugePage, size) != 0) return nullptr;
+#ifdef MADV_HUGEPAGE
+  madvise(p, size / kHugePage * kHugePage, MADV_HUGEPAGE);  // whole huge pages only
+#endif
+  return p;
+}
+
+}  // namespace
+
 void* MemPool::allocate(std::size_t nbytes, std::uint64_t stream_id) {
   const std::size_t size = round_size(nbytes);
   {
@@ -54,7 +75,7 @@ void* MemPool::allocate(std::size_t nbytes, std::uint64_t stream_id) {
       return p;
     }
   }
-  void* p = std::aligned_alloc(kAlignment, size);
+  void* p = allocate_block(size);
   NG_CHECK_AS(ResourceError, p != nullptr, "out of memory: allocating ", nbytes, " bytes on ",
               device_.str(), " failed (", reserved_, " bytes reserved by this pool)");
   std::lock_guard lock(mu_);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "backends/cpu/spin_wait.hpp"
 #include "npugraph/kernel.hpp"
 
 namespace npugraph::detail {
@@ -27,6 +28,7 @@ ComputePool::~ComputePool() {
     std::lock_guard lock(mu_);
     stop_ = true;
   }
+  stopping_.store(true);
   work_cv_.notify_all();
   for (auto& t : threads_) t.join();
 }
@@ -38,10 +40,12 @@ void ComputePool::post(Job* job, int max_helpers) {
     job->max_helpers_ = max_helpers;
     jobs_.push_back(job);
   }
-  work_cv_.notify_all();
+  signals_.fetch_add(1, std::memory_order_seq_cst);
+  if (idle_.load(std::memory_order_seq_cst) > 0) work_cv_.notify_all();
 }
 
 void ComputePool::poke() {
+  if (spinning_.load(std::memory_order_seq_cst) > 0) signals_.fetch_add(1, std::memory_order_seq_cst);
   if (idle_.load(std::memory_order_seq_cst) == 0) return;
   { std::lock_guard lock(mu_); }
   work_cv_.notify_all();
@@ -62,6 +66,16 @@ void ComputePool::helper_loop() {
       if (j->active_ < j->max_helpers_ && j->has_work()) { job = j; break; }
     if (job == nullptr) {
       if (stop_) return;
+      // Spin a little first (spin_wait.hpp): back-to-back kernels then find the helper awake.
+      const std::uint64_t seen = signals_.load(std::memory_order_seq_cst);
+      spinning_.fetch_add(1, std::memory_order_seq_cst);
+      lock.unlock();
+      const bool signalled = spin_until(
+          [&] { return signals_.load(std::memory_order_acquire) != seen || stopping_.load(); },
+          std::chrono::steady_clock::now() + kSpin);
+      lock.lock();
+      spinning_.fetch_sub(1, std::memory_order_seq_cst);
+      if (signalled) continue;
       idle_.fetch_add(1, std::memory_order_seq_cst);
       // Re-check after announcing idleness: poke() skips the notify when nobody is idle.
       bool found = false;

@@ -58,6 +58,9 @@ class ComputePool {
   std::condition_variable retire_cv_;
   std::vector<Job*> jobs_;
   std::atomic<int> idle_{0};
+  std::atomic<int> spinning_{0};              // helpers polling `signals_` before they sleep
+  std::atomic<std::uint64_t> signals_{0};     // bumped by post(), and by poke() while one spins
+  std::atomic<bool> stopping_{false};
   bool stop_ = false;
   std::vector<std::thread> threads_;
 };

@@ -7,42 +7,13 @@
 
 #include "backends/cpu/compute_pool.hpp"
 #include "backends/cpu/execute.hpp"
+#include "backends/cpu/spin_wait.hpp"
 #include "graph/exec_graph.hpp"
 #include "npugraph/error.hpp"
 #include "runtime/stream_state.hpp"
 
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#define NG_PAUSE() _mm_pause()
-#else
-#define NG_PAUSE() ((void)0)
-#endif
-
 namespace npugraph::detail {
 namespace {
-
-// How long an idle worker (or a synchronizing host thread) spins before it sleeps: long enough to
-// keep back-to-back launches and launch+synchronize off the futex path, short enough not to burn a
-// core for nothing. After kSpinAlone it yields the core between polls: when the thread it waits for
-// shares its core (more runnable threads than cores), spinning alone would only delay that thread
-// by a whole time slice.
-constexpr auto kSpin = std::chrono::microseconds(50);
-constexpr auto kSpinAlone = std::chrono::microseconds(4);
-
-// Polls `done` until it holds or `until` passes, yielding after kSpinAlone; returns `done()`.
-template <class Done>
-bool spin_until(Done done, std::chrono::steady_clock::time_point until) {
-  const auto start = std::chrono::steady_clock::now();
-  const auto alone_until = std::min(until, start + kSpinAlone);
-  for (auto now = start; now < until; now = std::chrono::steady_clock::now()) {
-    for (int i = 0; i < 64; ++i) {
-      if (done()) return true;
-      NG_PAUSE();
-    }
-    if (now >= alone_until) std::this_thread::yield();
-  }
-  return done();
-}
 
 // Set on a worker thread that destroyed its own queue (a task held the stream's last reference).
 thread_local bool t_destroyed_own_queue = false;
