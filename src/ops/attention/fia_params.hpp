@@ -38,8 +38,9 @@
 //     float32 arrays: the query row (Dk), its rope part (Dr), one key row (Dk), its rope part
 //     (Dr), one value row (Dv), the output accumulator (Dv) and the scores of one block of
 //     kKvBlock columns, each rounded up to kWorkspaceAlign.
-//   - fast kernels (Note [FIA fast kernels]): fast_slots = kFastSlots scratch slots of
-//     fast_slot_bytes; a launch uses min(threads, kFastSlots) of them, each worker owning one and
+//   - fast kernels (Note [FIA fast kernels]): fast_slots = fast_slot_count() scratch slots of
+//     fast_slot_bytes (one per core, at most kFastSlots: more workers than cores never run at
+//     once); a launch uses min(threads, fast_slots) of them, each worker owning one and
 //     taking units from a shared counter (a unit's result does not depend on the slot or thread
 //     that computes it; the slot's contents are rewritten before they are read). A slot holds,
 //     for fast_rows query rows: the float32 queries (fast_dk = Dk + Dr padded to kFastPad), the
@@ -85,6 +86,8 @@ inline constexpr std::int64_t kBandLimit = std::int64_t{1} << 60;
 inline constexpr std::int64_t kFastChunk = 64;     // KV columns per tile
 inline constexpr std::int64_t kFastPad = 16;       // float32 row padding (the widest vector)
 inline constexpr std::int64_t kFastSlots = 64;     // scratch slots (threads used) at most
+// The slots a workspace holds: the machine's cores, capped at kFastSlots (fixed per process).
+std::int64_t fast_slot_count();
 inline constexpr std::int64_t kDecodeMaxSeq = 4;   // query S up to this runs the decode kernel
 inline constexpr std::int64_t kPrefillRows = 64;   // query rows (heads x positions) per prefill unit
 inline constexpr std::int64_t kMinSplit = 256;     // KV columns per decode split at least

@@ -5,10 +5,17 @@
 #include <cstdint>
 #include <iterator>
 #include <new>
+#include <thread>
 
 #include "ops/attention/fia_args.hpp"
 
 namespace npugraph::ops::attention {
+
+std::int64_t fast_slot_count() {
+  static const std::int64_t n =
+      std::clamp<std::int64_t>(std::thread::hardware_concurrency(), 1, kFastSlots);
+  return n;
+}
 
 FiaWorkspacePlan plan_workspace(const FiaShapeKey& key) {
   FiaWorkspacePlan p;
@@ -61,7 +68,7 @@ FiaWorkspacePlan plan_workspace(const FiaShapeKey& key) {
   p.fast_k_offset = take(kFastChunk * p.fast_dk);
   p.fast_v_offset = take(kFastChunk * p.fast_dv);
   p.fast_slot_bytes = at;
-  p.fast_slots = kFastSlots;
+  p.fast_slots = fast_slot_count();
   p.fast_partial_offset = p.fast_slots * p.fast_slot_bytes;
   p.fast_partial_bytes = (p.fast_dv + kFastPad) * f;
   const std::int64_t fast_bytes =
