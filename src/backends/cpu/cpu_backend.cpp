@@ -8,6 +8,7 @@
 #include "backends/cpu/compute_pool.hpp"
 #include "backends/cpu/execute.hpp"
 #include "backends/cpu/spin_wait.hpp"
+#include "runtime/spin_lock.hpp"
 #include "graph/exec_graph.hpp"
 #include "npugraph/error.hpp"
 #include "runtime/stream_state.hpp"
@@ -41,7 +42,10 @@ class CpuStreamQueue final : public StreamQueue {
       submitted_.store(submitted_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
       wake = sleeping_;
     }
-    if (wake) cv_.notify_one();
+    if (wake) {
+      { std::lock_guard lock(sleep_mu_); }
+      cv_.notify_one();
+    }
   }
 
   std::uint64_t submitted() const override { return submitted_.load(std::memory_order_acquire); }
@@ -68,6 +72,10 @@ class CpuStreamQueue final : public StreamQueue {
       if (stop_) return;
       stop_ = true;
     }
+    stopping_.store(true);
+    {
+      std::lock_guard lock(sleep_mu_);
+    }
     cv_.notify_one();
     if (!thread_.joinable()) return;
     if (thread_.get_id() == std::this_thread::get_id()) {
@@ -91,10 +99,17 @@ class CpuStreamQueue final : public StreamQueue {
         std::unique_lock lock(mu_);
         if (pending_.empty()) {
           if (stop_) return;
-          sleeping_ = true;
-          cv_.wait(lock, [&] { return stop_ || !pending_.empty(); });
+          sleeping_ = true;  // submit() sees it under mu_ and then notifies under sleep_mu_
+          lock.unlock();
+          {
+            std::unique_lock sleep(sleep_mu_);
+            cv_.wait(sleep, [&] {
+              return stopping_.load() || submitted_.load(std::memory_order_acquire) != taken;
+            });
+          }
+          lock.lock();
           sleeping_ = false;
-          if (pending_.empty()) return;
+          if (pending_.empty()) return;  // stopped with nothing left
         }
         batch.swap(pending_);
       }
@@ -114,14 +129,20 @@ class CpuStreamQueue final : public StreamQueue {
     }
   }
 
+  // Three cache lines: what submit() writes, what the idle worker polls, what synchronize polls
+  // (sharing one line would make every enqueue wait for the line the worker keeps reading).
+  // mu_ (a spin lock: held for a push or a swap; a blocking mutex made every contended enqueue a
+  // futex call) guards pending_, sleeping_ and stop_; the worker sleeps on cv_ with sleep_mu_.
   StreamState* owner_;
-  std::mutex mu_;
-  std::condition_variable cv_;
+  alignas(64) SpinLock mu_;
   std::vector<Task> pending_;
   bool sleeping_ = false;
   bool stop_ = false;
-  std::atomic<std::uint64_t> submitted_{0};
-  std::atomic<std::uint64_t> completed_{0};
+  std::atomic<bool> stopping_{false};
+  std::mutex sleep_mu_;
+  std::condition_variable cv_;
+  alignas(64) std::atomic<std::uint64_t> submitted_{0};
+  alignas(64) std::atomic<std::uint64_t> completed_{0};
   std::atomic<int> waiters_{0};
   std::mutex done_mu_;
   std::condition_variable done_cv_;
