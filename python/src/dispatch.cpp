@@ -1,6 +1,7 @@
 // Graph-owned updates (Note [Auto-dispatch capture] in dispatch.hpp).
 #include "dispatch.hpp"
 
+#include <algorithm>
 #include <string>
 
 namespace npugraph::python {
@@ -14,7 +15,16 @@ std::pair<Tensor, Tensor> record_fia(DispatchRecords& d, const Tensor& query, co
                                      const Tensor& value, const ops::FiaOptions& options) {
   const Stream s = current_stream();
   FiaRecord r{query, key, value, options, {}, {}, {}, {}, ExternalEvent("fia record " + std::to_string(d.records.size()))};
-  r.workspace = ops::fia_max_workspace(query, key, value, options);
+  const std::int64_t need = ops::fia_workspace_bytes(query, key, value, options);
+  auto it = std::find_if(d.workspaces.begin(), d.workspaces.end(),
+                         [&](const auto& w) { return w.first == s.id(); });
+  if (it == d.workspaces.end()) {
+    d.workspaces.emplace_back(s.id(), Tensor());
+    it = d.workspaces.end() - 1;
+  }
+  if (!it->second.defined() || it->second.numel() < need)  // earlier calls keep their smaller one
+    it->second = empty({need}, DType::u8, query.device());
+  r.workspace = it->second;
   const DType out_dtype = options.quant_scale2.defined() ? DType::i8 : query.dtype();
   r.attention_out = empty(ops::fia_output_shape(query, key, value, options), out_dtype, query.device());
   r.softmax_lse = options.softmax_lse_flag

@@ -5,7 +5,8 @@
 // Inside `with npugraph.npu.graph(g, auto_dispatch_capture=True):` each eager FIA call is captured as
 // torch_npu captures it: ExternalEvent wait + reset, then its own task group holding the `.out` form
 // with a max-size workspace and outputs allocated in the graph's pool; the call (tensors and options)
-// is recorded. g.update(cpu_update_input=[{...}, ...]) applies one dict of keyword arguments per
+// is recorded. Calls captured on one stream share a workspace (the largest they need): the capture
+// orders them, so they never run at once, and a decode step's 80 calls touch one workspace, not 80. g.update(cpu_update_input=[{...}, ...]) applies one dict of keyword arguments per
 // record (or one dict to all), re-issues every recorded call in one batched, stream-ordered update on
 // the graph's update stream, and records each call's event after it — so the next replay waits for
 // the new parameters, as in the seed example. Every replay needs an update before it (the events are
@@ -13,6 +14,7 @@
 // any call fails its checks, nothing is installed and the recorded arguments stay as they were.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -35,6 +37,7 @@ struct DispatchRecords {
   std::vector<FiaRecord> records;
   std::vector<TaskGroupHandle> handles;   // the records' handles, in order
   std::vector<ExternalEvent> events;      // the records' events, in order
+  std::vector<std::pair<std::uint64_t, Tensor>> workspaces;  // per capture stream id
   std::vector<ops::FiaOptions> staging;   // reused by update(): capacity survives updates
   Stream update_stream;
 };

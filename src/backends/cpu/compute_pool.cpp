@@ -72,7 +72,7 @@ void ComputePool::helper_loop() {
       lock.unlock();
       const bool signalled = spin_until(
           [&] { return signals_.load(std::memory_order_acquire) != seen || stopping_.load(); },
-          std::chrono::steady_clock::now() + kSpin);
+          std::chrono::steady_clock::now() + kPoolSpin);
       lock.lock();
       spinning_.fetch_sub(1, std::memory_order_seq_cst);
       if (signalled) continue;

@@ -19,6 +19,8 @@ namespace npugraph::detail {
 // kSpinAlone it yields the core between polls: when the thread it waits for shares its core (more
 // runnable threads than cores), spinning alone would only delay that thread by a whole time slice.
 inline constexpr auto kSpin = std::chrono::microseconds(50);
+// Compute-pool helpers only bridge the gaps between the kernels of one replay or one eager sequence.
+inline constexpr auto kPoolSpin = std::chrono::microseconds(20);
 inline constexpr auto kSpinAlone = std::chrono::microseconds(4);
 
 // Polls `done` until it holds or `until` passes, yielding after kSpinAlone; returns `done()`.
