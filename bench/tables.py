@@ -78,6 +78,8 @@ def _att_row(label, case, target, limit=None, rate="GBps"):
                ours=M(ATT, f"fia/{case}/fast"),
                rate=M(ATT, f"fia/{case}/fast", rate, rate),
                limit=limit or M(ATT, f"fia/{case}/fast", frac, "pct"),
+               probe=M(ATT, f"fia/{case}/fast", "bw_frac_probe", "pct") if rate == "GBps" and not limit
+               else T(""),
                target=T(target),
                simple=M(ATT, f"fia/{case}/simple"),
                torch=M(TORCH, f"fia/{case}/torch"),
@@ -101,6 +103,7 @@ ATTENTION = Section(
         Column("ours", "npugraph"),
         Column("rate", "throughput"),
         Column("limit", "of limit"),
+        Column("probe", "of probe"),
         Column("target", "target"),
         Column("simple", "simple kernel"),
         Column("vs_simple", "speed-up", R("simple", "ours")),
@@ -126,6 +129,8 @@ ATTENTION = Section(
         " and V) per second, as a fraction of the DRAM read bandwidth above; prefill counts unmasked FLOPs"
         " only (4·D per visible query-key pair per head), as a fraction of the FMA peak. The GQA"
         " row's *of limit* is its time over the 32-KV-head row's (its KV is a quarter of the size)."
+        " *of probe*: the same throughput over a 256 MiB read probe run right around the case (this"
+        " VM's bandwidth drifts between about 40 and 75 GB/s with its neighbours' load).",
         " *simple kernel*: FiaKernelMode::simple, the kernel the fast ones replace. *PyTorch*:"
         " matmul → softmax → matmul in float32 on every core, converting the fp16/bf16 cache inside"
         " the timed call (gathering paged blocks, repeat_interleave for GQA); *fp32 KV*: the cache"
