@@ -115,10 +115,9 @@ TEST(FiaFast, PrefillCausalAndBandMatchSimple) {
   expect_fast_matches_simple(b);
 }
 
-// A decode launch with several splits: eager, replay, and replay after an update of the KV
-// lengths are bitwise equal to eager with the same arguments.
-TEST(FiaFast, DecodeSplitsEagerReplayUpdateBitwise) {
-  Big b = make_big(DType::f16, 2, 8, 2, 1, 2048, 41);
+// Captures b's call in a group, replays it, updates its KV lengths and replays again: each replay is
+// bitwise the eager call with the same arguments (b: B 2, N 8, 2048 KV tokens, Sq 1).
+void expect_eager_replay_update_bitwise(Big& b) {
   b.opt.actual_seq_lengths_kv = {2048, 900};
   FiaOptions after = b.opt;
   after.actual_seq_lengths_kv = {1300, 2048};
@@ -157,9 +156,13 @@ TEST(FiaFast, DecodeSplitsEagerReplayUpdateBitwise) {
   EXPECT_FALSE(bitwise_equal(eager_new.attention_out, eager_old.attention_out));
   EXPECT_TRUE(bitwise_equal(out, eager_new.attention_out));
   EXPECT_TRUE(bitwise_equal(lse, eager_new.softmax_lse));
-  graph.replay();  // replayed again: still the same bits
-  ng::device_synchronize();
-  EXPECT_TRUE(bitwise_equal(out, eager_new.attention_out));
+}
+
+// A decode launch with several splits: eager, replay, and replay after an update of the KV
+// lengths are bitwise equal to eager with the same arguments.
+TEST(FiaFast, DecodeSplitsEagerReplayUpdateBitwise) {
+  Big b = make_big(DType::f16, 2, 8, 2, 1, 2048, 41);
+  expect_eager_replay_update_bitwise(b);
 }
 
 // int8 K/V (D = 64) with separate antiquant parameters: per-channel (mode 0, [KV_N, 1, D] in the
@@ -223,43 +226,7 @@ TEST(FiaFast, Int8AntiquantMatchesSimple) {
 TEST(FiaFast, Int8DecodeEagerReplayUpdateBitwise) {
   for (Int8Kind kind : {Int8Kind::channel, Int8Kind::token}) {
     Big b = make_int8(kind, 2, 8, 8, 1, 2048, 61);
-    b.opt.actual_seq_lengths_kv = {2048, 900};
-    FiaOptions after = b.opt;
-    after.actual_seq_lengths_kv = {1300, 2048};
-    ng::Graph graph;
-    ng::TaskGroupHandle handle;
-    Tensor ws, out, lse;
-    {
-      ng::CaptureScope capture(graph);
-      const ng::Stream s = ng::current_stream();
-      ws = ng::ops::fia_max_workspace(b.q, b.k, b.v, b.opt);
-      out = ng::empty(b.q.shape(), b.q.dtype());
-      lse = ng::empty({2, 8, 1, 1}, DType::f32);
-      ng::task_group_begin(s);
-      ng::ops::fused_infer_attention_score_out(b.q, b.k, b.v, b.opt, ws, out, lse);
-      handle = ng::task_group_end(s);
-    }
-    graph.replay();
-    ng::device_synchronize();
-    const auto eager_old = ng::ops::fused_infer_attention_score(b.q, b.k, b.v, b.opt);
-    ng::device_synchronize();
-    EXPECT_TRUE(bitwise_equal(out, eager_old.attention_out));
-    EXPECT_TRUE(bitwise_equal(lse, eager_old.softmax_lse));
-    const ng::Stream update_stream = ng::Stream::create();
-    {
-      ng::StreamGuard on(update_stream);
-      ng::task_update_begin(update_stream, handle);
-      ng::ops::fused_infer_attention_score_out(b.q, b.k, b.v, after, ws, out, lse);
-      ng::task_update_end(update_stream);
-    }
-    update_stream.synchronize();
-    graph.replay();
-    ng::device_synchronize();
-    const auto eager_new = ng::ops::fused_infer_attention_score(b.q, b.k, b.v, after);
-    ng::device_synchronize();
-    EXPECT_FALSE(bitwise_equal(eager_new.attention_out, eager_old.attention_out));
-    EXPECT_TRUE(bitwise_equal(out, eager_new.attention_out));
-    EXPECT_TRUE(bitwise_equal(lse, eager_new.softmax_lse));
+    expect_eager_replay_update_bitwise(b);
   }
 }
 
