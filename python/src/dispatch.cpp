@@ -60,26 +60,43 @@ void update_graph(PyGraph& g, py::handle cpu_update_input) {
   const std::size_t n = d.records.size(), given = inputs.size();
   NG_CHECK_ARG(given == 1 || given == n, "NPUGraph.update: cpu_update_input has ", given,
                " dicts: pass one per recorded call (", n, ") or one for all");
+  // The new values are swapped into the records' options field by field (no copies); on any error
+  // the same swaps, undone in reverse, restore every recorded argument.
   d.staging.resize(n);
-  for (std::size_t i = 0; i < n; ++i) {
-    d.staging[i] = d.records[i].options;  // copy-assign: reuses the staging vectors' capacity
-    apply_fia_kwargs(d.staging[i], inputs[given == 1 ? 0 : i], given == 1 ? 0 : i);
-  }
-  {
+  d.undo.clear();
+  std::vector<FieldSwap>& swaps = d.swaps;
+  auto rollback = [&] {
+    for (auto it = d.undo.rbegin(); it != d.undo.rend(); ++it)
+      it->second(d.records[it->first].options, d.staging[it->first]);
+    d.undo.clear();
+  };
+  try {
+    for (std::size_t i = 0; i < n; ++i) {
+      swaps.clear();
+      try {
+        apply_fia_kwargs(d.records[i].options, d.staging[i], inputs[given == 1 ? 0 : i],
+                         given == 1 ? 0 : i, swaps);
+      } catch (...) {
+        for (FieldSwap f : swaps) d.undo.emplace_back(i, f);
+        throw;
+      }
+      for (FieldSwap f : swaps) d.undo.emplace_back(i, f);
+    }
     py::gil_scoped_release release;
     const Stream& u = d.update_stream;
     StreamGuard on(u);
     task_update_begin(u, d.handles);
     UpdateErrorGuard abort_on_error(u);
-    for (std::size_t i = 0; i < n; ++i) {
-      const FiaRecord& r = d.records[i];
-      ops::fused_infer_attention_score_out(r.query, r.key, r.value, d.staging[i], r.workspace,
+    for (const FiaRecord& r : d.records)
+      ops::fused_infer_attention_score_out(r.query, r.key, r.value, r.options, r.workspace,
                                            r.attention_out, r.softmax_lse);
-    }
     // One stream task installs every call's parameters, then sets every call's event.
     task_update_end(u, d.events);
+  } catch (...) {
+    rollback();
+    throw;
   }
-  for (std::size_t i = 0; i < n; ++i) std::swap(d.records[i].options, d.staging[i]);
+  d.undo.clear();
 }
 
 }  // namespace

@@ -24,6 +24,9 @@
 
 namespace npugraph::python {
 
+// Swaps one field of two FiaOptions (swapping again restores both).
+using FieldSwap = void (*)(ops::FiaOptions&, ops::FiaOptions&);
+
 struct FiaRecord {
   Tensor query, key, value;
   ops::FiaOptions options;
@@ -38,7 +41,9 @@ struct DispatchRecords {
   std::vector<TaskGroupHandle> handles;   // the records' handles, in order
   std::vector<ExternalEvent> events;      // the records' events, in order
   std::vector<std::pair<std::uint64_t, Tensor>> workspaces;  // per capture stream id
-  std::vector<ops::FiaOptions> staging;   // reused by update(): capacity survives updates
+  std::vector<ops::FiaOptions> staging;   // per record: parsed values / the old ones after a swap
+  std::vector<std::pair<std::size_t, FieldSwap>> undo;  // (record, swap) of the update in progress
+  std::vector<FieldSwap> swaps;                         // one record's, while it is parsed
   Stream update_stream;
 };
 
@@ -56,8 +61,11 @@ DispatchRecords*& active_dispatch();
 std::pair<Tensor, Tensor> record_fia(DispatchRecords& d, const Tensor& query, const Tensor& key,
                                      const Tensor& value, const ops::FiaOptions& options);
 
-// Parses one update dict into `options` (the keys are FIA keyword names).
-void apply_fia_kwargs(ops::FiaOptions& options, py::handle dict, std::size_t index);
+// Applies one update dict (FIA keyword names) to `options` without copying them: each value is
+// parsed into `scratch` and swapped in, and the swap is appended to `undo` — applying it again to
+// (options, scratch) restores the old value. Throws TypeError/ValueError for a bad key or value.
+void apply_fia_kwargs(ops::FiaOptions& options, ops::FiaOptions& scratch, py::handle dict,
+                      std::size_t index, std::vector<FieldSwap>& undo);
 
 void bind_dispatch(py::class_<PyGraph>& graph_class);
 

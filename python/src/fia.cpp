@@ -5,6 +5,7 @@
 #include <string>
 #include <string_view>
 #include <tuple>
+#include <utility>
 #include <unordered_map>
 
 #include "bindings.hpp"
@@ -15,6 +16,23 @@
 namespace npugraph::python {
 namespace {
 
+std::string type_name(py::handle v) { return py::str(py::type::handle_of(v).attr("__name__")); }
+
+// One element of an int list: a Python int (or anything with __index__, e.g. numpy integers).
+long long int_element(PyObject* x, const char* name, Py_ssize_t i) {
+  const long long value = PyLong_Check(x) ? PyLong_AsLongLong(x) : -1;
+  if (!PyLong_Check(x)) {
+    if (!PyIndex_Check(x))
+      throw py::type_error(std::string(name) + "[" + std::to_string(i) + "]: expected an int, got " +
+                           type_name(x));
+    py::object index = py::reinterpret_steal<py::object>(PyNumber_Index(x));
+    if (!index) throw py::error_already_set();
+    return int_element(index.ptr(), name, i);
+  }
+  if (value == -1 && PyErr_Occurred()) throw py::error_already_set();
+  return value;
+}
+
 // Fills `out` (reusing its storage) from an int, a list/tuple of ints, or a numpy array / torch tensor.
 void assign_ints(std::vector<std::int64_t>& out, py::handle v, const char* name) {
   out.clear();
@@ -23,33 +41,38 @@ void assign_ints(std::vector<std::int64_t>& out, py::handle v, const char* name)
     const bool list = PyList_Check(v.ptr());
     const Py_ssize_t n = list ? PyList_GET_SIZE(v.ptr()) : PyTuple_GET_SIZE(v.ptr());
     out.reserve(static_cast<std::size_t>(n));
-    for (Py_ssize_t i = 0; i < n; ++i) {
-      PyObject* x = list ? PyList_GET_ITEM(v.ptr(), i) : PyTuple_GET_ITEM(v.ptr(), i);
-      const long long value = PyLong_Check(x) ? PyLong_AsLongLong(x) : py::handle(x).cast<long long>();
-      if (value == -1 && PyErr_Occurred()) throw py::error_already_set();
-      out.push_back(value);
-    }
+    for (Py_ssize_t i = 0; i < n; ++i)
+      out.push_back(int_element(list ? PyList_GET_ITEM(v.ptr(), i) : PyTuple_GET_ITEM(v.ptr(), i), name, i));
     return;
   }
-  if (py::isinstance<py::int_>(v)) {
-    out.push_back(v.cast<std::int64_t>());
+  if (PyLong_Check(v.ptr())) {
+    out.push_back(int_element(v.ptr(), name, 0));
     return;
   }
   if (py::hasattr(v, "tolist")) return assign_ints(out, v.attr("tolist")(), name);  // numpy / torch
-  if (!py::isinstance<py::sequence>(v))
-    throw py::type_error(std::string(name) + ": expected a list of ints, got " +
-                         std::string(py::str(py::type::handle_of(v).attr("__name__"))));
-  for (auto x : v) out.push_back(x.cast<std::int64_t>());
+  if (PyUnicode_Check(v.ptr()) || PyBytes_Check(v.ptr()) || !py::isinstance<py::sequence>(v))
+    throw py::type_error(std::string(name) + ": expected a list of ints, got " + type_name(v));
+  Py_ssize_t i = 0;
+  for (auto x : v) out.push_back(int_element(x.ptr(), name, i++));
 }
 
 using Setter = void (*)(ops::FiaOptions&, py::handle);
-#define NG_INT(field) {#field, [](ops::FiaOptions& o, py::handle v) { o.field = v.cast<std::int64_t>(); }}
-#define NG_LIST(field) {#field, [](ops::FiaOptions& o, py::handle v) { assign_ints(o.field, v, #field); }}
-#define NG_TENSOR(field) \
-  {#field, [](ops::FiaOptions& o, py::handle v) { o.field = v.is_none() ? Tensor() : to_tensor(v, #field); }}
+// One keyword: how to parse it into options, and how to swap that field between two options.
+struct Field {
+  Setter set;
+  FieldSwap swap;
+};
+#define NG_SWAP(field) [](ops::FiaOptions& a, ops::FiaOptions& b) { std::swap(a.field, b.field); }
+#define NG_INT(field) \
+  {#field, {[](ops::FiaOptions& o, py::handle v) { o.field = v.cast<std::int64_t>(); }, NG_SWAP(field)}}
+#define NG_LIST(field) \
+  {#field, {[](ops::FiaOptions& o, py::handle v) { assign_ints(o.field, v, #field); }, NG_SWAP(field)}}
+#define NG_TENSOR(field)                                                                              \
+  {#field, {[](ops::FiaOptions& o, py::handle v) { o.field = v.is_none() ? Tensor() : to_tensor(v, #field); }, \
+            NG_SWAP(field)}}
 
-const std::unordered_map<std::string_view, Setter>& setters() {
-  static const std::unordered_map<std::string_view, Setter> table = {
+const std::unordered_map<std::string_view, Field>& setters() {
+  static const std::unordered_map<std::string_view, Field> table = {
       NG_TENSOR(pse_shift),
       NG_TENSOR(atten_mask),
       NG_LIST(actual_seq_lengths),
@@ -75,16 +98,18 @@ const std::unordered_map<std::string_view, Setter>& setters() {
       NG_TENSOR(key_rope),
       NG_TENSOR(key_rope_antiquant_scale),
       NG_INT(num_heads),
-      {"scale", [](ops::FiaOptions& o, py::handle v) { o.scale = v.cast<double>(); }},
+      {"scale", {[](ops::FiaOptions& o, py::handle v) { o.scale = v.cast<double>(); }, NG_SWAP(scale)}},
       NG_INT(pre_tokens),
       NG_INT(next_tokens),
-      {"input_layout", [](ops::FiaOptions& o, py::handle v) { o.input_layout = v.cast<std::string>(); }},
+      {"input_layout",
+       {[](ops::FiaOptions& o, py::handle v) { o.input_layout = v.cast<std::string>(); }, NG_SWAP(input_layout)}},
       NG_INT(num_key_value_heads),
       NG_INT(sparse_mode),
       NG_INT(inner_precise),
       NG_INT(block_size),
       NG_INT(antiquant_mode),
-      {"softmax_lse_flag", [](ops::FiaOptions& o, py::handle v) { o.softmax_lse_flag = v.cast<bool>(); }},
+      {"softmax_lse_flag",
+       {[](ops::FiaOptions& o, py::handle v) { o.softmax_lse_flag = v.cast<bool>(); }, NG_SWAP(softmax_lse_flag)}},
       NG_INT(key_antiquant_mode),
       NG_INT(value_antiquant_mode),
   };
@@ -93,9 +118,10 @@ const std::unordered_map<std::string_view, Setter>& setters() {
 #undef NG_INT
 #undef NG_LIST
 #undef NG_TENSOR
+#undef NG_SWAP
 
-// The setter of keyword `key` (a str), or null. Looks the name up without copying it.
-Setter find_setter(py::handle key) {
+// The field of keyword `key` (a str), or null. Looks the name up without copying it.
+const Field* find_field(py::handle key) {
   Py_ssize_t size = 0;
   const char* text = PyUnicode_Check(key.ptr()) ? PyUnicode_AsUTF8AndSize(key.ptr(), &size) : nullptr;
   if (!text) {
@@ -104,12 +130,18 @@ Setter find_setter(py::handle key) {
   }
   const auto& table = setters();
   auto it = table.find(std::string_view(text, static_cast<std::size_t>(size)));
-  return it == table.end() ? nullptr : it->second;
+  return it == table.end() ? nullptr : &it->second;
 }
+
 
 // "NPUGraph.update: cpu_update_input[3]", or the plain call's name (index < 0); built only for errors.
 std::string where_text(const char* what, long index) {
   return index < 0 ? std::string(what) : std::string(what) + "[" + std::to_string(index) + "]";
+}
+
+[[noreturn]] void unexpected_keyword(const char* what, long index, py::handle key) {
+  throw py::type_error(where_text(what, index) + " got an unexpected keyword argument '" +
+                       std::string(py::str(key)) + "'");
 }
 
 // Applies keyword arguments to `o`; `what` and `index` name them in errors.
@@ -117,11 +149,9 @@ void apply_kwargs(ops::FiaOptions& o, py::handle dict, const char* what, long in
   PyObject *key, *value;
   Py_ssize_t pos = 0;
   while (PyDict_Next(dict.ptr(), &pos, &key, &value)) {
-    const Setter set = find_setter(key);
-    if (!set)
-      throw py::type_error(where_text(what, index) + " got an unexpected keyword argument '" +
-                           std::string(py::str(py::handle(key))) + "'");
-    set(o, value);
+    const Field* f = find_field(key);
+    if (!f) unexpected_keyword(what, index, key);
+    f->set(o, value);
   }
 }
 
@@ -141,13 +171,23 @@ struct FiaOp {};
 
 }  // namespace
 
-void apply_fia_kwargs(ops::FiaOptions& options, py::handle dict, std::size_t index) {
+void apply_fia_kwargs(ops::FiaOptions& options, ops::FiaOptions& scratch, py::handle dict,
+                      std::size_t index, std::vector<FieldSwap>& undo) {
   const char* what = "NPUGraph.update: cpu_update_input";
+  const long at = static_cast<long>(index);
   if (!PyDict_Check(dict.ptr()))
-    throw py::type_error(where_text(what, static_cast<long>(index)) +
+    throw py::type_error(where_text(what, at) +
                          " must be a dict of fused_infer_attention_score keyword arguments, got " +
                          std::string(py::str(py::type::handle_of(dict).attr("__name__"))));
-  apply_kwargs(options, dict, what, static_cast<long>(index));
+  PyObject *key, *value;
+  Py_ssize_t pos = 0;
+  while (PyDict_Next(dict.ptr(), &pos, &key, &value)) {
+    const Field* f = find_field(key);
+    if (!f) unexpected_keyword(what, at, key);
+    f->set(scratch, value);    // parse first: a bad value leaves `options` as it was
+    f->swap(options, scratch);  // scratch now holds the old value
+    undo.push_back(f->swap);
+  }
 }
 
 void bind_fia(py::module_& m) {

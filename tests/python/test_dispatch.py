@@ -78,6 +78,19 @@ def test_a_failed_update_installs_nothing_and_keeps_the_recorded_arguments(tenso
         assert torch.equal(outs[i], eager(qs[i], k, v, actual_seq_lengths_kv=[5]))
 
 
+def test_a_value_that_fails_to_parse_restores_the_calls_parsed_before_it(tensors):
+    qs, k, v = tensors
+    g = npu.NPUGraph()
+    outs = capture_calls(g, qs, k, v)
+    bad = [{"scale": 2.0, "actual_seq_lengths_kv": [4]}, {"scale": 2.0}, {"actual_seq_lengths_kv": "x"}]
+    with pytest.raises(TypeError, match="actual_seq_lengths_kv: expected a list of ints, got str"):
+        g.update(cpu_update_input=bad)
+    g.update(cpu_update_input=[{}])  # the recorded arguments are those of the capture
+    g.replay()
+    for i in range(3):
+        assert torch.equal(outs[i], eager(qs[i], k, v))
+
+
 def test_update_errors_name_the_problem(tensors):
     qs, k, v = tensors
     g = npu.NPUGraph()
@@ -88,6 +101,8 @@ def test_update_errors_name_the_problem(tensors):
         g.update(cpu_update_input=[{}, {"lengths": [1]}, {}])
     with pytest.raises(TypeError, match=r"cpu_update_input\[2\] must be a dict"):
         g.update(cpu_update_input=[{}, {}, 7])
+    with pytest.raises(TypeError, match=r"actual_seq_lengths_kv\[1\]: expected an int, got float"):
+        g.update(cpu_update_input=[{"actual_seq_lengths_kv": [1, 2.5]}])
     with pytest.raises(TypeError, match="must be a list of dicts"):
         g.update(cpu_update_input={"actual_seq_lengths_kv": [1]})
 
