@@ -9,42 +9,13 @@
 #include <utility>
 
 #include "npugraph/error.hpp"
+#include "ops/attention/fia_kernel_util.hpp"
 
 namespace npugraph::ops::attention::fast {
 namespace {
 
 constexpr const char* kOp = "fused_infer_attention_score: ";
 constexpr float kInf = std::numeric_limits<float>::infinity();
-
-inline float load(const void* base, DType t, std::int64_t i) {
-  switch (t) {
-    case DType::f16: return static_cast<float>(static_cast<const half*>(base)[i]);
-    case DType::bf16: return static_cast<float>(static_cast<const bfloat16*>(base)[i]);
-    case DType::i8: return static_cast<float>(static_cast<const std::int8_t*>(base)[i]);
-    default: return static_cast<const float*>(base)[i];
-  }
-}
-
-// Round half to even and saturate to int8 (NaN gives 0); the simple kernel's rule.
-inline std::int8_t quantize(float y) {
-  if (std::isnan(y)) return 0;
-  float r = std::floor(y);
-  const float frac = y - r;
-  if (frac > 0.5f || (frac == 0.5f && std::fmod(r, 2.0f) != 0.0f)) r += 1.0f;
-  return static_cast<std::int8_t>(std::clamp(r, -128.0f, 127.0f));
-}
-
-// Reads an effective left padding (< 0 reads as 0) and checks every batch's start.
-std::int64_t read_padding(const std::int64_t* pad, const char* name, std::int64_t seq,
-                          const std::int64_t* actual, std::int64_t batch) {
-  if (!pad) return -1;
-  const std::int64_t x = std::max<std::int64_t>(0, *pad);
-  for (std::int64_t b = 0; b < batch; ++b)
-    if (seq - x - actual[b] < 0)
-      NG_THROW(TaskError, kOp, name, " = ", x, ": batch ", b, "'s valid rows would start at ",
-               seq, " - ", x, " - ", actual[b], " < 0 when the kernel ran");
-  return x;
-}
 
 template <class T>
 void write_values(const Launch& l, std::int64_t base, const float* acc, float sum) {
@@ -170,7 +141,7 @@ KvRun Launch::run_at(std::int64_t b, std::int64_t h, std::int64_t j, std::int64_
 void Launch::load_q(const Row& r, float* dst, std::int64_t padded) const {
   auto one = [&](const FiaView& v, std::int64_t D, float* out) {
     const std::int64_t base0 = r.b * v.stride[0] + r.n * v.stride[1] + r.s * v.stride[2];
-    for (std::int64_t d = 0; d < D; ++d) out[d] = load(v.data, q_t, base0 + d * v.stride[3]);
+    for (std::int64_t d = 0; d < D; ++d) out[d] = load_f32(v.data, q_t, base0 + d * v.stride[3]);
   };
   one(p.q, key.dk, dst);
   if (key.dr) one(p.q_rope, key.dr, dst + key.dk);
@@ -189,7 +160,7 @@ void Launch::bias(const Row& r, std::int64_t j0, std::int64_t n, float* score) c
     const std::int64_t row0 = r.b * p.pse.stride[0] + r.n * p.pse.stride[1] + r.i * p.pse.stride[2];
     const std::int64_t ps = p.pse.stride[3];
     for (std::int64_t j = 0; j < n; ++j)
-      if (score[j] != -kInf) score[j] += load(p.pse.data, pse_t, row0 + (j0 + j) * ps);
+      if (score[j] != -kInf) score[j] += load_f32(p.pse.data, pse_t, row0 + (j0 + j) * ps);
   }
 }
 
@@ -206,9 +177,9 @@ void Launch::dequant(const Dequant& q, const KvRun& r, std::int64_t h, std::int6
     if (out.loaded == at) return;
     out.loaded = at;
     for (std::int64_t d = 0; d < D; ++d) {
-      out.scale[d] = load(q.scale.data, q.scale_t, sb + d * q.scale.stride[3]);
+      out.scale[d] = load_f32(q.scale.data, q.scale_t, sb + d * q.scale.stride[3]);
       out.offset[d] =
-          q.offset.data ? load(q.offset.data, q.offset_t, ob + d * q.offset.stride[3]) : 0.0f;
+          q.offset.data ? load_f32(q.offset.data, q.offset_t, ob + d * q.offset.stride[3]) : 0.0f;
     }
     std::fill(out.scale + D, out.scale + D + kFastPad, 0.0f);
     std::fill(out.offset + D, out.offset + D + kFastPad, 0.0f);
@@ -217,9 +188,9 @@ void Launch::dequant(const Dequant& q, const KvRun& r, std::int64_t h, std::int6
   out.loaded = nullptr;
   for (std::int64_t c = 0; c < cols; ++c) {
     const std::int64_t s = c * r.dq_step;
-    out.scale[c] = load(q.scale.data, q.scale_t, sb + s * q.scale.stride[2]);
+    out.scale[c] = load_f32(q.scale.data, q.scale_t, sb + s * q.scale.stride[2]);
     out.offset[c] =
-        q.offset.data ? load(q.offset.data, q.offset_t, ob + s * q.offset.stride[2]) : 0.0f;
+        q.offset.data ? load_f32(q.offset.data, q.offset_t, ob + s * q.offset.stride[2]) : 0.0f;
   }
 }
 
@@ -237,9 +208,9 @@ void Launch::finish(const Row& r, const float* acc, float max, float sum) const 
       }
       const float x = acc[d] / sum;
       const std::int64_t c = r.n * p.out_scale.stride[1] + d * p.out_scale.stride[3];
-      float y = x * load(p.out_scale.data, out_scale_t, c);
-      if (p.out_offset.data) y += load(p.out_offset.data, out_scale_t, c);
-      out[base0 + d * o.stride[3]] = quantize(y);
+      float y = x * load_f32(p.out_scale.data, out_scale_t, c);
+      if (p.out_offset.data) y += load_f32(p.out_offset.data, out_scale_t, c);
+      out[base0 + d * o.stride[3]] = quantize_i8(y);
     }
   } else {
     switch (q_t) {

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "npugraph/error.hpp"
+#include "ops/attention/fia_kernel_util.hpp"
 #include "ops/attention/fia_fast_launch.hpp"
 #include "ops/attention/fia_kernel_mode.hpp"
 #include "ops/attention/fia_params.hpp"
@@ -46,15 +47,6 @@ inline T from_f32(float x) {
   else return T(x);
 }
 
-// Element i of a float32/float16/bfloat16 tensor.
-inline float load(const void* base, DType t, std::int64_t i) {
-  switch (t) {
-    case DType::f16: return static_cast<float>(static_cast<const half*>(base)[i]);
-    case DType::bf16: return static_cast<float>(static_cast<const bfloat16*>(base)[i]);
-    default: return static_cast<const float*>(base)[i];
-  }
-}
-
 // sum_d a[d] * b[d] in float32, in a fixed order: 8 interleaved partial sums, combined pairwise.
 // (Fixed order keeps results bitwise reproducible; 8 lanes let the compiler vectorise.)
 inline float dot(const float* a, const float* b, std::int64_t n) {
@@ -64,15 +56,6 @@ inline float dot(const float* a, const float* b, std::int64_t n) {
     for (int l = 0; l < 8; ++l) lane[l] += a[d + l] * b[d + l];
   for (int l = 0; d < n; ++d, ++l) lane[l] += a[d] * b[d];
   return ((lane[0] + lane[4]) + (lane[2] + lane[6])) + ((lane[1] + lane[5]) + (lane[3] + lane[7]));
-}
-
-// Round half to even and saturate to int8 (NaN gives 0), independent of the FP rounding mode.
-inline std::int8_t quantize(float y) {
-  if (std::isnan(y)) return 0;
-  float r = std::floor(y);
-  const float frac = y - r;
-  if (frac > 0.5f || (frac == 0.5f && std::fmod(r, 2.0f) != 0.0f)) r += 1.0f;
-  return static_cast<std::int8_t>(std::clamp(r, -128.0f, 127.0f));
 }
 
 // An antiquant parameter pair (scale, optional offset) of key or value.
@@ -140,9 +123,9 @@ struct Kernel {
       const std::int64_t sbase = o * dq->scale.stride[0] + kvh * dq->scale.stride[1] + s * dq->scale.stride[2];
       const std::int64_t obase = o * dq->offset.stride[0] + kvh * dq->offset.stride[1] + s * dq->offset.stride[2];
       for (std::int64_t d = 0; d < D; ++d) {
-        const float sc = load(dq->scale.data, dq->scale_t, sbase + d * dq->scale.stride[3]);
+        const float sc = load_f32(dq->scale.data, dq->scale_t, sbase + d * dq->scale.stride[3]);
         const float off = dq->offset.data
-                              ? load(dq->offset.data, dq->offset_t, obase + d * dq->offset.stride[3])
+                              ? load_f32(dq->offset.data, dq->offset_t, obase + d * dq->offset.stride[3])
                               : 0.0f;
         dst[d] = (static_cast<float>(row[d * sd]) + off) * sc;
       }
@@ -167,9 +150,9 @@ struct Kernel {
       const float x = acc[d] / sum;
       if (k.out_int8) {
         const std::int64_t c = n * p.out_scale.stride[1] + d * p.out_scale.stride[3];
-        float y = x * load(p.out_scale.data, out_scale_t, c);
-        if (p.out_offset.data) y += load(p.out_offset.data, out_scale_t, c);
-        static_cast<std::int8_t*>(p.out.data)[base + d * p.out.stride[3]] = quantize(y);
+        float y = x * load_f32(p.out_scale.data, out_scale_t, c);
+        if (p.out_offset.data) y += load_f32(p.out_offset.data, out_scale_t, c);
+        static_cast<std::int8_t*>(p.out.data)[base + d * p.out.stride[3]] = quantize_i8(y);
       } else {
         static_cast<QT*>(p.out.data)[base + d * p.out.stride[3]] = from_f32<QT>(x);
       }
@@ -250,7 +233,7 @@ struct Kernel {
           qk += dot(qr, kr, k.dr);
         }
         float sc = p.scale * qk;
-        if (p.pse.data) sc += load(p.pse.data, pse_t, pse_row + j * p.pse.stride[3]);
+        if (p.pse.data) sc += load_f32(p.pse.data, pse_t, pse_row + j * p.pse.stride[3]);
         score[j - j0] = sc;
         if (!(sc <= block_max)) block_max = sc;  // NaN wins (SoftmaxState: NaN in, NaN out)
       }
@@ -270,19 +253,6 @@ struct Kernel {
     if (lse) *lse = st.lse();
   }
 };
-
-// Reads an effective left padding (< 0 reads as 0) and checks every batch's start (the tensor may
-// have changed since the op checked it).
-std::int64_t read_padding(const std::int64_t* pad, const char* name, std::int64_t seq,
-                          const std::int64_t* actual, std::int64_t batch) {
-  if (!pad) return -1;
-  const std::int64_t x = std::max<std::int64_t>(0, *pad);
-  for (std::int64_t b = 0; b < batch; ++b)
-    if (seq - x - actual[b] < 0)
-      NG_THROW(TaskError, kOp, name, " = ", x, ": batch ", b, "'s valid rows would start at ",
-               seq, " - ", x, " - ", actual[b], " < 0 when the kernel ran");
-  return x;
-}
 
 template <class QT, class KT>
 void run_kernel(const FiaParams& p, const std::int64_t* tail, const ExecContext& ctx) {
