@@ -55,9 +55,14 @@ struct KernelDef {
   UpdateCheckFn check_update = nullptr;
 };
 
-// Wraps an op's host path (argument checks, planning, launch). If it throws while `stream` is in
-// task-update mode, the update is abandoned: DESIGN §3.5 says that on any error nothing is installed,
-// the stream leaves update mode and the handle is free again — argument errors included.
+// An op's host path that fails while `stream` is in task-update mode abandons the update: DESIGN
+// §3.5 says that on any error nothing is installed, the stream leaves update mode and the handle is
+// free again — argument errors included. Call this from a catch block before rethrowing (no cost on
+// the success path: what hot ops such as FIA do), or hold an UpdateErrorGuard. Leaves another
+// thread's update alone; never throws.
+void abandon_update_on_error(const Stream& stream) noexcept;
+
+// Calls abandon_update_on_error(stream) when an exception leaves its scope.
 class UpdateErrorGuard {
  public:
   explicit UpdateErrorGuard(const Stream& stream) noexcept;

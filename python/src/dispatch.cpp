@@ -86,13 +86,13 @@ void update_graph(PyGraph& g, py::handle cpu_update_input) {
     const Stream& u = d.update_stream;
     StreamGuard on(u);
     task_update_begin(u, d.handles);
-    UpdateErrorGuard abort_on_error(u);
     for (const FiaRecord& r : d.records)
       ops::fused_infer_attention_score_out(r.query, r.key, r.value, r.options, r.workspace,
                                            r.attention_out, r.softmax_lse);
     // One stream task installs every call's parameters, then sets every call's event.
     task_update_end(u, d.events);
   } catch (...) {
+    abandon_update_on_error(d.update_stream);  // a failed call installs nothing
     rollback();
     throw;
   }

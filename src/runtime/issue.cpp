@@ -62,10 +62,13 @@ UpdateErrorGuard::UpdateErrorGuard(const Stream& stream) noexcept
     : stream_(stream), exceptions_(std::uncaught_exceptions()) {}
 
 UpdateErrorGuard::~UpdateErrorGuard() {
-  if (std::uncaught_exceptions() <= exceptions_) return;
+  if (std::uncaught_exceptions() > exceptions_) abandon_update_on_error(stream_);
+}
+
+void abandon_update_on_error(const Stream& stream) noexcept {
   try {
-    if (stream_.is_updating()) task_update_abort(stream_);
-  } catch (...) {  // already left update mode
+    if (stream.is_updating()) task_update_abort(stream);
+  } catch (...) {  // already left update mode, or another thread's update
   }
 }
 

@@ -4,7 +4,6 @@
 #include "npugraph/ops/fia.hpp"
 
 #include "npugraph/stream.hpp"
-#include "npugraph/task_group.hpp"
 #include "ops/attention/fia_params.hpp"
 
 namespace npugraph::ops {
@@ -29,15 +28,8 @@ void fused_infer_attention_score_out(const Tensor& query, const Tensor& key, con
     attention::build_fia_params(query, key, value, options, workspace, attention_out, softmax_lse,
                                 nullptr, block);
     launch(stream, kFiaKernel, block.bytes());
-  } catch (...) {
-    // An argument error abandons an update in progress (what UpdateErrorGuard does; a try block
-    // costs nothing on the update path, which runs for every FIA task of every decode step).
-    if (stream.is_updating()) {
-      try {
-        task_update_abort(stream);
-      } catch (...) {  // another thread's update: left alone
-      }
-    }
+  } catch (...) {  // a try block costs nothing on the update path (every FIA task of every step)
+    abandon_update_on_error(stream);
     throw;
   }
 }
