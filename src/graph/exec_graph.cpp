@@ -21,26 +21,13 @@ void release_set(ParamSet* set) noexcept {
   if (set->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) set->owner->recycle(set);
 }
 
-void GroupSlot::recycle(ParamSet* set) noexcept {
-  std::lock_guard lock(free_mu);
-  free.push_back(set);  // capacity reserved in blank(): never throws
-}
+void GroupSlot::recycle(ParamSet* set) noexcept { sets.give(set); }
 
 SetRef GroupSlot::blank() {
-  ParamSet* set = nullptr;
-  {
-    std::lock_guard lock(free_mu);
-    if (!free.empty()) {
-      set = free.back();
-      free.pop_back();
-    } else {
-      all.push_back(std::make_unique<ParamSet>());
-      free.reserve(all.size());
-      set = all.back().get();
-      set->owner = this;
-      set->params.resize(nodes.size());
-    }
-  }
+  ParamSet* set = sets.take([this](ParamSet& fresh) {
+    fresh.owner = this;
+    fresh.params.resize(nodes.size());
+  });
   set->stamp = 0;
   return SetRef(set);
 }
@@ -63,10 +50,7 @@ void release_table(LaunchTable* table) noexcept {
   if (table->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) table->owner->recycle(table);
 }
 
-void ExecGraph::recycle(LaunchTable* t) noexcept {
-  std::lock_guard lock(tables_mu);
-  free_tables.push_back(t);  // capacity reserved in publish(): never throws
-}
+void ExecGraph::recycle(LaunchTable* t) noexcept { table_pool.give(t); }
 
 TablePin ExecGraph::pin_table() {
   if (!has_table.load(std::memory_order_acquire)) return {};
@@ -76,18 +60,11 @@ TablePin ExecGraph::pin_table() {
 }
 
 void ExecGraph::publish(std::span<const std::uint32_t> group_ids, std::span<SetRef> sets) {
+  LaunchTable* t = table_pool.take([this](LaunchTable& fresh) {
+    fresh.owner = this;
+    fresh.sets.resize(groups.size());
+  });
   std::unique_lock lock(tables_mu);
-  LaunchTable* t;
-  if (!free_tables.empty()) {
-    t = free_tables.back();
-    free_tables.pop_back();
-  } else {
-    all_tables.push_back(std::make_unique<LaunchTable>());
-    free_tables.reserve(all_tables.size());
-    t = all_tables.back().get();
-    t->owner = this;
-    t->sets.resize(groups.size());
-  }
   LaunchTable* old = table;
   // Copying the sets takes references only (no allocation); the stale entries of a recycled table
   // are overwritten.
@@ -102,7 +79,7 @@ void ExecGraph::publish(std::span<const std::uint32_t> group_ids, std::span<SetR
 
 ExecGraph::~ExecGraph() {
   if (table) release_table(std::exchange(table, nullptr));
-  for (auto& t : all_tables) t->sets.clear();  // release their sets while the slots live
+  table_pool.for_each([](LaunchTable& t) { t.sets.clear(); });  // release their sets while the slots live
 }
 
 // Note [Instantiation]

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "graph/graph_def.hpp"
+#include "runtime/recycler.hpp"
 #include "runtime/spin_lock.hpp"
 #include "runtime/task.hpp"
 
@@ -70,9 +71,7 @@ std::uint64_t next_install_stamp();
 
 struct GroupSlot {
   // The set pool comes first: it must outlive every SetRef member below.
-  SpinLock free_mu;
-  std::vector<std::unique_ptr<ParamSet>> all;
-  std::vector<ParamSet*> free;
+  Recycler<ParamSet> sets;
 
   std::vector<std::uint32_t> nodes;  // exec node indices, in group order
   std::vector<const KernelDef*> kernels;
@@ -141,9 +140,8 @@ struct ExecGraph {
   std::vector<std::unique_ptr<RunState>> free_runs;
 
   // Launch-ordered updates (Note [Update order]). The table pool comes before the published table.
+  Recycler<LaunchTable> table_pool;
   SpinLock tables_mu;
-  std::vector<std::unique_ptr<LaunchTable>> all_tables;
-  std::vector<LaunchTable*> free_tables;
   std::atomic<bool> has_table{false};
   LaunchTable* table = nullptr;  // published (holds one reference); guarded by tables_mu
 
@@ -159,7 +157,8 @@ std::shared_ptr<ExecGraph> instantiate(const GraphDefData& def, std::uint64_t gr
 
 // The payload of a stream-ordered update's patch task: the sets to install, and the graphs they
 // belong to (kept alive until it ran). Recycled through the updating stream's PatchPool.
-struct PatchPool;
+struct Patch;
+using PatchPool = Recycler<Patch>;
 struct Patch {
   struct Entry {
     GroupSlot* slot;
@@ -169,12 +168,6 @@ struct Patch {
   std::vector<Entry> entries;
   std::vector<std::shared_ptr<ExternalEventState>> records;  // recorded once installed
   PatchPool* home = nullptr;
-};
-struct PatchPool {
-  SpinLock mu;
-  std::vector<std::unique_ptr<Patch>> all;
-  std::vector<Patch*> free;
-  Patch* take();
 };
 // Installs the patch's sets, drops its references and returns it to its pool.
 void apply_patch(Patch& patch);

@@ -128,27 +128,13 @@ void update_bind(StreamState& s, const KernelDef& kernel, std::span<const std::b
   }
 }
 
-Patch* PatchPool::take() {
-  std::lock_guard lock(mu);
-  if (free.empty()) {
-    all.push_back(std::make_unique<Patch>());
-    all.back()->home = this;
-    free.reserve(all.size());
-    return all.back().get();
-  }
-  Patch* p = free.back();
-  free.pop_back();
-  return p;
-}
-
 void apply_patch(Patch& patch) {
   for (Patch::Entry& e : patch.entries) e.slot->install(std::move(e.set));
   patch.entries.clear();
   for (const auto& e : patch.records) external_record(*e);
   patch.records.clear();
   patch.graphs.clear();  // may destroy a graph reset meanwhile: this is the worker, unlocked
-  std::lock_guard lock(patch.home->mu);
-  patch.home->free.push_back(&patch);  // capacity reserved in take(): never throws
+  patch.home->give(&patch);
 }
 
 }  // namespace npugraph::detail
@@ -306,7 +292,7 @@ void install_in_stream_order(detail::StreamState& s, detail::UpdateState& u,
     return;
   }
   if (!s.patches) s.patches = std::make_shared<detail::PatchPool>();
-  detail::Patch* patch = s.patches->take();
+  detail::Patch* patch = s.patches->take([&](detail::Patch& fresh) { fresh.home = s.patches.get(); });
   for (const ExternalEvent& e : record_after) patch->records.push_back(e.impl());
   for (detail::UpdateTarget& t : u.targets) {
     t.set->stamp = stamp;

@@ -19,7 +19,10 @@ namespace npugraph::detail {
 
 struct CaptureState;
 struct UpdateState;
-struct PatchPool;
+struct Patch;
+template <class T>
+class Recycler;
+using PatchPool = Recycler<Patch>;
 
 enum class StreamMode : std::uint8_t { normal, capturing, updating };
 
