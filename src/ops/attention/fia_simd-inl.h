@@ -433,6 +433,38 @@ struct Tiles {
   float* score;
 };
 
+// The softmax step of one chunk for the `na` active rows idx[0..na) of `u` (their scores in
+// sa[0..na)): updates each row's state, rescales its accumulator, and lists the rows that take part
+// in P·V (acc_pv, p_pv); returns how many do.
+template <class Units>
+HWY_INLINE std::int64_t SoftmaxRows(const Launch& l, const Units& u, const std::int64_t* idx,
+                                    std::int64_t na, std::int64_t j, std::int64_t cols,
+                                    float* const* sa, std::int64_t dvp, float** acc_pv,
+                                    const float** p_pv) {
+  const DF df;
+  std::int64_t npv = 0;
+  for (std::int64_t a = 0; a < na; ++a) {
+    const std::int64_t r = idx[a];
+    float* st = u.st[r];
+    SoftmaxState s{st[0], st[1]};
+    bool skip = false;
+    const float factor = SoftmaxChunk(l, u.rows[r], j, cols, sa[a], s, &skip);
+    st[0] = s.max;
+    st[1] = s.sum;
+    if (skip) continue;
+    float* acc = u.acc[r];
+    if (factor != 1.0f) {
+      const VF f = hn::Set(df, factor);
+      for (std::int64_t d = 0; d < dvp; d += static_cast<std::int64_t>(hn::Lanes(df)))
+        hn::Store(hn::Mul(hn::Load(df, acc + d), f), df, acc + d);
+    }
+    acc_pv[npv] = acc;
+    p_pv[npv] = sa[a];
+    ++npv;
+  }
+  return npv;
+}
+
 // Runs the rows of `u` (batch b, KV head h) over KV columns [c0, c1) in chunks of at most
 // kFastChunk columns that never cross a paged block or the shared prefix.
 template <class T, Dq KK, Dq VK>
@@ -474,27 +506,7 @@ void ProcessRows(const Launch& l, std::int64_t b, std::int64_t h, const UnitRows
     ConvertRows<T, KK>(run.k, run.k_stride, l.key.dk, run.kr, run.kr_stride, l.key.dr, cols, t.k,
                        dkp, pf.k, pf.k_stride, pf.len, &kq);
     ChunkScores(qa, na, t.k, dkp, cols, sa);
-    std::int64_t npv = 0;
-    for (std::int64_t a = 0; a < na; ++a) {
-      const std::int64_t r = idx[a];
-      float* st = u.st[r];
-      SoftmaxState s{st[0], st[1]};
-      bool skip = false;
-      const float factor = SoftmaxChunk(l, u.rows[r], j, cols, sa[a], s, &skip);
-      st[0] = s.max;
-      st[1] = s.sum;
-      if (skip) continue;
-      float* acc = u.acc[r];
-      if (factor != 1.0f) {
-        const DF df;
-        const VF f = hn::Set(df, factor);
-        for (std::int64_t d = 0; d < dvp; d += static_cast<std::int64_t>(hn::Lanes(df)))
-          hn::Store(hn::Mul(hn::Load(df, acc + d), f), df, acc + d);
-      }
-      acc_pv[npv] = acc;
-      p_pv[npv] = sa[a];
-      ++npv;
-    }
+    const std::int64_t npv = SoftmaxRows(l, u, idx, na, j, cols, sa, dvp, acc_pv, p_pv);
     if (npv > 0) {
       if constexpr (VK != Dq::none) l.dequant(l.vdq, run, h, cols, l.key.dv, vq);
       ConvertRows<T, VK>(run.v, run.v_stride, l.key.dv, nullptr, 0, 0, cols, t.v, dvp, pf.v,
@@ -639,7 +651,6 @@ void DirectRows(const Launch& l, std::int64_t b, std::int64_t h, const UnitRows&
                 std::int64_t c0, std::int64_t c1, const Tiles& t) {
   const FiaWorkspacePlan& plan = l.p.plan;
   const std::int64_t dvp = plan.fast_dv;
-  const DF df;
   DqRun kq, vq;
   const float* qa[kDirectRows];
   float* sa[kDirectRows];
@@ -679,26 +690,7 @@ void DirectRows(const Launch& l, std::int64_t b, std::int64_t h, const UnitRows&
       DirectScores<4, 4, T, KK>(qa, k, run.k_stride, l.key.dk, cols, &kq, nk, pf.k_stride,
                              pf.len, sa);
     }
-    std::int64_t npv = 0;
-    for (std::int64_t a = 0; a < na; ++a) {
-      const std::int64_t r = idx[a];
-      float* st = u.st[r];
-      SoftmaxState s{st[0], st[1]};
-      bool skip = false;
-      const float factor = SoftmaxChunk(l, u.rows[r], j, cols, sa[a], s, &skip);
-      st[0] = s.max;
-      st[1] = s.sum;
-      if (skip) continue;
-      float* acc = u.acc[r];
-      if (factor != 1.0f) {
-        const VF f = hn::Set(df, factor);
-        for (std::int64_t d = 0; d < dvp; d += static_cast<std::int64_t>(hn::Lanes(df)))
-          hn::Store(hn::Mul(hn::Load(df, acc + d), f), df, acc + d);
-      }
-      acc_pv[npv] = acc;
-      p_pv[npv] = sa[a];
-      ++npv;
-    }
+    const std::int64_t npv = SoftmaxRows(l, u, idx, na, j, cols, sa, dvp, acc_pv, p_pv);
     const T* nv = reinterpret_cast<const T*>(pf.v);
     if (npv > 0) {
       if constexpr (VK != Dq::none) l.dequant(l.vdq, run, h, cols, l.key.dv, vq);
