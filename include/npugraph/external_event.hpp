@@ -50,8 +50,14 @@ void record_events(std::span<const ExternalEvent> events, const Stream& stream);
 void set_default_external_wait_deadline(std::chrono::milliseconds deadline);  // initially 10 s
 std::chrono::milliseconds default_external_wait_deadline();
 
-// Receives runtime diagnostics (collapsed records, stalled waits). Default: one line to stderr.
+// Receives every runtime diagnostic (collapsed records, stalled waits); a null handler restores the
+// default: lines to stderr, the first few of each kind, then at most one summary line every few
+// seconds (a racing update loop may collapse records by the hundred thousand). Called on the stream
+// worker that found the problem: keep it short, and never call back into npugraph from it.
 using DiagnosticHandler = std::function<void(const std::string& message)>;
 void set_diagnostic_handler(DiagnosticHandler handler);
+
+// Collapsed records of every ExternalEvent so far (each event counts its own: collapsed_records()).
+std::uint64_t total_collapsed_records();
 
 }  // namespace npugraph

@@ -6,6 +6,8 @@
 #include "core/mem_pool.hpp"
 #include "graph/run_state.hpp"
 #include "npugraph/error.hpp"
+#include "runtime/stream_state.hpp"
+#include "runtime/sync_objects.hpp"
 
 namespace npugraph::detail {
 
@@ -182,6 +184,75 @@ std::string ExecGraph::dot() const {
   }
   for (const auto& slot : groups) def.groups.push_back(slot->nodes);
   return def.dot("graph " + std::to_string(graph_id), names);
+}
+
+}  // namespace npugraph::detail
+
+namespace npugraph::detail {
+
+// ---- launch order (Note [Replay order]) -------------------------------------------------------
+
+namespace {
+
+// Serves the next turn that was not given up (mu held); wakes the waiters.
+void advance_turn(LaunchTurns& t) {
+  ++t.serving;
+  for (auto it = std::find(t.skipped.begin(), t.skipped.end(), t.serving); it != t.skipped.end();
+       it = std::find(t.skipped.begin(), t.skipped.end(), t.serving)) {
+    t.skipped.erase(it);
+    ++t.serving;
+  }
+  std::erase_if(t.holders, [&](const auto& h) { return h.first < t.serving; });
+  if (t.waiters) t.cv.notify_all();
+}
+
+}  // namespace
+
+LaunchTicket take_launch_turn(ExecGraph& graph, StreamState& stream) {
+  LaunchTurns& t = graph.turns;
+  std::lock_guard lock(t.mu);
+  const std::uint64_t turn = t.next++;
+  t.holders.emplace_back(turn, stream.self);
+  return LaunchTicket(&graph, turn);
+}
+
+void take_launch_turn(Task& task, StreamState& stream) {
+  task.ticket = take_launch_turn(*static_cast<ExecGraph*>(task.object.get()), stream);
+}
+
+void skip_launch_turn(ExecGraph* graph, std::uint64_t turn) noexcept {
+  LaunchTurns& t = graph->turns;
+  std::lock_guard lock(t.mu);
+  if (turn == t.serving) advance_turn(t);
+  else t.skipped.push_back(turn);
+}
+
+bool wait_launch_turn(ExecGraph& graph, std::uint64_t turn, StreamState& stream) {
+  LaunchTurns& t = graph.turns;
+  std::unique_lock lock(t.mu);
+  if (t.serving == turn) return true;
+  ++t.waiters;
+  while (t.serving != turn && !runtime_exiting() && !stream.closing.load()) {
+    std::weak_ptr<StreamState> holder;  // the stream whose replay comes first
+    for (const auto& h : t.holders)
+      if (h.first == t.serving) holder = h.second;
+    lock.unlock();
+    stream.set_blocked_on(holder);  // a synchronize of this stream looks for a stall there
+    lock.lock();
+    if (t.serving != turn) t.cv.wait_for(lock, std::chrono::milliseconds(10));
+  }
+  --t.waiters;
+  const bool ok = t.serving == turn;
+  if (!ok) t.skipped.push_back(turn);  // the stream is going away: give the turn up
+  lock.unlock();
+  stream.clear_blocked_on();
+  return ok;
+}
+
+void finish_launch_turn(ExecGraph& graph) {
+  LaunchTurns& t = graph.turns;
+  std::lock_guard lock(t.mu);
+  advance_turn(t);
 }
 
 }  // namespace npugraph::detail

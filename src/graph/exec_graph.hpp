@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -118,6 +119,26 @@ struct ExecNode {
 
 struct RunState;
 
+// Note [Replay order]
+// Launches of one executable graph run one after another in launch order, whatever streams they are
+// launched on (as CUDA does): a graph's FIA workspace, its outputs and its per-replay state belong
+// to one replay at a time. A launch takes a turn when its stream's queue accepts it, under the
+// queue's lock, so each queue holds its turns in increasing order and the oldest outstanding turn is
+// always at the head of some queue (turns alone never deadlock). A replay waits until its turn is
+// served and serves the next when it ends; a launch dropped unrun gives its turn up; a graph launched
+// by a graph's node takes its turn when the node runs. While a replay waits, its stream is blocked on
+// the stream running the graph, so a synchronize finds a stall behind it (Note [Stalls]).
+struct LaunchTurns {
+  std::mutex mu;  // guards everything below
+  std::condition_variable cv;
+  std::uint64_t next = 0;               // the next turn to hand out
+  std::uint64_t serving = 0;            // the turn that may run
+  std::vector<std::uint64_t> skipped;   // turns given up before they came up
+  // The stream each outstanding turn was launched on, in turn order (whom a waiter is blocked on).
+  std::vector<std::pair<std::uint64_t, std::weak_ptr<StreamState>>> holders;
+  int waiters = 0;
+};
+
 struct ExecGraph {
   ~ExecGraph();
   std::string describe(std::uint32_t node) const;  // "task #3 'add'"
@@ -135,9 +156,10 @@ struct ExecGraph {
   std::vector<std::unique_ptr<GroupSlot>> groups;
   std::shared_ptr<MemPool> pool;      // keeps captured memory valid while replays may run
 
-  // Reusable per-replay state (concurrent replays each take one).
+  // Reusable per-replay state (a nested launch inside a replay takes another).
   std::mutex runs_mu;
   std::vector<std::unique_ptr<RunState>> free_runs;
+  LaunchTurns turns;  // Note [Replay order]
 
   // Launch-ordered updates (Note [Update order]). The table pool comes before the published table.
   Recycler<LaunchTable> table_pool;
@@ -171,8 +193,18 @@ struct Patch {
 };
 // Installs the patch's sets, drops its references and returns it to its pool.
 void apply_patch(Patch& patch);
-// Runs one replay of `graph` (the object of a graph_launch task) on the calling stream worker, with
-// the launch table pinned at launch (`pin`; empty: pinned now, for a graph launched by a graph).
-void run_graph(ExecGraph& graph, TablePin pin, StreamState& stream, ComputePool& pool);
+// Gives a graph_launch task queued on `stream` its turn in its graph's launch order (call under the
+// queue's lock); a graph launched by a graph's node takes its turn when the node runs.
+void take_launch_turn(Task& task, StreamState& stream);
+LaunchTicket take_launch_turn(ExecGraph& graph, StreamState& stream);
+// Blocks the stream's worker until `turn` is served (false: the stream is going away, and the turn
+// was given up); finish_launch_turn serves the next one.
+bool wait_launch_turn(ExecGraph& graph, std::uint64_t turn, StreamState& stream);
+void finish_launch_turn(ExecGraph& graph);
+// Runs one replay of `graph` (the object of a graph_launch task) on the calling stream worker, in
+// its turn, with the launch table pinned at launch (`pin` and `ticket` empty: a graph launched by a
+// graph's node, which pins and takes its turn now).
+void run_graph(ExecGraph& graph, TablePin pin, LaunchTicket ticket, StreamState& stream,
+               ComputePool& pool);
 
 }  // namespace npugraph::detail

@@ -30,6 +30,7 @@ struct RunState final : ComputePool::Job {
   TablePin table;                // the launch table pinned at launch (Note [Update order])
   std::vector<SetRef> pinned;    // per group, picked at its first task
 
+  std::atomic<bool> cancelled{false};  // a wait gave up: skip the rest (Note [Stalls])
   std::atomic<std::uint32_t> next_source{0};
   std::atomic<std::uint32_t> sinks_left{0};
 

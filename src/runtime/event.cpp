@@ -5,16 +5,23 @@
 #include "graph/task_update.hpp"
 #include "runtime/capture.hpp"
 #include "runtime/issue.hpp"
+#include "runtime/stall.hpp"
+#include "runtime/stream_state.hpp"
 #include "runtime/sync_objects.hpp"
 
 namespace npugraph::detail {
 
-void event_complete(EventState& event, std::uint64_t seq) {
+void event_complete(EventState& event, std::uint64_t seq, StreamState& stream) {
+  auto poison = stream.poison_for_current();
   {
     std::lock_guard lock(event.mu);
     if (seq > event.completed) {
       event.completed = seq;
       event.completed_at = std::chrono::steady_clock::now();
+    }
+    if (poison) {
+      if (event.poisoned.size() >= 8) event.poisoned.erase(event.poisoned.begin());
+      event.poisoned.push_back({seq, poison->stall_id, std::move(poison->message)});
     }
   }
   event.cv.notify_all();
@@ -22,10 +29,21 @@ void event_complete(EventState& event, std::uint64_t seq) {
 
 void event_block(EventState& event, std::uint64_t seq, StreamState& stream) {
   std::unique_lock lock(event.mu);
-  while (event.completed < seq) {
-    if (runtime_exiting() || stream.closing.load()) return;  // the stream is going away: give up
-    event.cv.wait_for(lock, std::chrono::milliseconds(20));
+  if (event.completed < seq) {
+    const std::weak_ptr<StreamState> recorder = event.recorder;
+    lock.unlock();
+    stream.set_blocked_on(recorder);  // a synchronize of this stream looks for a stall there
+    lock.lock();
+    while (event.completed < seq) {
+      if (runtime_exiting() || stream.closing.load()) break;  // the stream is going away: give up
+      event.cv.wait_for(lock, std::chrono::milliseconds(20));
+    }
+    lock.unlock();
+    stream.clear_blocked_on();
+    lock.lock();
   }
+  for (const auto& p : event.poisoned)
+    if (p.seq == seq) stream.report_timeout(p.stall_id, stream.str() + ": " + p.message);
 }
 
 }  // namespace npugraph::detail
@@ -124,9 +142,9 @@ void Event::synchronize() const {
     if (state_->completed >= target) break;
     // A recorder stuck in an ExternalEvent wait past its deadline would make this wait forever.
     if (auto recorder = state_->recorder.lock()) {
-      if (auto stall = recorder->stall())
-        NG_THROW(TimeoutError, "Event::synchronize gave up: the recording stream ", recorder->str(),
-                 " is blocked in ", stall->what, " past its ", stall->deadline.count(), " ms deadline");
+      lock.unlock();
+      detail::raise_if_stalled(*recorder, nullptr, "Event::synchronize");
+      lock.lock();
     }
   }
 }

@@ -7,6 +7,8 @@
 #include "npugraph/stream.hpp"
 #include "npugraph/tasks.hpp"
 #include "runtime/issue.hpp"
+#include "runtime/stall.hpp"
+#include "runtime/stream_state.hpp"
 #include "runtime/sync_objects.hpp"
 
 namespace npugraph::detail {
@@ -32,48 +34,61 @@ void external_record(ExternalEventState& e) {
     e.signal = true;
   }
   e.cv.notify_all();
-  if (collapsed)
-    diagnose("ExternalEvent '" + e.name + "': record found the signal already set (collapsed signal #" +
+  if (collapsed) {
+    count_collapsed_record();
+    diagnose(DiagnosticKind::collapsed_record, "ExternalEvent '" + e.name + "': record found the signal already set (collapsed signal #" +
              std::to_string(collapsed) +
              "): two records before one wait deliver one signal, so a second wait will block");
+  }
 }
 
-void external_wait(ExternalEventState& e, const WaitSite& site) {
+bool external_wait(ExternalEventState& e, const WaitSite& site) {
   using clock = std::chrono::steady_clock;
   std::unique_lock lock(e.mu);
   if (e.signal) {
     e.signal = false;
-    return;
+    return true;
   }
   const auto start = clock::now();
   const auto deadline = deadline_of(e);
   const auto key = reinterpret_cast<std::uintptr_t>(&start);  // unique while this wait runs
+  std::atomic<bool> cancelled{false};  // set by a synchronize that reported the stall (Note [Stalls])
   bool reported = false;
-  while (!e.signal) {
+  // Unregisters the stall (under e.mu: a canceller either set `cancelled` before, or finds no stall
+  // and does not report one); returns whether it was cancelled.
+  auto unregister = [&] { return reported && site.stream->remove_stall(key); };
+  for (;;) {
+    // A cancelled wait must not consume a signal recorded after the cancel: check it first.
+    if (cancelled.load(std::memory_order_seq_cst)) {
+      unregister();
+      return false;
+    }
+    if (e.signal) {
+      if (unregister()) return false;
+      e.signal = false;
+      return true;
+    }
     if (runtime_exiting() || site.stream->closing.load()) {  // the stream is going away
+      unregister();
       lock.unlock();
-      if (reported) site.stream->remove_stall(key);
-      diagnose(site.stream->str() + " was destroyed while blocked in ExternalEvent '" + e.name +
-               "' wait; the wait is abandoned");
-      return;
+      diagnose(DiagnosticKind::stall, site.stream->str() + " was destroyed while blocked in ExternalEvent '" +
+                                          e.name + "' wait; the wait is abandoned");
+      return false;
     }
     e.cv.wait_for(lock, std::chrono::milliseconds(10));
-    if (!reported && !e.signal && clock::now() - start >= deadline) {
+    // Compared in milliseconds: a deadline of milliseconds::max() must not overflow into the past.
+    if (!reported && !e.signal &&
+        std::chrono::duration_cast<std::chrono::milliseconds>(clock::now() - start) >= deadline) {
       reported = true;
       std::string what = "ExternalEvent '" + e.name + "' wait";
       if (site.graph_id)
         what += " (graph " + std::to_string(site.graph_id) + ", task #" + std::to_string(site.node) + ")";
+      site.stream->add_stall(key, Stall{what, start, deadline, next_stall_id(), &cancelled, &e.cv});
       lock.unlock();
-      site.stream->add_stall(key, Stall{what, start, deadline});
-      diagnose(site.stream->str() + " is blocked in " + what + " for more than " +
-               std::to_string(deadline.count()) + " ms: no record has arrived");
+      diagnose(DiagnosticKind::stall, site.stream->str() + " is blocked in " + what + " for more than " +
+                                          std::to_string(deadline.count()) + " ms: no record has arrived");
       lock.lock();
     }
-  }
-  e.signal = false;
-  if (reported) {
-    lock.unlock();
-    site.stream->remove_stall(key);
   }
 }
 

@@ -10,6 +10,7 @@
 #include "npugraph/external_event.hpp"
 #include "graph/task_update.hpp"
 #include "runtime/capture.hpp"
+#include "runtime/stall.hpp"
 #include "runtime/stream_state.hpp"
 
 namespace npugraph::detail {
@@ -61,6 +62,7 @@ std::shared_ptr<StreamState> make_stream(Device device, StreamOptions options, b
     id = is_default ? 0 : r.next_id++;
   }
   auto state = std::make_shared<StreamState>(device, id, threads);
+  state->self = state;
   state->queue = backend.create_queue(state);
   std::lock_guard lock(r.mu);
   std::erase_if(r.streams, [](const auto& w) { return w.expired(); });
@@ -78,35 +80,22 @@ const std::shared_ptr<StreamState>& default_state(Device device) {
 
 thread_local std::shared_ptr<StreamState> t_current;
 
-std::mutex& diag_mutex() {
-  static std::mutex m;
-  return m;
-}
-DiagnosticHandler& diag_handler() {
-  static DiagnosticHandler h;
-  return h;
-}
-
-// Waits for `s` to finish what was issued before the call; throws on stalls, timeouts, errors.
+// Waits for `s` to finish what was issued before the call; throws on stalls (Note [Stalls]),
+// timeouts and task errors.
 void sync_stream(StreamState& s, std::optional<std::chrono::milliseconds> timeout) {
   using clock = std::chrono::steady_clock;
   const std::uint64_t target = s.queue->submitted();
   const auto start = clock::now();
+  const auto until = timeout ? saturating_deadline(start, *timeout) : clock::time_point::max();
   for (;;) {
-    auto slice = clock::now() + std::chrono::milliseconds(20);
-    if (timeout) slice = std::min(slice, start + *timeout);
+    const auto slice = std::min(clock::now() + std::chrono::milliseconds(20), until);
     if (s.queue->wait_completed(target, slice)) break;
-    const auto stall = s.stall();
-    if (stall) {
-      const auto blocked = std::chrono::duration_cast<std::chrono::milliseconds>(clock::now() - stall->since);
-      NG_THROW(TimeoutError, s.str(), ": synchronize gave up: the stream is blocked in ", stall->what,
-               " for ", blocked.count(), " ms, past its ", stall->deadline.count(),
-               " ms deadline (is a record missing, or did two records collapse into one?)");
-    }
-    if (timeout && clock::now() >= start + *timeout)
+    raise_if_stalled(s, &s, s.str() + ": synchronize");
+    if (timeout && clock::now() >= until)
       NG_THROW(TimeoutError, s.str(), ": synchronize timed out after ", timeout->count(), " ms with ",
                s.queue->completed(), " of ", target, " tasks done");
   }
+  if (auto error = s.take_timeout()) NG_THROW(TimeoutError, *error);
   if (auto error = s.take_error()) NG_THROW(TaskError, s.str(), ": ", *error);
 }
 
@@ -149,22 +138,6 @@ std::optional<std::string> StreamState::take_error() {
   return message;
 }
 
-void StreamState::add_stall(std::uint64_t key, Stall stall) {
-  std::lock_guard lock(mu_);
-  stalls_.emplace_back(key, std::move(stall));
-}
-
-void StreamState::remove_stall(std::uint64_t key) {
-  std::lock_guard lock(mu_);
-  std::erase_if(stalls_, [&](const auto& e) { return e.first == key; });
-}
-
-std::optional<Stall> StreamState::stall() const {
-  std::lock_guard lock(mu_);
-  if (stalls_.empty()) return std::nullopt;
-  return stalls_.front().second;
-}
-
 std::mutex& runtime_mutex() {
   static std::mutex m;
   return m;
@@ -197,22 +170,6 @@ StreamState& state_of(const Stream& stream) {
 }
 
 bool runtime_exiting() { return g_exiting.load(std::memory_order_relaxed); }
-
-void diagnose(const std::string& message) {
-  DiagnosticHandler handler;
-  {
-    std::lock_guard lock(diag_mutex());
-    handler = diag_handler();  // called unlocked: it may set another handler
-  }
-  if (handler) {
-    try {
-      handler(message);
-    } catch (...) {
-    }
-    return;
-  }
-  std::fprintf(stderr, "npugraph: %s\n", message.c_str());
-}
 
 std::shared_ptr<StreamState> current_state() {
   if (!t_current) t_current = default_state(Device::cpu());
@@ -306,11 +263,6 @@ void empty_cache(Device device) {
   // Queued work may still read cached blocks (Note [Stream-ordered reuse]): let it finish first.
   device_synchronize(device);
   detail::default_pool(device).release_cached();
-}
-
-void set_diagnostic_handler(DiagnosticHandler handler) {
-  std::lock_guard lock(detail::diag_mutex());
-  detail::diag_handler() = std::move(handler);
 }
 
 }  // namespace npugraph

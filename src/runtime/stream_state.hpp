@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -14,6 +15,7 @@
 #include "npugraph/device.hpp"
 #include "npugraph/stream.hpp"
 #include "runtime/backend.hpp"
+#include "runtime/diagnostics.hpp"
 
 namespace npugraph::detail {
 
@@ -26,11 +28,22 @@ using PatchPool = Recycler<Patch>;
 
 enum class StreamMode : std::uint8_t { normal, capturing, updating };
 
-// What a stream is blocked on, once a wait has passed its deadline.
+// What a stream is blocked on, once a wait has passed its deadline (Note [Stalls]).
 struct Stall {
   std::string what;  // "ExternalEvent 'ev' wait (graph 2, task #0)"
   std::chrono::steady_clock::time_point since;
   std::chrono::milliseconds deadline;
+  std::uint64_t id = 0;                      // unique per stall, for reporting it once per stream
+  std::atomic<bool>* cancel = nullptr;       // set to make the blocked wait give up
+  std::condition_variable* wake = nullptr;   // notified after `cancel` is set
+};
+
+// Work a cancelled stall held up, issued on its stream before the cancel: event records among it
+// carry the stall's error to the streams that wait on them (Note [Stalls]).
+struct Poison {
+  std::uint64_t stall_id = 0;
+  std::uint64_t before_task = 0;  // tasks with a lower queue index were issued before the cancel
+  std::string message;
 };
 
 struct StreamState {
@@ -41,15 +54,37 @@ struct StreamState {
   // A task failed while executing: keep the first message for the next synchronize.
   void report_error(const std::string& message) noexcept;
   std::optional<std::string> take_error();
+  // A stall this stream's work depended on was cancelled (Note [Stalls]): the next synchronize
+  // throws TimeoutError with `message`, unless this stream already reported stall `stall_id`.
+  void report_timeout(std::uint64_t stall_id, const std::string& message) noexcept;
+  std::optional<std::string> take_timeout();
+  // Remembers that a synchronize of this stream threw for `stall_id` (reported once per stream).
+  void mark_reported(std::uint64_t stall_id);
+
   // Blocked waits register while they are past their deadline (several may, from graph branches).
   void add_stall(std::uint64_t key, Stall stall);
-  void remove_stall(std::uint64_t key);
+  // Returns whether the stall had been cancelled (a canceller sets the flag under the same lock).
+  bool remove_stall(std::uint64_t key);
   std::optional<Stall> stall() const;
+  // Makes the stall's wait give up and poisons the event records queued before now; returns false
+  // when the stall is gone (its wait ended meanwhile).
+  bool cancel_stall(std::uint64_t stall_id, const std::string& message);
+  // The error an event record running now (queue index `executing`) carries, if any.
+  std::optional<Poison> poison_for_current() const;
+
+  // While the worker waits for another stream (an event recorded there, or its turn to replay a
+  // graph running there): that stream, so that a synchronize can find a stall behind it.
+  void set_blocked_on(const std::weak_ptr<StreamState>& other);
+  void clear_blocked_on();
+  std::shared_ptr<StreamState> blocked_on() const;
 
   const Device device;
   const std::uint64_t id;
   const int num_threads;
   std::unique_ptr<StreamQueue> queue;
+  std::weak_ptr<StreamState> self;  // set at creation, for edges other streams follow
+  // The queue index of the task the worker runs now (written and read by the worker only).
+  std::uint64_t executing = 0;
 
   // Fast-path check for launch(): normal streams enqueue without taking the runtime lock.
   std::atomic<StreamMode> mode{StreamMode::normal};
@@ -72,7 +107,12 @@ struct StreamState {
   mutable std::mutex mu_;
   std::string error_;
   std::uint64_t errors_ = 0;
+  std::optional<std::string> timeout_;
+  std::vector<std::uint64_t> reported_;  // stall ids a synchronize of this stream threw for
   std::vector<std::pair<std::uint64_t, Stall>> stalls_;
+  std::vector<Poison> poisons_;
+  std::atomic<bool> has_poison_{false};
+  std::weak_ptr<StreamState> blocked_on_;
 };
 
 // Guards every capture / task-group / update state transition (rare, host-side, never hot).
@@ -106,7 +146,5 @@ StreamState& state_of(const Stream& stream);
 // The calling thread's current stream (the default stream until one is set).
 std::shared_ptr<StreamState> current_state();
 
-// Diagnostics (collapsed signals, stalled waits) go through the handler set by the user.
-void diagnose(const std::string& message);
 
 }  // namespace npugraph::detail

@@ -28,11 +28,17 @@ struct EventState {
   std::weak_ptr<CaptureState> capture;
   std::vector<std::uint32_t> captured_nodes;
   bool captured = false;
+  // Records that ran after a cancelled stall on their stream (Note [Stalls]): (seq, stall, message).
+  struct Poisoned {
+    std::uint64_t seq, stall_id;
+    std::string message;
+  };
+  std::vector<Poisoned> poisoned;  // the last few only
 };
 
-// A record task ran.
-void event_complete(EventState& event, std::uint64_t seq);
-// A wait task: blocks until the record `seq` has run.
+// A record task ran on `stream`.
+void event_complete(EventState& event, std::uint64_t seq, StreamState& stream);
+// A wait task: blocks until the record `seq` has run (blocked on the recording stream meanwhile).
 void event_block(EventState& event, std::uint64_t seq, StreamState& stream);
 
 struct ExternalEventState {
@@ -53,7 +59,9 @@ struct WaitSite {
 };
 
 void external_record(ExternalEventState& event);
-void external_wait(ExternalEventState& event, const WaitSite& site);
+// Blocks until the signal is set and consumes it (true), or gives up without consuming one (false):
+// cancelled by a synchronize that reported the stall (Note [Stalls]), or the stream is going away.
+bool external_wait(ExternalEventState& event, const WaitSite& site);
 void external_reset(ExternalEventState& event);
 
 // True once the process is exiting: blocked waits give up so worker threads can be joined.

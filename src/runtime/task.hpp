@@ -118,12 +118,47 @@ class TablePin {
   LaunchTable* t_ = nullptr;
 };
 
+// A graph launch's place in its graph's launch order (Note [Replay order]), taken when its stream's
+// queue accepts it. Dropped without being run, it gives its turn up.
+struct ExecGraph;
+void skip_launch_turn(ExecGraph* graph, std::uint64_t turn) noexcept;
+class LaunchTicket {
+ public:
+  LaunchTicket() = default;
+  LaunchTicket(ExecGraph* graph, std::uint64_t turn) noexcept : graph_(graph), turn_(turn) {}
+  LaunchTicket(LaunchTicket&& o) noexcept
+      : graph_(std::exchange(o.graph_, nullptr)), turn_(o.turn_) {}
+  LaunchTicket& operator=(LaunchTicket&& o) noexcept {
+    if (this != &o) {
+      reset();
+      graph_ = std::exchange(o.graph_, nullptr);
+      turn_ = o.turn_;
+    }
+    return *this;
+  }
+  LaunchTicket(const LaunchTicket&) = delete;
+  LaunchTicket& operator=(const LaunchTicket&) = delete;
+  ~LaunchTicket() { reset(); }
+  void reset() noexcept {
+    if (graph_) skip_launch_turn(std::exchange(graph_, nullptr), turn_);
+  }
+  bool held() const { return graph_ != nullptr; }
+  std::uint64_t turn() const { return turn_; }
+  // The run took its turn: nothing to give up.
+  void consume() noexcept { graph_ = nullptr; }
+
+ private:
+  ExecGraph* graph_ = nullptr;
+  std::uint64_t turn_ = 0;
+};
+
 struct Task {
   TaskKind kind = TaskKind::kernel;
   const KernelDef* kernel = nullptr;  // kernel
   ParamBytes params;                  // kernel, fill, copy
   std::shared_ptr<void> object;       // the event, host function, graph launch or patch
   TablePin pin;                       // graph launch: the launch table pinned at launch
+  LaunchTicket ticket;                // graph launch: its turn (destroyed before `object`)
   std::uint64_t value = 0;            // an event record's sequence number
 };
 

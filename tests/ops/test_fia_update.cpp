@@ -369,5 +369,68 @@ TEST(FiaTaskUpdate, CaptureUpdateReplayEqualsEagerAndRefusals) {
   EXPECT_TRUE(bitwise_equal(out, eager_updated.attention_out));
 }
 
+// The allocating form binds its own temporary workspace and outputs, freed when it returns: inside an
+// update it is a StateError naming the rule, the update is abandoned (nothing installed, the handle
+// free again), and replays keep writing only the captured outputs (nothing the allocator hands out
+// later is overwritten).
+TEST(FiaTaskUpdate, TheAllocatingFormIsRefusedInsideAnUpdate) {
+  const Args a = make_args(1);
+  FiaOptions captured = a.opt;
+  captured.actual_seq_lengths_kv = {29};
+  FiaOptions updated = a.opt;
+  updated.actual_seq_lengths_kv = {61, 7};
+  ng::Graph graph;
+  ng::TaskGroupHandle handle;
+  Tensor ws, out, lse;
+  {
+    ng::CaptureScope capture(graph);
+    const ng::Stream s = ng::current_stream();
+    ws = ng::ops::fia_max_workspace(a.q, a.k, a.v, captured);
+    out = ng::empty(a.q.shape(), DType::f16);
+    lse = ng::empty({2, 4, 1, 1}, DType::f32);
+    ng::task_group_begin(s);
+    ng::ops::fused_infer_attention_score_out(a.q, a.k, a.v, captured, ws, out, lse);
+    handle = ng::task_group_end(s);
+  }
+  const ng::Stream update_stream = ng::Stream::create();
+  {
+    ng::StreamGuard on(update_stream);
+    ng::task_update_begin(update_stream, handle);
+    try {
+      (void)ng::ops::fused_infer_attention_score(a.q, a.k, a.v, updated);
+      ADD_FAILURE() << "the allocating form was bound to the captured task";
+    } catch (const ng::StateError& e) {
+      const std::string what = e.what();
+      for (const char* part : {"allocating form cannot be bound in a task update", ".out form",
+                               "nothing was installed"})
+        EXPECT_NE(what.find(part), std::string::npos) << what;
+    }
+    EXPECT_FALSE(update_stream.is_updating());
+  }
+  // Memory handed out after the refusal (where the temporaries would have been) is never written.
+  const Tensor canary = filled_tensor({4096}, DType::u8, 7);
+  const std::vector<double> canary_before = read_back(canary);
+  graph.replay();
+  ng::device_synchronize();
+  const auto eager_captured = ng::ops::fused_infer_attention_score(a.q, a.k, a.v, captured);
+  ng::device_synchronize();
+  EXPECT_TRUE(bitwise_equal(out, eager_captured.attention_out));  // nothing was installed
+  EXPECT_EQ(read_back(canary), canary_before);
+  // The handle is free again: the .out form updates it.
+  {
+    ng::StreamGuard on(update_stream);
+    ng::task_update_begin(update_stream, handle);
+    ng::ops::fused_infer_attention_score_out(a.q, a.k, a.v, updated, ws, out, lse);
+    ng::task_update_end(update_stream);
+  }
+  update_stream.synchronize();
+  graph.replay();
+  ng::device_synchronize();
+  const auto eager_updated = ng::ops::fused_infer_attention_score(a.q, a.k, a.v, updated);
+  ng::device_synchronize();
+  EXPECT_TRUE(bitwise_equal(out, eager_updated.attention_out));
+  EXPECT_EQ(read_back(canary), canary_before);
+}
+
 }  // namespace
 }  // namespace fia_test

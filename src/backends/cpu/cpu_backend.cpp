@@ -38,6 +38,7 @@ class CpuStreamQueue final : public StreamQueue {
     {
       std::lock_guard lock(mu_);
       NG_CHECK_STATE(!stop_, owner_->str(), " is shut down: no more work can be issued on it");
+      if (task.kind == TaskKind::graph_launch) take_launch_turn(task, *owner_);  // Note [Replay order]
       pending_.push_back(std::move(task));
       submitted_.store(submitted_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
       wake = sleeping_;
@@ -113,9 +114,15 @@ class CpuStreamQueue final : public StreamQueue {
         }
         batch.swap(pending_);
       }
+      const std::uint64_t first = taken;
       taken += batch.size();
       const std::uint64_t done = batch.size();
-      for (Task& task : batch) execute_task(task, *owner_, compute_pool());
+      // At process exit the memory queued work reads may be gone already: it is dropped, not run.
+      if (!runtime_exiting())
+        for (std::size_t i = 0; i < batch.size(); ++i) {
+          owner_->executing = first + i;
+          execute_task(batch[i], *owner_, compute_pool());
+        }
       // Release the task objects (graphs, events, pools) before the batch counts as completed, so
       // that after synchronize() nothing the work held is still alive. This may run ~StreamState
       // (Note [Worker lifetime]); then nobody can be waiting on us, and we leave without a touch.
@@ -174,33 +181,35 @@ class CpuBackend final : public Backend {
 
 }  // namespace
 
-void execute_builtin(TaskKind kind, const std::byte* params, void* object, std::uint64_t value,
+bool execute_builtin(TaskKind kind, const std::byte* params, void* object, std::uint64_t value,
                      const WaitSite& site) {
   switch (kind) {
     case TaskKind::fill: {
       FillArgs a;
       std::memcpy(&a, params, sizeof a);
       run_fill(a);
-      return;
+      return true;
     }
     case TaskKind::copy: {
       CopyArgs a;
       std::memcpy(&a, params, sizeof a);
       if (a.nbytes) std::memmove(a.dst, a.src, a.nbytes);
-      return;
+      return true;
     }
-    case TaskKind::host_fn: (*static_cast<std::function<void()>*>(object))(); return;
-    case TaskKind::event_record: event_complete(*static_cast<EventState*>(object), value); return;
+    case TaskKind::host_fn: (*static_cast<std::function<void()>*>(object))(); return true;
+    case TaskKind::event_record:
+      event_complete(*static_cast<EventState*>(object), value, *site.stream);
+      return true;
     case TaskKind::event_wait:
       event_block(*static_cast<EventState*>(object), value, *site.stream);
-      return;
-    case TaskKind::ext_record: external_record(*static_cast<ExternalEventState*>(object)); return;
-    case TaskKind::ext_wait: external_wait(*static_cast<ExternalEventState*>(object), site); return;
-    case TaskKind::ext_reset: external_reset(*static_cast<ExternalEventState*>(object)); return;
+      return true;
+    case TaskKind::ext_record: external_record(*static_cast<ExternalEventState*>(object)); return true;
+    case TaskKind::ext_wait: return external_wait(*static_cast<ExternalEventState*>(object), site);
+    case TaskKind::ext_reset: external_reset(*static_cast<ExternalEventState*>(object)); return true;
     case TaskKind::graph_launch:
-      run_graph(*static_cast<ExecGraph*>(object), TablePin(), *site.stream, compute_pool());
-      return;
-    case TaskKind::patch: apply_patch(*static_cast<Patch*>(object)); return;
+      run_graph(*static_cast<ExecGraph*>(object), TablePin(), LaunchTicket(), *site.stream, compute_pool());
+      return true;
+    case TaskKind::patch: apply_patch(*static_cast<Patch*>(object)); return true;
     case TaskKind::kernel: break;
   }
   NG_THROW(InternalError, "execute_builtin called for a kernel task");
@@ -212,7 +221,8 @@ void execute_task(Task& task, StreamState& stream, ComputePool& pool) {
       const ExecContext ctx(&pool, stream.num_threads);
       task.kernel->cpu(task.params.data(), task.params.size(), ctx);
     } else if (task.kind == TaskKind::graph_launch) {
-      run_graph(*static_cast<ExecGraph*>(task.object.get()), std::move(task.pin), stream, pool);
+      run_graph(*static_cast<ExecGraph*>(task.object.get()), std::move(task.pin), std::move(task.ticket),
+                stream, pool);
     } else {
       execute_builtin(task.kind, task.params.data(), task.object.get(), task.value,
                       WaitSite{&stream});

@@ -10,7 +10,8 @@ class ComputePool;
 struct StreamState;
 
 // Runs a task that is not a kernel (fill, copy, host function, events, graph launch, patch).
-void execute_builtin(TaskKind kind, const std::byte* params, void* object, std::uint64_t value,
+// Returns false when it gave up (a cancelled ExternalEvent wait): the rest of a replay is skipped.
+bool execute_builtin(TaskKind kind, const std::byte* params, void* object, std::uint64_t value,
                      const WaitSite& site);
 // Runs any task; an exception from it becomes the stream's pending error.
 void execute_task(Task& task, StreamState& stream, ComputePool& pool);

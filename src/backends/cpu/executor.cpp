@@ -74,6 +74,8 @@ void RunState::finish_sinks(std::uint32_t count) {
 }
 
 void RunState::run_node(std::uint32_t id) {
+  // A cancelled replay (Note [Stalls]) skips what is left; the walk goes on so that it ends.
+  if (cancelled.load(std::memory_order_relaxed)) return;
   const ExecNode& node = graph->nodes[id];
   try {
     if (node.kind == TaskKind::kernel) {
@@ -89,8 +91,9 @@ void RunState::run_node(std::uint32_t id) {
         node.fn(p.data(), p.size(), ctx);
       }
     } else {
-      execute_builtin(node.kind, node.params, node.object, node.value,
-                      WaitSite{stream, graph->graph_id, id});
+      if (!execute_builtin(node.kind, node.params, node.object, node.value,
+                           WaitSite{stream, graph->graph_id, id}))
+        cancelled.store(true, std::memory_order_relaxed);
     }
   } catch (const std::exception& e) {
     stream->report_error(cat("graph ", graph->graph_id, " ", graph->describe(id), " failed: ", e.what()));
@@ -159,7 +162,14 @@ void RunState::work(bool owner) {
   }
 }
 
-void run_graph(ExecGraph& graph, TablePin pin, StreamState& stream, ComputePool& pool) {
+void run_graph(ExecGraph& graph, TablePin pin, LaunchTicket ticket, StreamState& stream,
+               ComputePool& pool) {
+  if (!ticket.held()) {  // launched by a graph's node: its turn and its pin are taken now
+    ticket = take_launch_turn(graph, stream);
+  }
+  const std::uint64_t turn = ticket.turn();
+  ticket.consume();  // from here the turn is waited for and served (or given up) below
+  if (!wait_launch_turn(graph, turn, stream)) return;  // the stream is going away
   std::unique_ptr<RunState> run;
   {
     std::lock_guard lock(graph.runs_mu);
@@ -175,6 +185,7 @@ void run_graph(ExecGraph& graph, TablePin pin, StreamState& stream, ComputePool&
   for (std::size_t i = 0; i < graph.counter_init.size(); ++i)
     run->counters[i].store(graph.counter_init[i], std::memory_order_relaxed);
   run->next_source.store(0, std::memory_order_relaxed);
+  run->cancelled.store(false, std::memory_order_relaxed);
   run->sinks_left.store(graph.sinks, std::memory_order_release);
   const bool helpers = run->parallel && stream.num_threads > 1 && pool.helpers() > 0;
   if (helpers) pool.post(run.get(), stream.num_threads - 1);
@@ -182,8 +193,11 @@ void run_graph(ExecGraph& graph, TablePin pin, StreamState& stream, ComputePool&
   if (helpers) pool.retire(run.get());
   for (auto& p : run->pinned) p.reset();
   run->table.reset();
-  std::lock_guard lock(graph.runs_mu);
-  graph.free_runs.push_back(std::move(run));
+  {
+    std::lock_guard lock(graph.runs_mu);
+    graph.free_runs.push_back(std::move(run));
+  }
+  finish_launch_turn(graph);
 }
 
 }  // namespace npugraph::detail

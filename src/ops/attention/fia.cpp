@@ -3,6 +3,7 @@
 // in fia_kernel.cpp, the update check in fia_update.cpp.
 #include "npugraph/ops/fia.hpp"
 
+#include "npugraph/error.hpp"
 #include "npugraph/stream.hpp"
 #include "ops/attention/fia_params.hpp"
 
@@ -36,7 +37,19 @@ void fused_infer_attention_score_out(const Tensor& query, const Tensor& key, con
 
 FiaResult fused_infer_attention_score(const Tensor& query, const Tensor& key, const Tensor& value,
                                       const FiaOptions& options) {
-  const UpdateErrorGuard guard(current_stream(query.device()));
+  const Stream stream = current_stream(query.device());
+  if (stream.is_updating()) [[unlikely]] {
+    // Its workspace and outputs are temporaries freed when it returns: bound to a captured task, every
+    // later replay would write memory the allocator hands out again.
+    abandon_update_on_error(stream);
+    NG_THROW(StateError, "fused_infer_attention_score on ", stream.str(), ": the allocating form cannot "
+             "be bound in a task update (its workspace and outputs would be freed when it returns, "
+             "while every replay keeps writing them); inside an update issue the .out form "
+             "(fused_infer_attention_score_out / npu_fused_infer_attention_score.out) with the "
+             "workspace and outputs the task was captured with (the update is abandoned: nothing was "
+             "installed)");
+  }
+  const UpdateErrorGuard guard(stream);
   // Checks the shapes before allocating anything; build_fia_params checks the rest.
   const attention::FiaOutputInfo info = attention::plan_outputs(query, key, value, options);
   const Device device = query.device();
@@ -49,7 +62,7 @@ FiaResult fused_infer_attention_score(const Tensor& query, const Tensor& key, co
                               r.softmax_lse,
                               options.softmax_lse_flag ? nullptr : r.softmax_lse.data_ptr<float>(),
                               block);
-  launch(current_stream(device), kFiaKernel, block.bytes());
+  launch(stream, kFiaKernel, block.bytes());
   return r;
 }
 

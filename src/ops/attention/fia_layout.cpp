@@ -1,5 +1,6 @@
 // FIA layouts: parsing input_layout, reading query/key/value (and rope, shared prefix, paged
 // caches) as (b, n, s, d), the output and lse shapes, and the views the kernel indexes with.
+#include <limits>
 #include <cstring>
 #include <initializer_list>
 #include <iterator>
@@ -261,7 +262,12 @@ void check_kv(FiaCall& c) {
     NG_CHECK_ARG(vd.b == kd.b, kOp, "value = ", TensorText{c.v}, ": its block count (", vd.b,
                  ") must equal the key's (", kd.b, ")");
     c.key.num_blocks = kd.b;
-    c.key.kv_seq = c.key.max_blocks * c.key.block_size;
+    std::int64_t capacity = 0;
+    NG_CHECK_ARG(!__builtin_mul_overflow(c.key.max_blocks, c.key.block_size, &capacity) &&
+                     capacity <= std::numeric_limits<std::int32_t>::max(),
+                 kOp, "block_table = ", TensorText{c.o.block_table}, " with block_size = ", c.key.block_size,
+                 ": its capacity max_blocks * block_size must be at most 2147483647 tokens");
+    c.key.kv_seq = capacity;
     c.key_s = 0;
   } else {
     kd = split(c.k, "key", c.in, kvh, "num_key_value_heads");

@@ -1,0 +1,134 @@
+// Launches of one executable graph run one after another in launch order, whatever streams they are
+// launched on (Note [Replay order]): concurrent replays never share the graph's workspace.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "npugraph/npugraph.hpp"
+#include "ops/test_fia_util.hpp"
+#include "test_util.hpp"
+
+namespace {
+
+namespace ng = npugraph;
+using namespace std::chrono_literals;
+using fia_test::bitwise_equal;
+using fia_test::random_tensor;
+using ngtest::throws_with;
+
+// Two threads each replay one FIA graph on their own stream, 500 times, with the same parameters.
+// A host function captured after the FIA task checks each replay's output inside that replay: with
+// replays sharing the graph's workspace at once, most outputs were wrong (values up to 27,455 and
+// inf); launches serialised in launch order leave none wrong.
+TEST(ReplayOrder, TwoThreadsReplayingOneGraphOnTheirOwnStreamsSeeNoWrongOutput) {
+  std::vector<double> x;
+  const ng::Tensor q = random_tensor(x, {1, 8, 1, 64}, ng::f16, 11);
+  const ng::Tensor k = random_tensor(x, {1, 8, 2048, 64}, ng::f16, 12);
+  const ng::Tensor v = random_tensor(x, {1, 8, 2048, 64}, ng::f16, 13);
+  const ng::ops::FiaOptions opt{.actual_seq_lengths_kv = {2000}, .num_heads = 8, .scale = 0.125,
+                                .input_layout = "BNSD"};
+  const ng::Tensor expected = ng::ops::fused_infer_attention_score(q, k, v, opt).attention_out;
+  ng::device_synchronize();
+
+  std::atomic<int> checked{0}, wrong{0};
+  ng::Graph g;
+  {
+    ng::CaptureScope capture(g);
+    const ng::Stream s = ng::current_stream();
+    const ng::Tensor ws = ng::ops::fia_max_workspace(q, k, v, opt);
+    const ng::Tensor out = ng::empty(expected.shape(), ng::f16);
+    const ng::Tensor lse = ng::empty({1}, ng::f32);
+    ng::ops::fused_infer_attention_score_out(q, k, v, opt, ws, out, lse);
+    ng::launch_host_func(s, [&, out] {
+      if (!bitwise_equal(out, expected)) ++wrong;
+      ++checked;
+    });
+  }
+  constexpr int kReplays = 500;
+  auto replayer = [&] {
+    const ng::Stream s = ng::Stream::create();
+    for (int i = 0; i < kReplays; ++i) {
+      g.replay(s);
+      if (i % 50 == 49) s.synchronize();
+    }
+    s.synchronize();
+  };
+  std::thread a(replayer), b(replayer);
+  a.join();
+  b.join();
+  EXPECT_EQ(checked.load(), 2 * kReplays);
+  EXPECT_EQ(wrong.load(), 0);
+}
+
+// The second stream's replay is launched after the first's but its stream is free first: it still
+// runs second. Each replay logs the thread running it (its stream's worker).
+TEST(ReplayOrder, ReplaysRunInLaunchOrderAcrossStreams) {
+  std::mutex mu;
+  std::vector<std::thread::id> order;
+  ng::Graph g;
+  {
+    ng::CaptureScope capture(g);
+    ng::launch_host_func(ng::current_stream(), [&] {
+      std::lock_guard lock(mu);
+      order.push_back(std::this_thread::get_id());
+    });
+  }
+  const ng::Stream s1 = ng::Stream::create(), s2 = ng::Stream::create();
+  std::thread::id w1, w2;
+  ng::launch_host_func(s1, [&] { w1 = std::this_thread::get_id(); });
+  ng::launch_host_func(s2, [&] { w2 = std::this_thread::get_id(); });
+  s1.synchronize();
+  s2.synchronize();
+  ng::ExternalEvent gate("gate");
+  gate.wait(s1);  // s1 is held back; its replays are launched first anyway
+  for (int i = 0; i < 3; ++i) {
+    g.replay(s1);
+    g.replay(s2);
+  }
+  std::this_thread::sleep_for(20ms);
+  {
+    std::lock_guard lock(mu);
+    EXPECT_TRUE(order.empty()) << "s2's replay ran before s1's, which was launched earlier";
+  }
+  gate.record(ng::Stream::create());
+  s1.synchronize();
+  s2.synchronize();
+  const std::vector<std::thread::id> expected{w1, w2, w1, w2, w1, w2};
+  EXPECT_EQ(order, expected);
+}
+
+// A replay waiting for its turn behind a replay whose stream is stalled: the waiting stream's
+// synchronize raises, naming the ExternalEvent and the stalled stream, instead of blocking forever.
+TEST(ReplayOrder, AReplayWaitingBehindAStalledStreamReportsTheStall) {
+  ngtest::DiagnosticLog log;
+  std::atomic<int> runs{0};
+  ng::Graph g;
+  {
+    ng::CaptureScope capture(g);
+    ng::launch_host_func(ng::current_stream(), [&] { ++runs; });
+  }
+  const ng::Stream s1 = ng::Stream::create(), s2 = ng::Stream::create();
+  ng::ExternalEvent never("never_recorded_for_s1");
+  never.set_wait_deadline(50ms);
+  never.wait(s1);
+  g.replay(s1);  // turn 0, behind the wait
+  g.replay(s2);  // turn 1, waits for turn 0
+  EXPECT_TRUE(throws_with<ng::TimeoutError>([&] { s2.synchronize(5000ms); },
+                                            {"'never_recorded_for_s1'", s1.str(), "50 ms deadline",
+                                             "cancelled"}));
+  // The stall is cancelled: both replays run, and s1 learns what happened at its own synchronize.
+  EXPECT_TRUE(throws_with<ng::TimeoutError>([&] { s1.synchronize(5000ms); }, {"'never_recorded_for_s1'"}));
+  s2.synchronize();
+  EXPECT_EQ(runs.load(), 2);
+  g.replay(s2);
+  g.replay(s1);
+  s1.synchronize();
+  s2.synchronize();
+  EXPECT_EQ(runs.load(), 4);
+}
+
+}  // namespace
