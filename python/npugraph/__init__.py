@@ -24,7 +24,10 @@ from ._C import (
     zeros,
 )
 
+from ._graph import graph as _graph
+
 npu = _C.npu
+npu.graph = _graph  # the capture context, with its torch-op check (Note in _graph.py)
 _sys.modules[__name__ + ".npu"] = npu
 
 __all__ = [

@@ -1,13 +1,21 @@
 // The pieces of the _C extension module.
 #pragma once
 
+#include <string>
+
 #include <pybind11/pybind11.h>
 
 namespace npugraph::python {
 
 namespace py = pybind11;
 
-void bind_runtime(py::module_& m, py::module_& npu);
+// npugraph.Error and its subclasses, and the translator that raises them (errors.cpp).
+void bind_errors(py::module_& m);
+// A library message with C++ advice rewritten for Python (Note [C++ advice in Python errors]).
+std::string python_message(std::string message);
+
+void bind_runtime(py::module_& m, py::module_& npu);  // streams, events, memory (runtime.cpp)
+void bind_graph(py::module_& m, py::module_& npu);    // NPUGraph, graph(), task groups (graph.cpp)
 void bind_fia(py::module_& m);
 
 }  // namespace npugraph::python

@@ -6,10 +6,32 @@
 #include <cstring>
 #include <string>
 
+#include "args.hpp"
 #include "npugraph/error.hpp"
 
 namespace npugraph::python {
 namespace {
+
+thread_local int g_internal_torch = 0;
+
+// Marks npugraph's own torch calls (Note [Torch ops inside a capture] in npugraph/_graph.py).
+struct InternalTorch {
+  InternalTorch() { ++g_internal_torch; }
+  ~InternalTorch() { --g_internal_torch; }
+  InternalTorch(const InternalTorch&) = delete;
+  InternalTorch& operator=(const InternalTorch&) = delete;
+};
+
+constexpr const char* kSupported =
+    "supported: float32, float16, bfloat16 (torch tensors only), int8, uint8, int32, int64, bool";
+
+// torch's dtype names for the dtypes npugraph has ("torch.float32", ...).
+bool torch_dtype_supported(const std::string& name) {
+  for (const char* n : {"torch.float32", "torch.float16", "torch.bfloat16", "torch.int8", "torch.uint8",
+                        "torch.int32", "torch.int64", "torch.bool"})
+    if (name == n) return true;
+  return false;
+}
 
 // DLPack's ABI (dlpack.h v0.x, the version torch 1.13 speaks), declared here.
 struct DLDevice { std::int32_t device_type; std::int32_t device_id; };
@@ -88,8 +110,7 @@ DType numpy_dtype(const py::dtype& dt, const char* arg) {
   if (kind == 'i' && size == 8) return DType::i64;
   if (kind == 'b' && size == 1) return DType::boolean;
   NG_THROW(ArgumentError, arg, ": numpy dtype ", py::str(static_cast<const py::handle&>(dt)).cast<std::string>(),
-           " is not supported (float32, float16, int8, uint8, int32, int64, bool; bfloat16 needs a "
-           "torch tensor)");
+           " is not supported (", kSupported, ")");
 }
 
 py::dtype numpy_dtype_of(DType t) {
@@ -111,9 +132,11 @@ py::dtype numpy_dtype_of(DType t) {
 Kind kind_of(py::handle obj, const char* arg) {
   if (py::isinstance<py::array>(obj)) return Kind::numpy;
   if (is_torch(obj) && py::hasattr(obj, "__dlpack__")) return Kind::torch;
-  throw py::type_error(std::string(arg) + ": expected a numpy array or a torch tensor, got " +
-                       std::string(py::str(py::type::handle_of(obj).attr("__name__"))));
+  throw py::type_error(std::string(arg) + ": expected a numpy array or a torch tensor, got " + type_name(obj) +
+                       " (" + short_repr(obj) + ")");
 }
+
+bool in_internal_torch() { return g_internal_torch > 0; }
 
 Tensor to_tensor(py::handle obj, const char* arg) {
   if (kind_of(obj, arg) == Kind::numpy) {
@@ -130,13 +153,17 @@ Tensor to_tensor(py::handle obj, const char* arg) {
     NG_CHECK_ARG(arr.writeable(), arg, ": the numpy array is read-only");
     return Tensor::from_blob(arr.mutable_data(), shape, strides, dtype, hold_python(obj));
   }
+  InternalTorch internal;
   NG_CHECK_ARG(!py::bool_(obj.attr("requires_grad")), arg,
                ": a torch tensor that requires grad cannot be shared; use .detach() or torch.no_grad()");
   const std::string device = py::str(obj.attr("device").attr("type"));
   NG_CHECK_ARG(device == "cpu", arg, ": torch tensor on device '", device,
                "': this build runs on the cpu backend (keep tensors on the cpu)");
+  const std::string dtype_name = py::str(obj.attr("dtype"));
+  NG_CHECK_ARG(torch_dtype_supported(dtype_name), arg, ": torch dtype ", dtype_name, " is not supported (",
+               kSupported, ")");
   // torch 1.13 cannot export bool through DLPack: share it as uint8 and keep the dtype.
-  const bool is_bool = std::string(py::str(obj.attr("dtype"))) == "torch.bool";
+  const bool is_bool = dtype_name == "torch.bool";
   py::object src = is_bool ? obj.attr("view")(py::module_::import("torch").attr("uint8"))
                            : py::reinterpret_borrow<py::object>(obj);
   py::capsule cap = src.attr("__dlpack__")();
@@ -192,6 +219,7 @@ py::object from_tensor(const Tensor& t, Kind kind) {
       m->deleter(m);
     }
   });
+  InternalTorch internal;
   // Leaked on purpose: a static py::object would be released after the interpreter is gone.
   static auto* from_dlpack = new py::object(py::module_::import("torch.utils.dlpack").attr("from_dlpack"));
   py::object result = (*from_dlpack)(cap);

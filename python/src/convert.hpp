@@ -20,6 +20,9 @@ Tensor to_tensor(py::handle obj, const char* arg);
 py::object from_tensor(const Tensor& t, Kind kind);
 // A dtype given as a numpy dtype, a torch dtype or a name ("float16", "bfloat16", ...).
 DType to_dtype(py::handle obj);
+// Whether this thread is inside one of npugraph's own torch calls (from_tensor / to_tensor), which
+// the capture's torch-op check ignores.
+bool in_internal_torch();
 // The kind a dtype object implies: torch dtypes give torch tensors, anything else numpy arrays.
 Kind kind_of_dtype(py::handle obj);
 

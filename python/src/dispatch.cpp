@@ -6,14 +6,37 @@
 
 namespace npugraph::python {
 
-DispatchRecords*& active_dispatch() {
-  thread_local DispatchRecords* active = nullptr;
+namespace {
+
+// Says what the holder of d.mutex does, for the StateError of an update that finds it taken.
+class BusyMark {
+ public:
+  BusyMark(DispatchRecords& d, const char* what) : d_(d) { d_.busy.store(what); }
+  ~BusyMark() { d_.busy.store(nullptr); }
+  BusyMark(const BusyMark&) = delete;
+  BusyMark& operator=(const BusyMark&) = delete;
+
+ private:
+  DispatchRecords& d_;
+};
+
+}  // namespace
+
+std::shared_ptr<DispatchRecords>& active_dispatch() {
+  thread_local std::shared_ptr<DispatchRecords> active;
   return active;
 }
 
-std::pair<Tensor, Tensor> record_fia(DispatchRecords& d, const Tensor& query, const Tensor& key,
-                                     const Tensor& value, const ops::FiaOptions& options) {
+std::optional<std::pair<Tensor, Tensor>> record_fia(DispatchRecords& d, const Tensor& query,
+                                                    const Tensor& key, const Tensor& value,
+                                                    const ops::FiaOptions& options) {
+  std::lock_guard lock(d.mutex);
+  BusyMark busy(d, "recording a call into");
+  NG_CHECK_STATE(!d.dead, "npu_fused_infer_attention_score: graph ", d.graph_id,
+                 " was reset by another thread during its auto-dispatch capture; the call is not "
+                 "recorded (capture the graph again)");
   const Stream s = current_stream();
+  if (!s.is_capturing()) return std::nullopt;  // e.g. inside `with npugraph.npu.stream(other):`
   FiaRecord r{query, key, value, options, {}, {}, {}, {}, ExternalEvent("fia record " + std::to_string(d.records.size()))};
   const std::int64_t need = ops::fia_workspace_bytes(query, key, value, options);
   auto it = std::find_if(d.workspaces.begin(), d.workspaces.end(),
@@ -39,7 +62,45 @@ std::pair<Tensor, Tensor> record_fia(DispatchRecords& d, const Tensor& query, co
   d.handles.push_back(r.handle);
   d.events.push_back(r.event);
   d.records.push_back(std::move(r));
-  return {d.records.back().attention_out, d.records.back().softmax_lse};
+  d.count.store(d.records.size());
+  return std::pair{d.records.back().attention_out, d.records.back().softmax_lse};
+}
+
+void reset_graph(PyGraph& g) {
+  std::shared_ptr<DispatchRecords> records = g.dispatch;
+  {
+    py::gil_scoped_release release;
+    std::unique_lock<std::mutex> lock;
+    if (records) {
+      lock = std::unique_lock(records->mutex);  // waits for an update or a recorded call in flight
+      records->dead = true;
+    }
+    std::optional<BusyMark> busy;
+    if (records) busy.emplace(*records, "resetting");
+    g.graph.reset();
+  }
+  if (g.dispatch == records) {  // not replaced by a capture another thread began meanwhile
+    g.auto_dispatch_capture = false;
+    g.dispatch.reset();
+  }
+  py::gil_scoped_release release;
+  records.reset();  // may free the records' tensors
+}
+
+bool take_replay_mark(const PyGraph& g) {
+  DispatchRecords* d = g.dispatch.get();
+  if (!g.auto_dispatch_capture || !d || d->count.load() == 0) return false;
+  if (d->updated.exchange(false)) return true;
+  if (g.graph.state() != Graph::State::ready) return false;  // replay() says what is wrong
+  NG_THROW(StateError, "NPUGraph.replay: graph ", d->graph_id, " was captured with auto_dispatch_capture=True "
+           "and its ", d->count.load(), " recorded fused_infer_attention_score call(s) wait for an update "
+           "before every replay, but none was made since the capture or the last replay (the replay "
+           "would block until the ExternalEvent deadline). Call g.update(cpu_update_input=[{}]) to "
+           "re-issue them with their current arguments (or pass new ones), then replay");
+}
+
+void restore_replay_mark(const PyGraph& g) {
+  if (g.dispatch) g.dispatch->updated.store(true);
 }
 
 namespace {
@@ -50,7 +111,20 @@ void update_graph(PyGraph& g, py::handle cpu_update_input) {
                  "NPUGraph.update: graph ", g.graph.id(), " was not captured with auto_dispatch_capture="
                  "True; capture it inside npugraph.npu.graph(g, auto_dispatch_capture=True) to update "
                  "its recorded calls (or update task groups with graph_task_update_begin/end)");
-  DispatchRecords& d = *g.dispatch;
+  const std::shared_ptr<DispatchRecords> hold = g.dispatch;  // alive until this update returns
+  DispatchRecords& d = *hold;
+  std::unique_lock lock(d.mutex, std::try_to_lock);
+  if (!lock.owns_lock()) {
+    const char* busy = d.busy.load();
+    NG_THROW(StateError, "NPUGraph.update: graph ", d.graph_id, ": another thread is ",
+             busy ? busy : "updating", " it; one update of a graph runs at a time, so this one "
+             "changed nothing (serialize the updates of a graph, or retry)");
+  }
+  BusyMark busy(d, "updating");
+  NG_CHECK_STATE(!d.dead, "NPUGraph.update: graph ", d.graph_id,
+                 " was reset by another thread; capture it again to update it");
+  NG_CHECK_STATE(g.graph.state() == Graph::State::ready, "NPUGraph.update: graph ", d.graph_id,
+                 " is still being captured; update it after its capture ends");
   NG_CHECK_ARG(!d.records.empty(), "NPUGraph.update: graph ", g.graph.id(),
                " recorded no fused_infer_attention_score call during its capture: nothing to update");
   if (!py::isinstance<py::list>(cpu_update_input) && !py::isinstance<py::tuple>(cpu_update_input))
@@ -97,16 +171,21 @@ void update_graph(PyGraph& g, py::handle cpu_update_input) {
     throw;
   }
   d.undo.clear();
+  d.updated.store(true);
 }
 
 }  // namespace
 
 void bind_dispatch(py::class_<PyGraph>& graph_class) {
   graph_class
-      .def("update", &update_graph, py::arg("cpu_update_input"))
+      .def("update", &update_graph, py::arg("cpu_update_input"),
+           "Re-issues the fused_infer_attention_score calls recorded by an auto_dispatch_capture "
+           "capture with new keyword arguments: one dict per call, or one dict for all ([{}] re-issues "
+           "the current ones). Each replay needs an update before it. Raises StateError if another "
+           "thread is updating the graph (nothing is changed then).")
       .def_property_readonly("auto_dispatch_capture", [](const PyGraph& g) { return g.auto_dispatch_capture; })
       .def_property_readonly("num_dispatch_records",
-                             [](const PyGraph& g) { return g.dispatch ? g.dispatch->records.size() : 0; })
+                             [](const PyGraph& g) -> std::size_t { return g.dispatch ? g.dispatch->count.load() : 0; })
       .def_property_readonly("update_stream", [](const PyGraph& g) -> py::object {
         if (!g.dispatch) return py::none();
         return py::cast(g.dispatch->update_stream);

@@ -10,12 +10,28 @@
 // record (or one dict to all), re-issues every recorded call in one batched, stream-ordered update on
 // the graph's update stream, and records each call's event after it — so the next replay waits for
 // the new parameters, as in the seed example. Every replay needs an update before it (the events are
-// reset by the replay). The new arguments persist: a later update changes only the keys it names. If
-// any call fails its checks, nothing is installed and the recorded arguments stay as they were.
+// reset by the replay): a replay with recorded calls and no successful update since the capture or
+// the last replay would wait for events nobody records (until the ExternalEvent deadline), so it is
+// refused at once with a StateError that says to call g.update(cpu_update_input=[{}]) (which
+// re-issues every call with its current arguments). That is tracked per graph: a successful update
+// sets DispatchRecords::updated, a replay clears it. The new arguments persist: a later update changes
+// only the keys it names. If any call fails its checks, nothing is installed and the recorded
+// arguments stay as they were. Only the values the op re-plans are updatable (Update rules in
+// npugraph/ops/fia.hpp); a dict that changes another one is refused as "not updatable".
+//
+// Threads: the records are shared (std::shared_ptr) by the graph, the capture recording into them
+// (active_dispatch()) and every update in flight, so g.reset() on one thread never frees what another
+// one uses. DispatchRecords::mutex orders who touches them: an update try-locks it (the loser gets a
+// StateError naming the graph and changes nothing: two updates of one graph never interleave their
+// parsing and re-issue), a recorded call and reset() lock it with the GIL released. Nobody blocks on
+// it while holding the GIL (the holder may need the GIL to finish).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -45,6 +61,12 @@ struct DispatchRecords {
   std::vector<std::pair<std::size_t, FieldSwap>> undo;  // (record, swap) of the update in progress
   std::vector<FieldSwap> swaps;                         // one record's, while it is parsed
   Stream update_stream;
+  std::uint64_t graph_id = 0;
+  std::mutex mutex;                       // see the Note: held by an update, a recorded call, reset
+  std::atomic<const char*> busy{nullptr};  // what the holder of `mutex` does ("updating", ...)
+  bool dead = false;                       // the graph was reset (under mutex)
+  std::atomic<bool> updated{false};        // a successful update since the capture / last replay
+  std::atomic<std::size_t> count{0};       // records.size(), readable without the mutex
 };
 
 // The NPUGraph Python object: the graph plus its auto-dispatch records.
@@ -55,15 +77,26 @@ struct PyGraph {
 };
 
 // The records of the auto-dispatch capture running on this thread (null when none).
-DispatchRecords*& active_dispatch();
+std::shared_ptr<DispatchRecords>& active_dispatch();
 
-// Captures one eager FIA call into its own group and records it; returns (attention_out, lse).
-std::pair<Tensor, Tensor> record_fia(DispatchRecords& d, const Tensor& query, const Tensor& key,
-                                     const Tensor& value, const ops::FiaOptions& options);
+// Captures one eager FIA call into its own group and records it; returns (attention_out, lse), or
+// nothing when the current stream no longer captures (then the call runs eagerly). Locks d.mutex:
+// call it with the GIL released.
+std::optional<std::pair<Tensor, Tensor>> record_fia(DispatchRecords& d, const Tensor& query,
+                                                    const Tensor& key, const Tensor& value,
+                                                    const ops::FiaOptions& options);
+
+// Frees the graph (g.reset()) once no update or recorded call of its records is in flight.
+void reset_graph(PyGraph& g);
+// Refuses a replay of an auto-dispatch graph that waits for an update nobody made (see the Note);
+// returns whether it consumed an update mark (to restore if the replay is not issued).
+bool take_replay_mark(const PyGraph& g);
+void restore_replay_mark(const PyGraph& g);
 
 // Applies one update dict (FIA keyword names) to `options` without copying them: each value is
 // parsed into `scratch` and swapped in, and the swap is appended to `undo` — applying it again to
-// (options, scratch) restores the old value. Throws TypeError/ValueError for a bad key or value.
+// (options, scratch) restores the old value. Throws TypeError/ValueError for a bad key or value, and
+// ArgumentError ("not updatable") for a value that changes what the captured task cannot change.
 void apply_fia_kwargs(ops::FiaOptions& options, ops::FiaOptions& scratch, py::handle dict,
                       std::size_t index, std::vector<FieldSwap>& undo);
 

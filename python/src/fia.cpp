@@ -2,12 +2,14 @@
 // Keyword arguments are parsed from one table (name -> setter), so each torch_npu keyword is one line.
 #include <pybind11/stl.h>
 
+#include <memory>
 #include <string>
 #include <string_view>
 #include <tuple>
 #include <utility>
 #include <unordered_map>
 
+#include "args.hpp"
 #include "bindings.hpp"
 #include "convert.hpp"
 #include "dispatch.hpp"
@@ -15,23 +17,6 @@
 
 namespace npugraph::python {
 namespace {
-
-std::string type_name(py::handle v) { return py::str(py::type::handle_of(v).attr("__name__")); }
-
-// One element of an int list: a Python int (or anything with __index__, e.g. numpy integers).
-long long int_element(PyObject* x, const char* name, Py_ssize_t i) {
-  const long long value = PyLong_Check(x) ? PyLong_AsLongLong(x) : -1;
-  if (!PyLong_Check(x)) {
-    if (!PyIndex_Check(x))
-      throw py::type_error(std::string(name) + "[" + std::to_string(i) + "]: expected an int, got " +
-                           type_name(x));
-    py::object index = py::reinterpret_steal<py::object>(PyNumber_Index(x));
-    if (!index) throw py::error_already_set();
-    return int_element(index.ptr(), name, i);
-  }
-  if (value == -1 && PyErr_Occurred()) throw py::error_already_set();
-  return value;
-}
 
 // Fills `out` (reusing its storage) from an int, a list/tuple of ints, or a numpy array / torch tensor.
 void assign_ints(std::vector<std::int64_t>& out, py::handle v, const char* name) {
@@ -45,31 +30,57 @@ void assign_ints(std::vector<std::int64_t>& out, py::handle v, const char* name)
       out.push_back(int_element(list ? PyList_GET_ITEM(v.ptr(), i) : PyTuple_GET_ITEM(v.ptr(), i), name, i));
     return;
   }
-  if (PyLong_Check(v.ptr())) {
-    out.push_back(int_element(v.ptr(), name, 0));
+  if (PyLong_Check(v.ptr()) && !PyBool_Check(v.ptr())) {
+    out.push_back(int_arg(v, name));
     return;
   }
-  if (py::hasattr(v, "tolist")) return assign_ints(out, v.attr("tolist")(), name);  // numpy / torch
+  if (py::hasattr(v, "tolist")) {  // numpy / torch
+    py::object values = v.attr("tolist")();
+    if (PyList_Check(values.ptr())) return assign_ints(out, values, name);
+    out.push_back(int_arg(values, name));  // a 0-d array
+    return;
+  }
   if (PyUnicode_Check(v.ptr()) || PyBytes_Check(v.ptr()) || !py::isinstance<py::sequence>(v))
-    throw py::type_error(std::string(name) + ": expected a list of ints, got " + type_name(v));
+    throw py::type_error(std::string(name) + ": expected a list of ints, got " + type_name(v) + " (" +
+                         short_repr(v) + ")");
   Py_ssize_t i = 0;
-  for (auto x : v) out.push_back(int_element(x.ptr(), name, i++));
+  for (auto x : v) out.push_back(int_element(x, name, i++));
 }
 
 using Setter = void (*)(ops::FiaOptions&, py::handle);
-// One keyword: how to parse it into options, and how to swap that field between two options.
+// Whether a and b differ in the field in a way an update cannot install; the captured value as text.
+using Differs = bool (*)(const ops::FiaOptions& a, const ops::FiaOptions& b);
+using Describe = std::string (*)(const ops::FiaOptions&);
+// One keyword: how to parse it into options, how to swap that field between two options, and for
+// what an update may not change (Update rules in npugraph/ops/fia.hpp), how to tell and show it.
 struct Field {
   Setter set;
   FieldSwap swap;
+  Differs differs = nullptr;  // null: any value is updatable
+  Describe describe = nullptr;
 };
+
+std::string tensor_text(const Tensor& t) { return t.defined() ? t.str() : "None"; }
+// A tensor argument may point at other memory, not change its presence, dtype or shape.
+bool tensor_differs(const Tensor& a, const Tensor& b) {
+  if (a.defined() != b.defined()) return true;
+  return a.defined() && (a.dtype() != b.dtype() || !(a.shape() == b.shape()));
+}
+
 #define NG_SWAP(field) [](ops::FiaOptions& a, ops::FiaOptions& b) { std::swap(a.field, b.field); }
+#define NG_DIFFERS(field) [](const ops::FiaOptions& a, const ops::FiaOptions& b) { return a.field != b.field; }
 #define NG_INT(field) \
-  {#field, {[](ops::FiaOptions& o, py::handle v) { o.field = v.cast<std::int64_t>(); }, NG_SWAP(field)}}
+  {#field, {[](ops::FiaOptions& o, py::handle v) { o.field = int_arg(v, #field); }, NG_SWAP(field)}}
+#define NG_FIXED_INT(field)                                                                          \
+  {#field, {[](ops::FiaOptions& o, py::handle v) { o.field = int_arg(v, #field); }, NG_SWAP(field), \
+            NG_DIFFERS(field), [](const ops::FiaOptions& o) { return std::to_string(o.field); }}}
 #define NG_LIST(field) \
   {#field, {[](ops::FiaOptions& o, py::handle v) { assign_ints(o.field, v, #field); }, NG_SWAP(field)}}
 #define NG_TENSOR(field)                                                                              \
   {#field, {[](ops::FiaOptions& o, py::handle v) { o.field = v.is_none() ? Tensor() : to_tensor(v, #field); }, \
-            NG_SWAP(field)}}
+            NG_SWAP(field),                                                                           \
+            [](const ops::FiaOptions& a, const ops::FiaOptions& b) { return tensor_differs(a.field, b.field); }, \
+            [](const ops::FiaOptions& o) { return tensor_text(o.field); }}}
 
 const std::unordered_map<std::string_view, Field>& setters() {
   static const std::unordered_map<std::string_view, Field> table = {
@@ -97,25 +108,31 @@ const std::unordered_map<std::string_view, Field>& setters() {
       NG_TENSOR(query_rope),
       NG_TENSOR(key_rope),
       NG_TENSOR(key_rope_antiquant_scale),
-      NG_INT(num_heads),
-      {"scale", {[](ops::FiaOptions& o, py::handle v) { o.scale = v.cast<double>(); }, NG_SWAP(scale)}},
+      NG_FIXED_INT(num_heads),
+      {"scale", {[](ops::FiaOptions& o, py::handle v) { o.scale = float_arg(v, "scale"); }, NG_SWAP(scale)}},
       NG_INT(pre_tokens),
       NG_INT(next_tokens),
       {"input_layout",
-       {[](ops::FiaOptions& o, py::handle v) { o.input_layout = v.cast<std::string>(); }, NG_SWAP(input_layout)}},
-      NG_INT(num_key_value_heads),
-      NG_INT(sparse_mode),
-      NG_INT(inner_precise),
-      NG_INT(block_size),
-      NG_INT(antiquant_mode),
+       {[](ops::FiaOptions& o, py::handle v) { o.input_layout = str_arg(v, "input_layout"); },
+        NG_SWAP(input_layout), NG_DIFFERS(input_layout),
+        [](const ops::FiaOptions& o) { return "'" + o.input_layout + "'"; }}},
+      NG_FIXED_INT(num_key_value_heads),
+      NG_FIXED_INT(sparse_mode),
+      NG_FIXED_INT(inner_precise),
+      NG_FIXED_INT(block_size),
+      NG_FIXED_INT(antiquant_mode),
       {"softmax_lse_flag",
-       {[](ops::FiaOptions& o, py::handle v) { o.softmax_lse_flag = v.cast<bool>(); }, NG_SWAP(softmax_lse_flag)}},
-      NG_INT(key_antiquant_mode),
-      NG_INT(value_antiquant_mode),
+       {[](ops::FiaOptions& o, py::handle v) { o.softmax_lse_flag = bool_arg(v, "softmax_lse_flag"); },
+        NG_SWAP(softmax_lse_flag), NG_DIFFERS(softmax_lse_flag),
+        [](const ops::FiaOptions& o) { return std::string(o.softmax_lse_flag ? "True" : "False"); }}},
+      NG_FIXED_INT(key_antiquant_mode),
+      NG_FIXED_INT(value_antiquant_mode),
   };
   return table;
 }
 #undef NG_INT
+#undef NG_FIXED_INT
+#undef NG_DIFFERS
 #undef NG_LIST
 #undef NG_TENSOR
 #undef NG_SWAP
@@ -133,7 +150,6 @@ const Field* find_field(py::handle key) {
   return it == table.end() ? nullptr : &it->second;
 }
 
-
 // "NPUGraph.update: cpu_update_input[3]", or the plain call's name (index < 0); built only for errors.
 std::string where_text(const char* what, long index) {
   return index < 0 ? std::string(what) : std::string(what) + "[" + std::to_string(index) + "]";
@@ -144,27 +160,42 @@ std::string where_text(const char* what, long index) {
                        std::string(py::str(key)) + "'");
 }
 
-// Applies keyword arguments to `o`; `what` and `index` name them in errors.
-void apply_kwargs(ops::FiaOptions& o, py::handle dict, const char* what, long index) {
+// Applies keyword arguments to `o`; `what` names the call in errors.
+ops::FiaOptions parse_options(const py::kwargs& kwargs, const char* what) {
+  ops::FiaOptions o;
   PyObject *key, *value;
   Py_ssize_t pos = 0;
-  while (PyDict_Next(dict.ptr(), &pos, &key, &value)) {
+  while (PyDict_Next(kwargs.ptr(), &pos, &key, &value)) {
     const Field* f = find_field(key);
-    if (!f) unexpected_keyword(what, index, key);
-    f->set(o, value);
+    if (!f) unexpected_keyword((std::string(what) + "()").c_str(), -1, key);
+    try {
+      f->set(o, value);
+    } catch (...) {
+      rethrow_with_context(std::string(what) + ": ");
+    }
   }
-}
-
-ops::FiaOptions parse_options(const py::kwargs& kwargs) {
-  ops::FiaOptions o;
-  apply_kwargs(o, kwargs, "npu_fused_infer_attention_score()", -1);
   return o;
 }
+
+constexpr const char* kFia = "npu_fused_infer_attention_score";
+constexpr const char* kFiaOut = "npu_fused_infer_attention_score.out";
+constexpr const char* kFiaWorkspace = "_npu_fused_infer_attention_score_get_max_workspace";
 
 // Eager work on a normal stream returns once it ran (Note [Blocking replays from Python]).
 void finish_eager() {
   const Stream s = current_stream();
   if (!s.is_capturing() && !s.is_updating()) s.synchronize();
+}
+
+// out=[attention_out, softmax_lse] of the .out form.
+std::pair<Tensor, Tensor> out_arg(py::handle out) {
+  if (!PyList_Check(out.ptr()) && !PyTuple_Check(out.ptr()))
+    throw_type_error(std::string(kFiaOut) + ": out", out, "a list [attention_out, softmax_lse]");
+  const py::sequence seq = py::reinterpret_borrow<py::sequence>(out);
+  if (seq.size() != 2)
+    NG_THROW(ArgumentError, kFiaOut, ": out has ", seq.size(),
+             " tensors: must be [attention_out, softmax_lse]");
+  return {to_tensor(seq[0], "out[0]"), to_tensor(seq[1], "out[1]")};
 }
 
 struct FiaOp {};
@@ -178,29 +209,47 @@ void apply_fia_kwargs(ops::FiaOptions& options, ops::FiaOptions& scratch, py::ha
   if (!PyDict_Check(dict.ptr()))
     throw py::type_error(where_text(what, at) +
                          " must be a dict of fused_infer_attention_score keyword arguments, got " +
-                         std::string(py::str(py::type::handle_of(dict).attr("__name__"))));
+                         type_name(dict));
   PyObject *key, *value;
   Py_ssize_t pos = 0;
   while (PyDict_Next(dict.ptr(), &pos, &key, &value)) {
     const Field* f = find_field(key);
     if (!f) unexpected_keyword(what, at, key);
-    f->set(scratch, value);    // parse first: a bad value leaves `options` as it was
+    try {
+      f->set(scratch, value);  // parse first: a bad value leaves `options` as it was
+    } catch (...) {
+      rethrow_with_context(where_text(what, at) + ": ");
+    }
+    if (f->differs && f->differs(options, scratch)) [[unlikely]]
+      NG_THROW(ArgumentError, where_text(what, at), ": ", std::string(py::str(key)), " = ",
+               short_repr(value), ": not updatable (captured with ", f->describe(options),
+               "). An update may change actual_seq_lengths, actual_seq_lengths_kv, "
+               "actual_shared_prefix_len, scale, pre_tokens and next_tokens, and point a tensor argument "
+               "at other memory of the same shape and dtype; capture the graph again for anything else");
     f->swap(options, scratch);  // scratch now holds the old value
     undo.push_back(f->swap);
   }
 }
 
 void bind_fia(py::module_& m) {
-  py::class_<FiaOp>(m, "_FusedInferAttentionScore")
+  py::class_<FiaOp>(m, "_FusedInferAttentionScore",
+                    "torch_npu's npu_fused_infer_attention_score(query, key, value, **kwargs) -> "
+                    "(attention_out, softmax_lse); .out(..., workspace=, out=[attention_out, softmax_lse])")
       .def("__call__", [](const FiaOp&, py::handle q, py::handle k, py::handle v, py::kwargs kwargs) {
              const Kind kind = kind_of(q, "query");
              const Tensor query = to_tensor(q, "query"), key = to_tensor(k, "key"), value = to_tensor(v, "value");
-             const ops::FiaOptions o = parse_options(kwargs);
+             const ops::FiaOptions o = parse_options(kwargs, kFia);
              ops::FiaResult r;
-             if (DispatchRecords* d = active_dispatch(); d && current_stream().is_capturing()) {
+             std::shared_ptr<DispatchRecords> d = active_dispatch();
+             bool recorded = false;
+             if (d) {
                py::gil_scoped_release release;  // captured into its own group and recorded
-               std::tie(r.attention_out, r.softmax_lse) = record_fia(*d, query, key, value, o);
-             } else {
+               if (auto outs = record_fia(*d, query, key, value, o)) {
+                 std::tie(r.attention_out, r.softmax_lse) = *outs;
+                 recorded = true;
+               }
+             }
+             if (!recorded) {
                py::gil_scoped_release release;
                r = ops::fused_infer_attention_score(query, key, value, o);
                finish_eager();
@@ -208,29 +257,28 @@ void bind_fia(py::module_& m) {
              return py::make_tuple(from_tensor(r.attention_out, kind), from_tensor(r.softmax_lse, kind));
            }, py::arg("query"), py::arg("key"), py::arg("value"))
       .def("out", [](const FiaOp&, py::handle q, py::handle k, py::handle v, py::handle workspace,
-                     py::sequence out, py::kwargs kwargs) {
-             if (out.size() != 2)
-               throw py::value_error("npu_fused_infer_attention_score.out: out must be [attention_out, softmax_lse]");
+                     py::handle out, py::kwargs kwargs) {
              const Tensor query = to_tensor(q, "query"), key = to_tensor(k, "key"), value = to_tensor(v, "value");
              const Tensor ws = to_tensor(workspace, "workspace");
-             const Tensor attention_out = to_tensor(out[0], "out[0]"), lse = to_tensor(out[1], "out[1]");
-             const ops::FiaOptions o = parse_options(kwargs);
+             const auto [attention_out, lse] = out_arg(out);
+             const ops::FiaOptions o = parse_options(kwargs, kFiaOut);
              {
                py::gil_scoped_release release;
                ops::fused_infer_attention_score_out(query, key, value, o, ws, attention_out, lse);
                finish_eager();
              }
-             return out;
+             return py::reinterpret_borrow<py::object>(out);
            }, py::arg("query"), py::arg("key"), py::arg("value"), py::kw_only(), py::arg("workspace"),
            py::arg("out"));
   m.attr("npu_fused_infer_attention_score") = FiaOp{};
-  m.def("_npu_fused_infer_attention_score_get_max_workspace",
+  m.def(kFiaWorkspace,
         [](py::handle q, py::handle k, py::handle v, py::kwargs kwargs) {
           const Kind kind = kind_of(q, "query");
           const Tensor ws = ops::fia_max_workspace(to_tensor(q, "query"), to_tensor(k, "key"),
-                                                   to_tensor(v, "value"), parse_options(kwargs));
+                                                   to_tensor(v, "value"), parse_options(kwargs, kFiaWorkspace));
           return from_tensor(ws, kind);
-        }, py::arg("query"), py::arg("key"), py::arg("value"));
+        }, py::arg("query"), py::arg("key"), py::arg("value"),
+        "The workspace (uint8) the .out form needs for the worst case of these shapes.");
 }
 
 }  // namespace npugraph::python

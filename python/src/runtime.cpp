@@ -1,4 +1,5 @@
-// npugraph.npu: streams, events, graphs, task groups — one class or function per C++ one.
+// npugraph.npu: streams, events, ExternalEvent, devices; npugraph.empty / zeros / memory_stats — one
+// class or function per C++ one. Graphs and task groups are in graph.cpp.
 //
 // Note [Blocking replays from Python]
 // On the CPU backend a "device" tensor is host memory that numpy and torch read directly, with no
@@ -6,51 +7,69 @@
 // (blocking=True, the default), as torch's CPU ops do; pass blocking=False for the asynchronous form
 // and synchronize yourself. Capture and update are unaffected (nothing runs then). The GIL is
 // released around everything that may block: capture, replay, update, synchronize, and op calls.
-#include <pybind11/chrono.h>
-#include <pybind11/functional.h>
 #include <pybind11/stl.h>
 
-#include <memory>
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <limits>
 #include <optional>
+#include <sstream>
 #include <string>
-#include <vector>
 
+#include "args.hpp"
 #include "bindings.hpp"
 #include "convert.hpp"
-#include "dispatch.hpp"
 #include "npugraph/npugraph.hpp"
 
 namespace npugraph::python {
 
 namespace {
 
+// Deadlines above this are treated as this (about 3.2 years: "never" for a wait, and far from the
+// ranges of std::chrono's millisecond and nanosecond clocks).
+constexpr double kMaxDeadlineSeconds = 1e8;
+
 Device device_arg(py::handle device) {
   if (device.is_none()) return Device::cpu();
+  if (PyBool_Check(device.ptr()))
+    throw_type_error("device", device, "an int, a str ('cpu', 'npu:0') or a torch.device");
+  Device d = Device::cpu();
   if (py::isinstance<py::int_>(device)) {
-    const int index = device.cast<int>();
+    const std::int64_t index = int_arg(device, "device");
     NG_CHECK_ARG(index == 0, "device = ", index, ": this build has one device, 0 (the cpu)");
-    return Device::cpu();
+    return d;
   }
-  if (py::hasattr(device, "type") && !py::isinstance<py::str>(device))  // torch.device
-    return Device::parse(py::str(device.attr("type")));
-  return Device::parse(py::str(device));
+  if (py::isinstance<py::str>(device)) {
+    d = Device::parse(str_arg(device, "device"));
+  } else if (py::hasattr(device, "type") && py::hasattr(device, "index")) {  // torch.device
+    d = Device::parse(py::str(device));
+  } else {
+    throw_type_error("device", device, "an int, a str ('cpu', 'npu:0') or a torch.device");
+  }
+  NG_CHECK_ARG(d.type() != DeviceType::cpu || d.index() == 0, "device = ", short_repr(device),
+               ": this build has one device, 0 (the cpu)");
+  return d;
 }
 
 // empty(2, 3) or empty((2, 3)) / empty([2, 3]), as torch.
 Shape shape_of(const py::args& size) {
   Shape shape;
-  if (size.size() == 1 && !py::isinstance<py::int_>(size[0])) {
-    for (auto d : size[0]) shape.push_back(d.cast<std::int64_t>());
+  if (size.size() == 1 && !PyLong_Check(size[0].ptr()) && !PyIndex_Check(size[0].ptr())) {
+    const py::handle s = size[0];
+    if (PyUnicode_Check(s.ptr()) || PyBytes_Check(s.ptr()) || !py::isinstance<py::sequence>(s))
+      throw_type_error("size", s, "ints or one sequence of ints");
+    std::ptrdiff_t i = 0;
+    for (auto d : py::reinterpret_borrow<py::sequence>(s)) shape.push_back(int_element(d, "size", i++));
   } else {
-    for (auto d : size) shape.push_back(d.cast<std::int64_t>());
+    std::ptrdiff_t i = 0;
+    for (auto d : size) shape.push_back(int_element(d, "size", i++));
   }
   return shape;
 }
 
-Stream stream_arg(py::handle s) {
-  if (s.is_none()) return current_stream();
-  return s.cast<Stream>();
-}
+DType dtype_arg(py::handle dtype) { return dtype.is_none() ? DType::f32 : to_dtype(dtype); }
+Kind kind_arg(py::handle dtype) { return dtype.is_none() ? Kind::numpy : kind_of_dtype(dtype); }
 
 // `with npugraph.npu.stream(s):` — makes s current, restores the previous stream on exit.
 struct StreamContext {
@@ -65,55 +84,48 @@ struct StreamContext {
   }
 };
 
-// `with npugraph.npu.graph(g, pool=None, stream=None, capture_error_mode="global",
-//                          auto_dispatch_capture=False):`
-struct GraphContext {
-  PyGraph* graph;
-  std::optional<Stream> stream;
-  CaptureOptions options;
-  bool auto_dispatch_capture = false;
-  std::unique_ptr<CaptureScope> scope;
-  DispatchRecords* previous = nullptr;
-};
-
-// "stream" / "launch" -> UpdateOrder.
-UpdateOrder order_arg(const std::string& order) {
-  if (order == "stream") return UpdateOrder::stream;
-  if (order == "launch") return UpdateOrder::launch;
-  NG_THROW(ArgumentError, "graph_task_update_begin: order = '", order, "': must be 'stream' or 'launch'");
+const Event& event_arg(py::handle v, const char* name) {
+  if (!py::isinstance<Event>(v)) throw_type_error(name, v, "an npugraph.npu.Event");
+  return v.cast<const Event&>();
 }
 
-// One handle, or a list/tuple of them (a batched update).
-std::vector<TaskGroupHandle> handles_arg(py::handle h) {
-  if (py::isinstance<TaskGroupHandle>(h)) return {h.cast<TaskGroupHandle>()};
-  if (!py::isinstance<py::list>(h) && !py::isinstance<py::tuple>(h))
-    throw py::type_error("graph_task_update_begin: handle must be a task group handle or a list of them");
-  std::vector<TaskGroupHandle> out;
-  for (auto x : h) out.push_back(x.cast<TaskGroupHandle>());
-  return out;
+// Seconds from Python -> a deadline (Note: saturates at kMaxDeadlineSeconds).
+std::chrono::milliseconds deadline_arg(py::handle v) {
+  const double seconds = float_arg(v, "deadline");
+  if (!(std::isfinite(seconds) && seconds >= 0)) {
+    std::ostringstream text;
+    text << seconds;
+    NG_THROW(ArgumentError, "deadline = ", text.str(), " s: must be a finite number of seconds >= 0");
+  }
+  return std::chrono::milliseconds(std::llround(std::min(seconds, kMaxDeadlineSeconds) * 1000.0));
 }
+
+double seconds_of(std::chrono::milliseconds ms) { return static_cast<double>(ms.count()) / 1000.0; }
 
 }  // namespace
 
 void bind_runtime(py::module_& m, py::module_& npu) {
-  py::class_<Stream>(npu, "Stream")
-      .def(py::init([](py::object device, int priority) {
-             (void)priority;  // one priority on the cpu backend
+  py::class_<Stream>(npu, "Stream", "An asynchronous in-order queue of work (torch.npu.Stream).")
+      .def(py::init([](py::object device, py::object priority) {
+             (void)int_arg(priority, "priority");  // one priority on the cpu backend
              return Stream::create(device_arg(device));
            }),
            py::arg("device") = py::none(), py::arg("priority") = 0)
       .def("synchronize", [](const Stream& s) { s.synchronize(); }, py::call_guard<py::gil_scoped_release>())
       .def("query", &Stream::query, py::call_guard<py::gil_scoped_release>())
-      .def("wait_event", [](const Stream& s, const Event& e) { s.wait(e); })
-      .def("wait_stream", [](const Stream& s, const Stream& other) { s.wait(other); })
+      .def("wait_event", [](const Stream& s, py::handle e) { s.wait(event_arg(e, "event")); }, py::arg("event"))
+      .def("wait_stream", [](const Stream& s, py::handle other) { s.wait(stream_required(other)); },
+           py::arg("stream"))
       .def("record_event", [](const Stream& s, py::object event) {
-             Event e = event.is_none() ? Event() : event.cast<Event>();
+             Event e = event.is_none() ? Event() : event_arg(event, "event");
              e.record(s);
              return e;
            }, py::arg("event") = py::none())
       .def_property_readonly("id", &Stream::id)
       .def_property_readonly("device", [](const Stream& s) { return s.device().str(); })
-      .def("__eq__", [](const Stream& a, const Stream& b) { return a == b; })
+      .def("__eq__", [](const Stream& a, py::handle b) {
+             return py::isinstance<Stream>(b) && a == b.cast<const Stream&>();
+           })
       .def("__hash__", [](const Stream& s) { return s.id(); })
       .def("__repr__", [](const Stream& s) { return "<npugraph.npu.Stream " + s.str() + ">"; });
 
@@ -121,8 +133,8 @@ void bind_runtime(py::module_& m, py::module_& npu) {
           py::arg("device") = py::none());
   npu.def("default_stream", [](py::object device) { return Stream::default_stream(device_arg(device)); },
           py::arg("device") = py::none());
-  npu.def("set_stream", [](const Stream& s) { set_current_stream(s); });
-  npu.def("set_device", [](py::object device) { device_arg(device); });
+  npu.def("set_stream", [](py::handle s) { set_current_stream(stream_required(s)); }, py::arg("stream"));
+  npu.def("set_device", [](py::object device) { device_arg(device); }, py::arg("device"));
   npu.def("current_device", [] { return 0; });
   npu.def("device_count", [] { return 1; });
   npu.def("is_available", [] { return true; });
@@ -132,160 +144,79 @@ void bind_runtime(py::module_& m, py::module_& npu) {
             device_synchronize(d);
           }, py::arg("device") = py::none());
 
-  py::class_<StreamContext>(npu, "stream")
+  py::class_<StreamContext>(npu, "stream", "`with npugraph.npu.stream(s):` makes s the current stream.")
       .def(py::init([](py::object s) {
              StreamContext c;
-             if (!s.is_none()) c.stream = s.cast<Stream>();
+             if (!s.is_none()) c.stream = stream_required(s);
              return c;
            }), py::arg("stream"))
       .def("__enter__", [](StreamContext& c) { c.enter(); return c.stream; })
       .def("__exit__", [](StreamContext& c, py::args) { c.exit(); return false; });
 
-  py::class_<Event>(npu, "Event")
-      .def(py::init([](bool enable_timing, bool blocking, bool interprocess) {
-             (void)blocking;
-             NG_CHECK_ARG(!interprocess, "Event: interprocess = True: not supported on the cpu backend");
-             return Event({.enable_timing = enable_timing});
+  py::class_<Event>(npu, "Event", "A stream event (torch.npu.Event).")
+      .def(py::init([](py::object enable_timing, py::object blocking, py::object interprocess) {
+             const bool timing = bool_arg(enable_timing, "enable_timing");
+             (void)bool_arg(blocking, "blocking");
+             NG_CHECK_ARG(!bool_arg(interprocess, "interprocess"),
+                          "Event: interprocess = True: not supported on the cpu backend");
+             return Event({.enable_timing = timing});
            }),
            py::arg("enable_timing") = false, py::arg("blocking") = false, py::arg("interprocess") = false)
       .def("record", [](Event& e, py::object s) { e.record(stream_arg(s)); }, py::arg("stream") = py::none())
       .def("wait", [](const Event& e, py::object s) { e.wait(stream_arg(s)); }, py::arg("stream") = py::none())
       .def("query", &Event::query, py::call_guard<py::gil_scoped_release>())
       .def("synchronize", &Event::synchronize, py::call_guard<py::gil_scoped_release>())
-      .def("elapsed_time", &Event::elapsed_time, py::arg("end_event"));
+      .def("elapsed_time", [](const Event& e, py::handle end) { return e.elapsed_time(event_arg(end, "end_event")); },
+           py::arg("end_event"),
+           "Milliseconds between this event and end_event; both need Event(enable_timing=True).");
 
-  py::class_<ExternalEvent>(npu, "ExternalEvent")
-      .def(py::init<std::string>(), py::arg("name") = "")
+  py::class_<ExternalEvent>(npu, "ExternalEvent",
+                            "A binary signal across the graph boundary: record sets it, wait blocks the "
+                            "stream until it is set and clears it, reset clears it.")
+      .def(py::init([](py::object name) { return ExternalEvent(str_arg(name, "name")); }), py::arg("name") = "")
       .def("record", [](ExternalEvent& e, py::object s) { e.record(stream_arg(s)); }, py::arg("stream") = py::none())
       .def("wait", [](ExternalEvent& e, py::object s) { e.wait(stream_arg(s)); }, py::arg("stream") = py::none())
       .def("reset", [](ExternalEvent& e, py::object s) { e.reset(stream_arg(s)); }, py::arg("stream") = py::none())
       .def_property_readonly("name", &ExternalEvent::name)
       .def("is_set", &ExternalEvent::is_set)
       .def("collapsed_records", &ExternalEvent::collapsed_records)
-      .def("set_wait_deadline", [](ExternalEvent& e, double seconds) {
-             e.set_wait_deadline(std::chrono::milliseconds(static_cast<long long>(seconds * 1000)));
-           }, py::arg("seconds"));
-
-  py::class_<PoolHandle>(npu, "_PoolHandle")
-      .def_property_readonly("id", &PoolHandle::id)
-      .def("__eq__", [](const PoolHandle& a, const PoolHandle& b) { return a == b; });
-  npu.def("graph_pool_handle", [] { return graph_pool_handle(); });
-
-  auto capture_options = [](py::object pool, const std::string& mode) {
-    CaptureOptions o;
-    if (!pool.is_none()) o.pool = pool.cast<PoolHandle>();
-    o.mode = parse_capture_mode(mode);
-    return o;
-  };
-
-  py::class_<PyGraph> graph_class(npu, "NPUGraph");
-  graph_class.def(py::init<>())
-      .def("capture_begin", [capture_options](PyGraph& g, py::object pool, const std::string& mode) {
-             const CaptureOptions o = capture_options(pool, mode);
-             g.auto_dispatch_capture = false;
-             g.dispatch.reset();
-             py::gil_scoped_release release;
-             g.graph.capture_begin(o);
-           }, py::arg("pool") = py::none(), py::arg("capture_error_mode") = "global")
-      .def("capture_end", [](PyGraph& g) { g.graph.capture_end(); }, py::call_guard<py::gil_scoped_release>())
-      .def("replay", [](const PyGraph& g, py::object stream, bool blocking) {
-             const Stream s = stream_arg(stream);
-             py::gil_scoped_release release;
-             g.graph.replay(s);
-             if (blocking) s.synchronize();
-           }, py::arg("stream") = py::none(), py::arg("blocking") = true)
-      .def("reset", [](PyGraph& g) {
-             g.auto_dispatch_capture = false;
-             std::shared_ptr<DispatchRecords> records = std::move(g.dispatch);
-             py::gil_scoped_release release;
-             g.graph.reset();
-             records.reset();
-           })
-      .def("pool", [](const PyGraph& g) { return g.graph.pool(); })
-      .def("debug_dump", [](const PyGraph& g, const std::string& path) { g.graph.debug_dump(path); },
-           py::arg("debug_path"))
-      .def("dot", [](const PyGraph& g) { return g.graph.dot(); })
-      .def_property_readonly("num_tasks", [](const PyGraph& g) { return g.graph.num_tasks(); })
-      .def_property_readonly("id", [](const PyGraph& g) { return g.graph.id(); });
-  bind_dispatch(graph_class);
-
-  py::class_<GraphContext>(npu, "graph")
-      .def(py::init([capture_options](PyGraph& g, py::object pool, py::object stream,
-                                      const std::string& capture_error_mode, bool auto_dispatch_capture) {
-             auto c = std::make_unique<GraphContext>();
-             c->graph = &g;
-             c->options = capture_options(pool, capture_error_mode);
-             if (!stream.is_none()) c->stream = stream.cast<Stream>();
-             c->auto_dispatch_capture = auto_dispatch_capture;
-             return c;
-           }),
-           py::arg("npu_graph"), py::arg("pool") = py::none(), py::arg("stream") = py::none(),
-           py::arg("capture_error_mode") = "global", py::arg("auto_dispatch_capture") = false,
-           py::keep_alive<1, 2>())
-      .def("__enter__", [](GraphContext& c) {
-        PyGraph& g = *c.graph;
-        g.auto_dispatch_capture = c.auto_dispatch_capture;
-        g.dispatch.reset();
-        {
-          py::gil_scoped_release release;
-          c.scope = c.stream ? std::make_unique<CaptureScope>(g.graph, *c.stream, c.options)
-                             : std::make_unique<CaptureScope>(g.graph, c.options);
-        }
-        if (c.auto_dispatch_capture) {
-          g.dispatch = std::make_shared<DispatchRecords>(
-              Stream::create(c.stream ? c.stream->device() : Device::cpu()));
-          c.previous = std::exchange(active_dispatch(), g.dispatch.get());
-        }
-      })
-      .def("__exit__", [](GraphContext& c, py::object exc_type, py::object, py::object) {
-        if (c.auto_dispatch_capture) active_dispatch() = c.previous;
-        if (!c.scope) return false;
-        std::unique_ptr<CaptureScope> scope = std::move(c.scope);
-        try {
-          py::gil_scoped_release release;
-          if (!exc_type.is_none()) scope->abandon();
-          else scope->end();
-        } catch (...) {
-          c.graph->dispatch.reset();  // a failed capture records nothing
-          throw;
-        }
-        if (!exc_type.is_none()) c.graph->dispatch.reset();
-        return false;
-      });
-
-  py::class_<TaskGroupHandle>(npu, "_TaskGroupHandle")
-      .def_property_readonly("valid", &TaskGroupHandle::valid)
-      .def_property_readonly("num_tasks", &TaskGroupHandle::num_tasks)
-      .def_property_readonly("graph_id", &TaskGroupHandle::graph_id);
-  npu.def("graph_task_group_begin", [](const Stream& s) { task_group_begin(s); }, py::arg("stream"));
-  npu.def("graph_task_group_end", [](const Stream& s) { return task_group_end(s); }, py::arg("stream"));
-  npu.def("graph_task_update_begin", [](const Stream& s, py::handle handle, const std::string& order) {
-            const std::vector<TaskGroupHandle> handles = handles_arg(handle);
-            const UpdateOrder o = order_arg(order);
-            py::gil_scoped_release release;
-            task_update_begin(s, handles, o);
-          }, py::arg("stream"), py::arg("handle"), py::kw_only(), py::arg("order") = "stream");
-  npu.def("graph_task_update_end", [](const Stream& s) { task_update_end(s); }, py::arg("stream"),
-          py::call_guard<py::gil_scoped_release>());
+      .def("set_wait_deadline", [](ExternalEvent& e, py::handle seconds) {
+             e.set_wait_deadline(with_context("ExternalEvent.set_wait_deadline: ", [&] { return deadline_arg(seconds); }));
+           }, py::arg("seconds"),
+           "How long (seconds) a wait on this event may block before it is reported and the waiting "
+           "stream's synchronize raises WaitTimeoutError. A finite number >= 0, rounded to the "
+           "millisecond; values above 1e8 s (about 3 years) mean 1e8 s.")
+      .def_property_readonly("wait_deadline", [](const ExternalEvent& e) { return seconds_of(e.wait_deadline()); },
+                             "This event's wait deadline in seconds (the default one unless set).");
+  npu.attr("MAX_EXTERNAL_WAIT_DEADLINE") = kMaxDeadlineSeconds;
+  npu.def("set_default_external_wait_deadline", [](py::handle seconds) {
+            set_default_external_wait_deadline(
+                with_context("set_default_external_wait_deadline: ", [&] { return deadline_arg(seconds); }));
+          }, py::arg("seconds"),
+          "The wait deadline (seconds) of every ExternalEvent without its own; initially 10 s. Values "
+          "above MAX_EXTERNAL_WAIT_DEADLINE (1e8 s) mean that.");
+  npu.def("default_external_wait_deadline", [] { return seconds_of(default_external_wait_deadline()); },
+          "The default ExternalEvent wait deadline, in seconds.");
 
   m.def("empty", [](py::args size, py::object dtype, py::object device) {
           (void)device_arg(device);
-          const Shape shape = shape_of(size);
-          const DType dt = dtype.is_none() ? DType::f32 : to_dtype(dtype);
-          return from_tensor(empty(shape, dt), dtype.is_none() ? Kind::numpy : kind_of_dtype(dtype));
-        }, py::kw_only(), py::arg("dtype") = py::none(), py::arg("device") = py::none());
+          const Shape shape = with_context("empty: ", [&] { return shape_of(size); });
+          return from_tensor(empty(shape, dtype_arg(dtype)), kind_arg(dtype));
+        }, py::kw_only(), py::arg("dtype") = py::none(), py::arg("device") = py::none(),
+        "An uninitialised tensor (numpy array, or torch tensor for a torch dtype); inside a capture it "
+        "comes from the graph's pool.");
   m.def("zeros", [](py::args size, py::object dtype, py::object device) {
           (void)device_arg(device);
-          const Shape shape = shape_of(size);
-          const DType dt = dtype.is_none() ? DType::f32 : to_dtype(dtype);
-          Tensor t = zeros(shape, dt);
+          const Shape shape = with_context("zeros: ", [&] { return shape_of(size); });
+          Tensor t = zeros(shape, dtype_arg(dtype));
           const Stream s = current_stream();
           if (!s.is_capturing()) {
             py::gil_scoped_release release;
             s.synchronize();
           }
-          return from_tensor(t, dtype.is_none() ? Kind::numpy : kind_of_dtype(dtype));
-        }, py::kw_only(), py::arg("dtype") = py::none(), py::arg("device") = py::none());
+          return from_tensor(t, kind_arg(dtype));
+        }, py::kw_only(), py::arg("dtype") = py::none(), py::arg("device") = py::none(),
+        "A zero-filled tensor; inside a capture the fill is a graph task (replays zero it again).");
   m.def("memory_stats", [] {
     const MemoryStats s = memory_stats();
     py::dict d;
