@@ -14,6 +14,7 @@
 #include <type_traits>
 
 #include "npugraph/stream.hpp"
+#include "npugraph/tensor.hpp"
 
 namespace npugraph {
 
@@ -78,10 +79,24 @@ class UpdateErrorGuard {
 // Issues one kernel launch on `stream` (see the header comment for what that means per mode).
 void launch(const Stream& stream, const KernelDef& kernel, std::span<const std::byte> params);
 
+// The tensors a launch reads or writes (undefined ones are skipped). Passed to launch(), they stay
+// alive as long as the work may touch them: until a queued launch has run, for as long as a captured
+// one's graph lives, until an updated task's parameters are replaced (Note [Keep-alive]). Without
+// them, the caller keeps its tensors alive until the work is done (as with CUDA).
+using TensorUses = std::span<const Tensor* const>;
+void launch(const Stream& stream, const KernelDef& kernel, std::span<const std::byte> params,
+            TensorUses uses);
+
 template <class P>
   requires std::is_trivially_copyable_v<P>
 void launch(const Stream& stream, const KernelDef& kernel, const P& params) {
   launch(stream, kernel, std::span<const std::byte>(std::as_bytes(std::span<const P, 1>(&params, 1))));
+}
+template <class P>
+  requires std::is_trivially_copyable_v<P>
+void launch(const Stream& stream, const KernelDef& kernel, const P& params, TensorUses uses) {
+  launch(stream, kernel, std::span<const std::byte>(std::as_bytes(std::span<const P, 1>(&params, 1))),
+         uses);
 }
 
 }  // namespace npugraph

@@ -23,12 +23,16 @@ void release_set(ParamSet* set) noexcept {
   if (set->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) set->owner->recycle(set);
 }
 
-void GroupSlot::recycle(ParamSet* set) noexcept { sets.give(set); }
+void GroupSlot::recycle(ParamSet* set) noexcept {
+  for (auto& k : set->keep) k.reset();  // a set waiting for reuse holds no tensor
+  sets.give(set);
+}
 
 SetRef GroupSlot::blank() {
   ParamSet* set = sets.take([this](ParamSet& fresh) {
     fresh.owner = this;
     fresh.params.resize(nodes.size());
+    fresh.keep.resize(nodes.size());
   });
   set->stamp = 0;
   return SetRef(set);
@@ -52,7 +56,10 @@ void release_table(LaunchTable* table) noexcept {
   if (table->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) table->owner->recycle(table);
 }
 
-void ExecGraph::recycle(LaunchTable* t) noexcept { table_pool.give(t); }
+void ExecGraph::recycle(LaunchTable* t) noexcept {
+  for (SetRef& set : t->sets) set.reset();  // a table waiting for reuse pins no set (nor its tensors)
+  table_pool.give(t);
+}
 
 TablePin ExecGraph::pin_table() {
   if (!has_table.load(std::memory_order_acquire)) return {};
@@ -68,8 +75,7 @@ void ExecGraph::publish(std::span<const std::uint32_t> group_ids, std::span<SetR
   });
   std::unique_lock lock(tables_mu);
   LaunchTable* old = table;
-  // Copying the sets takes references only (no allocation); the stale entries of a recycled table
-  // are overwritten.
+  // Copying the sets takes references only (no allocation).
   for (std::size_t g = 0; g < groups.size(); ++g) t->sets[g] = old ? old->sets[g] : SetRef();
   for (std::size_t i = 0; i < group_ids.size(); ++i) t->sets[group_ids[i]] = std::move(sets[i]);
   t->refs.store(1, std::memory_order_relaxed);
@@ -160,8 +166,10 @@ std::shared_ptr<ExecGraph> instantiate(const GraphDefData& def, std::uint64_t gr
       g->nodes[node].group_pos = static_cast<std::uint32_t>(pos);
     }
     SetRef set = slot->blank();
-    for (std::size_t pos = 0; pos < members.size(); ++pos)
+    for (std::size_t pos = 0; pos < members.size(); ++pos) {
       set->params[pos] = def.nodes[members[pos]].task.params;
+      set->keep[pos] = std::static_pointer_cast<KeepAlive>(def.nodes[members[pos]].task.object);
+    }
     slot->captured = set;
     slot->install(std::move(set));
     g->groups.push_back(std::move(slot));

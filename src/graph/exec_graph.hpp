@@ -35,6 +35,7 @@ struct ParamSet {
   std::uint64_t stamp = 0;  // install order (Note [Update order]); 0 = captured
   GroupSlot* owner = nullptr;
   std::vector<ParamBytes> params;
+  std::vector<std::shared_ptr<KeepAlive>> keep;  // per task: its tensors (Note [Keep-alive])
 };
 void release_set(ParamSet* set) noexcept;
 

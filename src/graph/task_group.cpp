@@ -86,13 +86,16 @@ std::size_t total_tasks(const UpdateState& u) {
 }  // namespace
 
 void update_bind(StreamState& s, Task&& task) {
-  if (task.kind == TaskKind::kernel) return update_bind(s, *task.kernel, task.params.span());
+  if (task.kind == TaskKind::kernel)
+    return update_bind(s, *task.kernel, task.params.span(), {},
+                       std::static_pointer_cast<KeepAlive>(std::move(task.object)));
   check_update_owner(s, task_name(task));
   fail_update(s, detail::cat("task update on ", s.str(), ": only kernel launches may be issued while "
                              "updating; '", task_name(task), "' is not a kernel launch"));
 }
 
-void update_bind(StreamState& s, const KernelDef& kernel, std::span<const std::byte> params) {
+void update_bind(StreamState& s, const KernelDef& kernel, std::span<const std::byte> params,
+                 TensorUses uses, std::shared_ptr<KeepAlive> built) {
   check_update_owner(s, kernel.name);
   UpdateState& u = *s.update;
   if (u.at >= u.targets.size())
@@ -121,6 +124,11 @@ void update_bind(StreamState& s, const KernelDef& kernel, std::span<const std::b
                                  "') cannot replace task ", i + 1, " of ", group_name(t), ": ", why));
   }
   t.set->params[i].assign(params);
+  // Note [Keep-alive]: the captured tensors (the common case) share the captured KeepAlive.
+  const std::shared_ptr<KeepAlive>& captured = slot.captured->keep[i];
+  if (built || uses.empty()) t.set->keep[i] = std::move(built);
+  else if (captured && captured->same(uses)) t.set->keep[i] = captured;
+  else t.set->keep[i] = keep_alive(uses);
   ++u.total;
   if (++u.bound == slot.nodes.size()) {
     ++u.at;

@@ -50,7 +50,9 @@ void check_update_owner(const StreamState& s, const char* call);
 
 // A kernel launch issued on an updating stream: by its owner thread (no lock needed) or under the
 // runtime lock. Throws, abandoning the update, unless it is the next kernel launch of the group(s).
-void update_bind(StreamState& stream, const KernelDef& kernel, std::span<const std::byte> params);
+// `built`: the launch's KeepAlive when it was already made (else one is made from `uses`).
+void update_bind(StreamState& stream, const KernelDef& kernel, std::span<const std::byte> params,
+                 TensorUses uses, std::shared_ptr<KeepAlive> built = nullptr);
 // Any other task issued on an updating stream (runtime lock held): abandons the update and throws.
 void update_bind(StreamState& stream, Task&& task);
 // Leaves update mode installing nothing and frees the handles (runtime_mutex() held).

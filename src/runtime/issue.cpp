@@ -50,6 +50,29 @@ void issue(StreamState& s, Task&& task) {
   }
 }
 
+bool KeepAlive::same(TensorUses uses) const {
+  std::size_t i = 0;
+  for (const Tensor* t : uses) {
+    if (!t || !t->defined()) continue;
+    if (i == storages.size() || storages[i] != t->storage()) return false;
+    ++i;
+  }
+  return i == storages.size();
+}
+
+std::shared_ptr<KeepAlive> keep_alive(TensorUses uses) {
+  std::shared_ptr<KeepAlive> keep;
+  for (const Tensor* t : uses) {
+    if (!t || !t->defined()) continue;
+    if (!keep) {
+      keep = std::make_shared<KeepAlive>();
+      keep->storages.reserve(uses.size());
+    }
+    keep->storages.push_back(t->storage());
+  }
+  return keep;
+}
+
 }  // namespace npugraph::detail
 
 namespace npugraph {
@@ -73,6 +96,11 @@ void abandon_update_on_error(const Stream& stream) noexcept {
 }
 
 void launch(const Stream& stream, const KernelDef& kernel, std::span<const std::byte> params) {
+  launch(stream, kernel, params, TensorUses());
+}
+
+void launch(const Stream& stream, const KernelDef& kernel, std::span<const std::byte> params,
+            TensorUses uses) {
   NG_CHECK_ARG(kernel.name != nullptr, "launch: kernel.name = null: every kernel needs a name");
   NG_CHECK_ARG(kernel.cpu != nullptr, "launch: kernel '", kernel.name,
                "' has no implementation for the cpu backend");
@@ -80,14 +108,15 @@ void launch(const Stream& stream, const KernelDef& kernel, std::span<const std::
   if (s.mode.load(std::memory_order_acquire) == detail::StreamMode::updating) {
     // Bound straight into the update's recycled parameter set: no task, no allocation, and no lock
     // on the thread that began the update (Note [Update binding]).
-    if (detail::owns_update(s)) return detail::update_bind(s, kernel, params);
+    if (detail::owns_update(s)) return detail::update_bind(s, kernel, params, uses);
     detail::RuntimeLock lock;
-    if (s.mode.load() == detail::StreamMode::updating) return detail::update_bind(s, kernel, params);
+    if (s.mode.load() == detail::StreamMode::updating) return detail::update_bind(s, kernel, params, uses);
   }
   Task task;
   task.kind = TaskKind::kernel;
   task.kernel = &kernel;
   task.params.assign(params);
+  if (!uses.empty()) task.object = detail::keep_alive(uses);  // Note [Keep-alive]
   detail::issue(s, std::move(task));
 }
 
@@ -137,6 +166,8 @@ void fill_(const Stream& stream, const Tensor& dst, double value) {
   Task task;
   task.kind = TaskKind::fill;
   task.params.assign(std::as_bytes(std::span(&args, 1)));
+  const Tensor* uses[] = {&dst};
+  task.object = detail::keep_alive(uses);  // Note [Keep-alive]
   detail::issue(state_of(stream), std::move(task));
 }
 
@@ -153,6 +184,8 @@ void copy_(const Stream& stream, const Tensor& dst, const Tensor& src) {
   Task task;
   task.kind = TaskKind::copy;
   task.params.assign(std::as_bytes(std::span(&args, 1)));
+  const Tensor* uses[] = {&dst, &src};
+  task.object = detail::keep_alive(uses);  // Note [Keep-alive]
   detail::issue(state_of(stream), std::move(task));
 }
 

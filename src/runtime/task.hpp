@@ -7,8 +7,10 @@
 #include <memory>
 #include <span>
 #include <utility>
+#include <vector>
 
 #include "npugraph/kernel.hpp"
+#include "npugraph/tensor.hpp"
 
 namespace npugraph::detail {
 
@@ -156,11 +158,25 @@ struct Task {
   TaskKind kind = TaskKind::kernel;
   const KernelDef* kernel = nullptr;  // kernel
   ParamBytes params;                  // kernel, fill, copy
-  std::shared_ptr<void> object;       // the event, host function, graph launch or patch
+  std::shared_ptr<void> object;       // the event, host function, graph launch, patch or KeepAlive
   TablePin pin;                       // graph launch: the launch table pinned at launch
   LaunchTicket ticket;                // graph launch: its turn (destroyed before `object`)
   std::uint64_t value = 0;            // an event record's sequence number
 };
+
+// Note [Keep-alive]
+// Queued work must keep alive the memory it reads (the record_stream class of problem: a tensor
+// freed while a launch that reads it is still queued, or while a graph that reads it can still be
+// replayed — at interpreter exit above all). A launch given its TensorUses holds their storages in a
+// KeepAlive: an eager launch in its Task (released after it ran), a captured one in its graph node
+// (released with the graph), an updated one in its group's parameter set (released when replaced;
+// an update that uses the captured tensors shares the captured KeepAlive, so a steady-state update
+// takes no reference beyond one). fill_ and copy_ hold their tensors the same way.
+struct KeepAlive {
+  std::vector<std::shared_ptr<Storage>> storages;
+  bool same(TensorUses uses) const;  // the same storages, in order (undefined tensors skipped)
+};
+std::shared_ptr<KeepAlive> keep_alive(TensorUses uses);  // null when `uses` holds no tensor
 
 // A human-readable name: the kernel's name, else the kind.
 const char* task_name(const Task& task);

@@ -3,6 +3,8 @@
 // in fia_kernel.cpp, the update check in fia_update.cpp.
 #include "npugraph/ops/fia.hpp"
 
+#include <array>
+
 #include "npugraph/error.hpp"
 #include "npugraph/stream.hpp"
 #include "ops/attention/fia_params.hpp"
@@ -16,6 +18,22 @@ const KernelDef kFiaKernel{
     .check_update = &attention::fia_check_update,
 };
 
+// Every tensor the kernel may read or write: the launch keeps them alive (Note [Keep-alive]).
+struct FiaUses {
+  std::array<const Tensor*, 28> tensors;
+  TensorUses span() const { return tensors; }
+};
+
+FiaUses fia_uses(const Tensor& q, const Tensor& k, const Tensor& v, const FiaOptions& o,
+                 const Tensor& ws, const Tensor& out, const Tensor& lse) {
+  return {{&q, &k, &v, &ws, &out, &lse, &o.pse_shift, &o.atten_mask, &o.dequant_scale1,
+           &o.quant_scale1, &o.dequant_scale2, &o.quant_scale2, &o.quant_offset2, &o.antiquant_scale,
+           &o.antiquant_offset, &o.block_table, &o.query_padding_size, &o.kv_padding_size,
+           &o.key_antiquant_scale, &o.key_antiquant_offset, &o.value_antiquant_scale,
+           &o.value_antiquant_offset, &o.key_shared_prefix, &o.value_shared_prefix, &o.query_rope,
+           &o.key_rope, &o.key_rope_antiquant_scale, nullptr}};
+}
+
 }  // namespace
 
 const KernelDef& fia_kernel() { return kFiaKernel; }
@@ -28,7 +46,8 @@ void fused_infer_attention_score_out(const Tensor& query, const Tensor& key, con
     attention::FiaParamBuffer block;
     attention::build_fia_params(query, key, value, options, workspace, attention_out, softmax_lse,
                                 nullptr, block);
-    launch(stream, kFiaKernel, block.bytes());
+    launch(stream, kFiaKernel, block.bytes(),
+           fia_uses(query, key, value, options, workspace, attention_out, softmax_lse).span());
   } catch (...) {  // a try block costs nothing on the update path (every FIA task of every step)
     abandon_update_on_error(stream);
     throw;
@@ -62,7 +81,8 @@ FiaResult fused_infer_attention_score(const Tensor& query, const Tensor& key, co
                               r.softmax_lse,
                               options.softmax_lse_flag ? nullptr : r.softmax_lse.data_ptr<float>(),
                               block);
-  launch(stream, kFiaKernel, block.bytes());
+  launch(stream, kFiaKernel, block.bytes(),
+         fia_uses(query, key, value, options, workspace, r.attention_out, r.softmax_lse).span());
   return r;
 }
 

@@ -116,7 +116,8 @@ void add_out(const Tensor& a, const Tensor& b, const Tensor& out) {
   check_like(b, a, "add", "b", "a");
   check_like(out, a, "add", "out", "a");
   const BinaryParams p{a.data(), b.data(), out.data(), a.numel(), a.dtype()};
-  launch(stream, kAdd, p);
+  const Tensor* uses[] = {&a, &b, &out};
+  launch(stream, kAdd, p, uses);
 }
 
 Tensor add(const Tensor& a, const Tensor& b) {
@@ -132,7 +133,8 @@ void scale_out(const Tensor& x, double alpha, const Tensor& out) {
   check_operand(x, "scale", "x");
   check_like(out, x, "scale", "out", "x");
   const ScaleParams p{x.data(), out.data(), x.numel(), static_cast<float>(alpha), x.dtype()};
-  launch(stream, kScale, p);
+  const Tensor* uses[] = {&x, &out};
+  launch(stream, kScale, p, uses);
 }
 
 Tensor scale(const Tensor& x, double alpha) {
