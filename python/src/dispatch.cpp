@@ -8,17 +8,9 @@ namespace npugraph::python {
 
 namespace {
 
-// Says what the holder of d.mutex does, for the StateError of an update that finds it taken.
-class BusyMark {
- public:
-  BusyMark(DispatchRecords& d, const char* what) : d_(d) { d_.busy.store(what); }
-  ~BusyMark() { d_.busy.store(nullptr); }
-  BusyMark(const BusyMark&) = delete;
-  BusyMark& operator=(const BusyMark&) = delete;
-
- private:
-  DispatchRecords& d_;
-};
+// Says what the holder of d.mutex does, for the StateError of an update that finds it taken. Set
+// after each lock and never cleared, so a loser never reads an empty value.
+void mark_busy(DispatchRecords& d, const char* what) { d.busy.store(what, std::memory_order_relaxed); }
 
 }  // namespace
 
@@ -31,7 +23,7 @@ std::optional<std::pair<Tensor, Tensor>> record_fia(DispatchRecords& d, const Te
                                                     const Tensor& key, const Tensor& value,
                                                     const ops::FiaOptions& options) {
   std::lock_guard lock(d.mutex);
-  BusyMark busy(d, "recording a call into");
+  mark_busy(d, "recording a call into");
   NG_CHECK_STATE(!d.dead, "npu_fused_infer_attention_score: graph ", d.graph_id,
                  " was reset by another thread during its auto-dispatch capture; the call is not "
                  "recorded (capture the graph again)");
@@ -73,10 +65,9 @@ void reset_graph(PyGraph& g) {
     std::unique_lock<std::mutex> lock;
     if (records) {
       lock = std::unique_lock(records->mutex);  // waits for an update or a recorded call in flight
+      mark_busy(*records, "resetting");
       records->dead = true;
     }
-    std::optional<BusyMark> busy;
-    if (records) busy.emplace(*records, "resetting");
     g.graph.reset();
   }
   if (g.dispatch == records) {  // not replaced by a capture another thread began meanwhile
@@ -115,12 +106,12 @@ void update_graph(PyGraph& g, py::handle cpu_update_input) {
   DispatchRecords& d = *hold;
   std::unique_lock lock(d.mutex, std::try_to_lock);
   if (!lock.owns_lock()) {
-    const char* busy = d.busy.load();
+    const char* busy = d.busy.load(std::memory_order_relaxed);
     NG_THROW(StateError, "NPUGraph.update: graph ", d.graph_id, ": another thread is ",
-             busy ? busy : "updating", " it; one update of a graph runs at a time, so this one "
+             busy ? busy : "using", " it; one update of a graph runs at a time, so this one "
              "changed nothing (serialize the updates of a graph, or retry)");
   }
-  BusyMark busy(d, "updating");
+  mark_busy(d, "updating");
   NG_CHECK_STATE(!d.dead, "NPUGraph.update: graph ", d.graph_id,
                  " was reset by another thread; capture it again to update it");
   NG_CHECK_STATE(g.graph.state() == Graph::State::ready, "NPUGraph.update: graph ", d.graph_id,

@@ -63,7 +63,7 @@ struct DispatchRecords {
   Stream update_stream;
   std::uint64_t graph_id = 0;
   std::mutex mutex;                       // see the Note: held by an update, a recorded call, reset
-  std::atomic<const char*> busy{nullptr};  // what the holder of `mutex` does ("updating", ...)
+  std::atomic<const char*> busy{nullptr};  // what the last holder of `mutex` did ("updating", ...)
   bool dead = false;                       // the graph was reset (under mutex)
   std::atomic<bool> updated{false};        // a successful update since the capture / last replay
   std::atomic<std::size_t> count{0};       // records.size(), readable without the mutex

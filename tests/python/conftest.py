@@ -14,3 +14,22 @@ def randn(shape, dtype, rng, kind="torch"):
     if kind == "numpy":
         return values.astype(dtype)
     return torch.from_numpy(values).to(dtype)
+
+
+def run_isolated(scenario, timeout=120):
+    """Runs scenarios.<scenario>() in a fresh interpreter, so that a crash (the bug a test guards
+    against) fails that test instead of killing the run; returns its stdout."""
+    import os
+    import subprocess
+    import sys
+
+    import npugraph
+    here = os.path.dirname(os.path.abspath(__file__))
+    package_root = os.path.dirname(os.path.dirname(os.path.abspath(npugraph.__file__)))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([package_root, here, os.environ.get("PYTHONPATH", "")]))
+    proc = subprocess.run([sys.executable, "-c", f"import scenarios; scenarios.{scenario}()"], cwd=here,
+                          env=env, capture_output=True, text=True, timeout=timeout)
+    assert proc.returncode == 0, (f"{scenario} exited with {proc.returncode}\n"
+                                  f"stdout:\n{proc.stdout[-3000:]}\nstderr:\n{proc.stderr[-3000:]}")
+    assert "SCENARIO OK" in proc.stdout, proc.stdout[-3000:]
+    return proc.stdout
