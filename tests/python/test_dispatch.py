@@ -1,5 +1,7 @@
 """Graph-owned updates (auto_dispatch_capture + NPUGraph.update) and batched / launch-ordered task
 updates from Python."""
+import time
+
 import numpy as np
 import pytest
 import torch
@@ -174,3 +176,100 @@ def test_update_begin_argument_errors(tensors):
     with pytest.raises(TypeError, match="task group handle or a list"):
         npu.graph_task_update_begin(upd, 3)
 
+
+
+def test_replay_without_an_update_since_the_capture_or_the_last_replay_raises_at_once(tensors):
+    """The recorded calls wait for an update before every replay: without one the replay would block
+    until the ExternalEvent deadline; it raises a StateError saying what to call instead."""
+    qs, k, v = tensors
+    g = npu.NPUGraph()
+    outs = capture_calls(g, qs, k, v)
+    advice = r"none was made since the capture or the last replay.*g\.update\(cpu_update_input=\[\{\}\]\)"
+    start = time.monotonic()
+    with pytest.raises(npugraph.StateError, match=advice):
+        g.replay()
+    assert time.monotonic() - start < 1.0
+    g.update(cpu_update_input=[{}])
+    g.replay()
+    for i in range(3):
+        assert torch.equal(outs[i], eager(qs[i], k, v))
+    with pytest.raises(npugraph.StateError, match=f"graph {g.id} was captured with auto_dispatch_capture=True"):
+        g.replay()
+    # A failed update changes nothing: the mark of the last good update is what counts.
+    with pytest.raises(ValueError, match=r"actual_seq_lengths_kv\[0\] = 9"):
+        g.update(cpu_update_input=[{"actual_seq_lengths_kv": [9]}])
+    with pytest.raises(npugraph.StateError, match=advice):
+        g.replay()
+    g.update(cpu_update_input=[{"actual_seq_lengths_kv": [4]}])
+    with pytest.raises(ValueError, match=r"actual_seq_lengths_kv\[0\] = 9"):
+        g.update(cpu_update_input=[{"actual_seq_lengths_kv": [9]}])
+    g.replay()
+    for i in range(3):
+        assert torch.equal(outs[i], eager(qs[i], k, v, actual_seq_lengths_kv=[4]))
+
+
+def test_auto_dispatch_graph_without_recorded_calls_replays_without_update():
+    g = npu.NPUGraph()
+    with npu.graph(g, auto_dispatch_capture=True):
+        out = npugraph.zeros(4)
+    out[:] = 1
+    g.replay()
+    g.replay()
+    assert (out == 0).all()
+
+
+@pytest.mark.parametrize("key,value,captured", [
+    ("num_heads", 2, "4"),
+    ("input_layout", "BSND", "'BNSD'"),
+    ("num_key_value_heads", 2, "0"),
+    ("sparse_mode", 2, "0"),
+    ("inner_precise", 1, "0"),
+    ("block_size", 16, "0"),
+    ("softmax_lse_flag", True, "False"),
+    ("antiquant_mode", 1, "0"),
+    ("key_antiquant_mode", 1, "0"),
+    ("value_antiquant_mode", 1, "0"),
+])
+def test_update_of_a_non_updatable_argument_says_not_updatable(tensors, key, value, captured):
+    qs, k, v = tensors
+    g = npu.NPUGraph()
+    outs = capture_calls(g, qs, k, v)
+    with pytest.raises(npugraph.ArgumentError,
+                       match=rf"cpu_update_input\[1\]: {key} = {value!r}: not updatable \(captured with "
+                             rf"{captured}\)\. An update may change actual_seq_lengths, actual_seq_lengths_kv"):
+        g.update(cpu_update_input=[{}, {key: value}, {}])
+    g.update(cpu_update_input=[{key: value for key, value in OPTS.items()}])  # the same values: fine
+    g.replay()
+    for i in range(3):
+        assert torch.equal(outs[i], eager(qs[i], k, v))
+
+
+def test_update_of_a_tensor_argument_keeps_its_shape_and_dtype(tensors):
+    qs, k, v = tensors
+    g = npu.NPUGraph()
+    capture_calls(g, qs, k, v)
+    mask = torch.zeros(1, 1, 8, dtype=torch.bool)
+    with pytest.raises(npugraph.ArgumentError, match=r"cpu_update_input\[0\]: atten_mask = tensor\(.*: not "
+                                                     r"updatable \(captured with None\)"):
+        g.update(cpu_update_input=[{"atten_mask": mask}])
+    with pytest.raises(TypeError, match=r"cpu_update_input\[0\] got an unexpected keyword argument 'key'"):
+        g.update(cpu_update_input=[{"key": k}])  # query, key and value are the recorded ones
+
+
+def test_update_with_the_same_shape_points_a_tensor_at_other_memory(rng):
+    """block_table may point at another table of the same shape and dtype (paged KV)."""
+    N, D, bs = 2, 16, 16
+    q = randn((1, N, 1, D), torch.float16, rng)
+    pages_k = randn((3, N, bs, D), torch.float16, rng)
+    pages_v = randn((3, N, bs, D), torch.float16, rng)
+    opts = dict(num_heads=N, input_layout="BNSD", actual_seq_lengths_kv=[20], block_size=bs)
+    table = torch.tensor([[0, 1]], dtype=torch.int32)
+    g = npu.NPUGraph()
+    with npu.graph(g, auto_dispatch_capture=True):
+        out, _ = fia(q, pages_k, pages_v, block_table=table, **opts)
+    other = torch.tensor([[2, 0]], dtype=torch.int32)
+    g.update(cpu_update_input=[{"block_table": other}])
+    g.replay()
+    assert torch.equal(out, fia(q, pages_k, pages_v, block_table=other, **opts)[0])
+    with pytest.raises(npugraph.ArgumentError, match=r"block_table = .*not updatable \(captured with int32\[1, 2\]\)"):
+        g.update(cpu_update_input=[{"block_table": torch.tensor([[2, 0, 1]], dtype=torch.int32)}])
