@@ -162,3 +162,117 @@ def test_empty_and_zeros_kinds_and_memory_stats():
     assert stats["allocated_bytes"] > 0
     with pytest.raises(ValueError, match="dtype"):
         npugraph.empty(2, dtype="complex64")
+
+
+def test_wait_deadline_accepts_large_values_and_rejects_nan_inf_and_negative():
+    ev = npu.ExternalEvent("deadline")
+    assert ev.wait_deadline == npu.default_external_wait_deadline() == 10.0
+    ev.set_wait_deadline(0.25)
+    assert ev.wait_deadline == 0.25
+    ev.set_wait_deadline(1e10)  # saturates at the documented cap
+    assert ev.wait_deadline == npu.MAX_EXTERNAL_WAIT_DEADLINE == 1e8
+    ev.set_wait_deadline(0)
+    assert ev.wait_deadline == 0.0
+    for bad, text in [(float("nan"), "nan"), (float("inf"), "inf"), (float("-inf"), "-inf"), (-1, "-1"),
+                      (-0.5, "-0.5")]:
+        with pytest.raises(npugraph.ArgumentError,
+                           match=f"ExternalEvent.set_wait_deadline: deadline = {text} s: must be a finite "
+                                 f"number of seconds >= 0"):
+            ev.set_wait_deadline(bad)
+    assert ev.wait_deadline == 0.0  # a refused value changes nothing
+    with pytest.raises(TypeError, match="deadline = None: expected a float, got NoneType"):
+        ev.set_wait_deadline(None)
+
+
+def test_default_external_wait_deadline():
+    try:
+        npu.set_default_external_wait_deadline(2.5)
+        assert npu.default_external_wait_deadline() == 2.5
+        assert npu.ExternalEvent().wait_deadline == 2.5
+        npu.set_default_external_wait_deadline(1e12)
+        assert npu.default_external_wait_deadline() == 1e8
+        with pytest.raises(npugraph.ArgumentError, match="set_default_external_wait_deadline: deadline = nan s"):
+            npu.set_default_external_wait_deadline(float("nan"))
+    finally:
+        npu.set_default_external_wait_deadline(10)
+    assert npu.default_external_wait_deadline() == 10.0
+
+
+def test_a_huge_deadline_does_not_fire():
+    s, ev = npu.Stream(), npu.ExternalEvent("huge")
+    ev.set_wait_deadline(1e10)
+    ev.wait(s)
+    time.sleep(0.02)
+    assert not s.query()
+    ev.record(npu.Stream())
+    s.synchronize()
+
+
+def _seed_group():
+    """A captured graph with one task group holding one FIA .out call."""
+    g = npu.NPUGraph()
+    rng = np.random.default_rng(0)
+    q = torch.from_numpy(rng.standard_normal((1, 2, 1, 8)).astype(np.float32)).half()
+    opts = dict(num_heads=2, input_layout="BNSD", actual_seq_lengths_kv=[1])
+    fia = npugraph.npu_fused_infer_attention_score
+    with npu.graph(g):
+        s = npu.current_stream()
+        ws = npugraph._npu_fused_infer_attention_score_get_max_workspace(q, q, q, **opts)
+        out = npugraph.empty(1, 2, 1, 8, dtype=torch.float16)
+        lse = npugraph.empty(1, dtype=torch.float32)
+        npu.graph_task_group_begin(s)
+        fia.out(q, q, q, workspace=ws, out=[out, lse], **opts)
+        handle = npu.graph_task_group_end(s)
+    return g, handle, (q, ws, out, lse, opts)
+
+
+def test_graph_task_update_abort_after_an_exception_between_begin_and_end():
+    g, handle, (q, ws, out, lse, opts) = _seed_group()
+    fia = npugraph.npu_fused_infer_attention_score
+    upd = npu.Stream()
+    with pytest.raises(KeyError):
+        with npu.stream(upd):
+            npu.graph_task_update_begin(upd, handle)
+            raise KeyError("user code failed mid-update")
+    npu.graph_task_update_abort(upd)  # leaves update mode, installs nothing
+    with pytest.raises(npugraph.StateError, match=r"graph_task_update_abort: cpu stream \d+ is not updating"):
+        npu.graph_task_update_abort(upd)
+    with pytest.raises(npugraph.StateError, match="graph_task_update_end: .* is not updating: call "
+                                                  "graph_task_update_begin first"):
+        npu.graph_task_update_end(upd)
+    with npu.stream(upd):  # the handle is free again
+        npu.graph_task_update_begin(upd, handle)
+        fia.out(q, q, q, workspace=ws, out=[out, lse], **opts)
+        npu.graph_task_update_end(upd)
+    upd.synchronize()
+    g.replay()
+    assert torch.equal(out, fia(q, q, q, **opts)[0])
+
+
+def test_graph_task_update_misuse_messages():
+    g, handle, (q, ws, out, lse, opts) = _seed_group()
+    upd = npu.Stream()
+    npu.graph_task_update_begin(upd, handle)
+    with pytest.raises(npugraph.StateError, match="graph_task_update_begin: .* is already updating group 0 of "
+                                                  "graph .*updates do not nest"):
+        npu.graph_task_update_begin(upd, handle)
+    errors = []
+
+    def other_thread():
+        try:
+            npu.graph_task_update_abort(upd)
+        except npugraph.StateError as e:
+            errors.append(str(e))
+
+    npu.graph_task_update_begin(upd, handle)
+    t = threading.Thread(target=other_thread)
+    t.start()
+    t.join()
+    assert errors and "graph_task_update_abort: " in errors[0] and "being updated by another thread" in errors[0]
+    npu.graph_task_update_abort(upd)
+    with pytest.raises(npugraph.StateError, match="graph_task_update_end: 0 of 1 tasks updated"):
+        npu.graph_task_update_begin(upd, handle)
+        npu.graph_task_update_end(upd)
+    g.reset()
+    with pytest.raises(npugraph.StateError, match="graph_task_update_begin: "):
+        npu.graph_task_update_begin(upd, handle)
