@@ -1,7 +1,9 @@
 """Scenarios that crashed the interpreter before their fix, run by conftest.run_isolated in a fresh
 process (a regression then fails one test instead of killing the whole run). Each prints
 "SCENARIO OK" when every check held."""
+import sys
 import threading
+import time
 
 import numpy as np
 import torch
@@ -164,20 +166,27 @@ def two_threads_update_one_graph():
     params = [dict(actual_seq_lengths_kv=[3], scale=0.5), dict(actual_seq_lengths_kv=[7], scale=0.125)]
     expected = [[_eager(q, k, v, **p) for q in qs] for p in params]
     errors, wins = [], [0, 0]
-    done = threading.Event()
+    start = threading.Barrier(3)
+    sys.setswitchinterval(1e-5)  # interleave the threads between bytecodes, not every 5 ms
 
     def hammer(which):
         inputs = [dict(params[which])]
-        for _ in range(200):
+        start.wait()
+        deadline = time.monotonic() + 0.5
+        n = 0
+        while n < 200 or time.monotonic() < deadline:  # 0.5 s, at least 200 updates
+            n += 1
             try:
                 g.update(cpu_update_input=inputs)
                 wins[which] += 1
             except Exception as e:  # noqa: BLE001 - every error is checked below
                 errors.append(e)
+                time.sleep(1e-4)  # back off: the try-lock lets the holder's next update win forever
 
     threads = [threading.Thread(target=hammer, args=(i,)) for i in range(2)]
     for t in threads:
         t.start()
+    start.wait()
     replays = 0
     while any(t.is_alive() for t in threads) or replays == 0:
         try:
@@ -192,10 +201,9 @@ def two_threads_update_one_graph():
             assert any(torch.equal(out, expected[p][i]) for p in range(2)), (replays, i)
     for t in threads:
         t.join()
-    done.set()
     contention = [e for e in errors if isinstance(e, npugraph.StateError)
                   and "another thread is updating it" in str(e) and f"graph {g.id}" in str(e)]
     assert len(contention) == len(errors), [repr(e) for e in errors if e not in contention][:5]
-    assert wins[0] > 0 and wins[1] > 0, wins
+    assert wins[0] > 0 and wins[1] > 0 and replays > 0, (wins, replays)
     print("wins", wins, "contention", len(contention), "replays", replays)
     _ok()
