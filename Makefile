@@ -1,6 +1,8 @@
 # npugraph — the two commands of a fresh Debian machine:
 #   make demo   installs what is needed, builds, runs the seed example on the CPU backend
-#   make test   builds and runs every test, then again under ASan + UBSan
+#   make test   builds and runs every test, then again under ASan + UBSan, the runtime suites under
+#               TSan, and each libFuzzer harness for FUZZ_TEST_SECONDS
+#   make fuzz   long libFuzzer runs (FUZZ_SECONDS per harness)
 #   make bench  runs every benchmark and rewrites the README's Performance section
 JOBS ?= $(shell nproc)
 BUILD ?= build
@@ -8,11 +10,13 @@ ASAN_BUILD ?= build-asan
 CMAKE_FLAGS ?=
 PACKAGES := cmake make g++ libgtest-dev libgmock-dev libbenchmark-dev \
             python3-dev python3-pybind11 python3-numpy python3-pytest python3-torch \
-            libhwy-dev libtbb-dev libopenblas0-pthread
+            libhwy-dev libtbb-dev libopenblas0-pthread \
+            clang-16 libclang-rt-16-dev
 PYTHON := /usr/bin/python3
 CMAKE_COMMON := -DNPUGRAPH_WERROR=ON -DPython3_EXECUTABLE=$(PYTHON)
 
-.PHONY: all setup build demo test test-release test-asan bench clean
+.PHONY: all setup build demo test test-release test-asan test-tsan test-fuzz fuzz fuzz-build \
+        fuzz-regressions bench clean
 
 all: build
 
@@ -32,7 +36,7 @@ build: setup
 demo: build
 	./$(BUILD)/seed_example
 
-test: test-release test-asan
+test: test-release test-asan test-tsan test-fuzz
 
 test-release: build
 	cd $(BUILD) && ctest --output-on-failure -j$(JOBS)
@@ -43,6 +47,76 @@ test-asan: setup
 	cmake --build $(ASAN_BUILD) -j$(JOBS)
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -j$(JOBS)
+
+# --- ThreadSanitizer (gcc): the runtime, graph, update, lifetime, ExternalEvent and Stress* suites
+# (everything but the FIA parity grids, which only repeat single-stream kernel math); any report fails.
+TSAN_BUILD ?= build-tsan
+TSAN_FILTER ?= *-*FiaParity*
+TSAN_TIMEOUT ?= 1200
+TSAN_OPTIONS_ALL := halt_on_error=1 second_deadlock_stack=1 \
+                    suppressions=$(CURDIR)/tests/tsan.supp
+
+test-tsan: setup
+	cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_COMMON) \
+	  -DNPUGRAPH_SANITIZE=thread -DNPUGRAPH_BUILD_BENCH=OFF -DNPUGRAPH_BUILD_EXAMPLES=OFF \
+	  -DNPUGRAPH_BUILD_PYTHON=OFF $(CMAKE_FLAGS)
+	cmake --build $(TSAN_BUILD) -j$(JOBS) --target npugraph_tests
+	TSAN_OPTIONS="$(TSAN_OPTIONS_ALL)" timeout -k 10 $(TSAN_TIMEOUT) \
+	  ./$(TSAN_BUILD)/npugraph_tests --gtest_filter='$(TSAN_FILTER)' --gtest_brief=1
+
+# --- libFuzzer (clang-16): tests/fuzz/<name>_fuzzer.cpp, seeded from tests/fuzz/corpus/<name>/
+# (tests/fuzz/README.md). test-fuzz: FUZZ_TEST_SECONDS per harness from the seeds, in a scratch
+# corpus; fuzz: FUZZ_SECONDS per harness, growing $(FUZZ_BUILD)/corpus/<name>/ across runs. The
+# checked-in seeds are never written. A finding leaves crash-*/timeout-*/oom-* in FUZZ_ARTIFACTS
+# and fails the target.
+FUZZ_BUILD ?= build-fuzz
+FUZZ_CXX ?= clang++-16
+FUZZERS ?= fia_args_fuzzer runtime_seq_fuzzer
+FUZZ_TEST_SECONDS ?= 60
+FUZZ_SECONDS ?= 600
+FUZZ_ARTIFACTS ?= $(FUZZ_BUILD)/artifacts
+FUZZ_FLAGS ?=
+FUZZ_ENV := ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:allocator_may_return_null=1 \
+            UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+# -rss_limit_mb: the library's caching allocator keeps freed blocks; -timeout: a hang is a finding.
+FUZZ_RUN_FLAGS := -timeout=20 -rss_limit_mb=4096 -max_len=4096 -print_final_stats=1
+
+fuzz-build: setup
+	cmake -S . -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=$(FUZZ_CXX) \
+	  -DNPUGRAPH_SANITIZE=fuzzer -DNPUGRAPH_BUILD_TESTS=OFF -DNPUGRAPH_BUILD_BENCH=OFF \
+	  -DNPUGRAPH_BUILD_EXAMPLES=OFF -DNPUGRAPH_BUILD_PYTHON=OFF $(CMAKE_FLAGS)
+	cmake --build $(FUZZ_BUILD) -j$(JOBS) --target $(FUZZERS)
+
+test-fuzz: fuzz-build
+	@mkdir -p $(FUZZ_ARTIFACTS)
+	@n=0; for f in $(FUZZERS); do \
+	  work=$(FUZZ_BUILD)/corpus-test/$$f; rm -rf $$work; mkdir -p $$work; \
+	  dict=""; [ -f tests/fuzz/$$f.dict ] && dict=-dict=tests/fuzz/$$f.dict; \
+	  echo "== $$f: $(FUZZ_TEST_SECONDS) s"; \
+	  $(FUZZ_ENV) timeout -k 10 $$(( $(FUZZ_TEST_SECONDS) + 300 )) ./$(FUZZ_BUILD)/$$f $(FUZZ_RUN_FLAGS) $$dict \
+	    -max_total_time=$(FUZZ_TEST_SECONDS) -artifact_prefix=$(FUZZ_ARTIFACTS)/$$f- $(FUZZ_FLAGS) \
+	    $$work tests/fuzz/corpus/$$f > $(FUZZ_BUILD)/$$f.log 2>&1; rc=$$?; \
+	  grep -E "^#[0-9]+.*(DONE|pulse)|stat::number_of_executed_units|stat::peak_rss" $(FUZZ_BUILD)/$$f.log | tail -3; \
+	  if [ $$rc -ne 0 ]; then tail -60 $(FUZZ_BUILD)/$$f.log; echo "$$f FAILED (rc $$rc): $(FUZZ_BUILD)/$$f.log"; exit 1; fi; \
+	  n=$$((n + 1)); \
+	done; echo "fuzz: $$n passed, 0 failed"
+
+fuzz: fuzz-build
+	@mkdir -p $(FUZZ_ARTIFACTS)
+	@for f in $(FUZZERS); do \
+	  dict=""; [ -f tests/fuzz/$$f.dict ] && dict=-dict=tests/fuzz/$$f.dict; \
+	  work=$(FUZZ_BUILD)/corpus/$$f; mkdir -p $$work; \
+	  echo "== $$f: $(FUZZ_SECONDS) s -> $$work"; \
+	  $(FUZZ_ENV) ./$(FUZZ_BUILD)/$$f $(FUZZ_RUN_FLAGS) $$dict -max_total_time=$(FUZZ_SECONDS) \
+	    -artifact_prefix=$(FUZZ_ARTIFACTS)/$$f- $(FUZZ_FLAGS) $$work tests/fuzz/corpus/$$f || exit 1; \
+	done
+
+# Replays each saved reproducer of tests/fuzz/regressions/<name>/ (expected to fail until fixed).
+fuzz-regressions: fuzz-build
+	@for f in $(FUZZERS); do \
+	  d=tests/fuzz/regressions/$$f; [ -d $$d ] && [ -n "$$(ls -A $$d)" ] || continue; \
+	  echo "== $$f: $$d"; $(FUZZ_ENV) ./$(FUZZ_BUILD)/$$f $(FUZZ_RUN_FLAGS) $$d/* || exit 1; \
+	done
 
 # Benchmarks: every build/bench_* binary (Google Benchmark; medians of BENCH_REPS repetitions, or
 # of the count BENCH_REPS_FOR gives that binary), then the Python benches; each writes its JSON into
@@ -65,4 +139,4 @@ bench: build
 	$(PYTHON) tools/perf_table.py --results $(BENCH_OUT)
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(FUZZ_BUILD)
