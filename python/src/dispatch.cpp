@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <string>
 
+#include "args.hpp"
+
 namespace npugraph::python {
 
 namespace {
@@ -25,8 +27,8 @@ std::optional<std::pair<Tensor, Tensor>> record_fia(DispatchRecords& d, const Te
   std::lock_guard lock(d.mutex);
   mark_busy(d, "recording a call into");
   NG_CHECK_STATE(!d.dead, "npu_fused_infer_attention_score: graph ", d.graph_id,
-                 " was reset by another thread during its auto-dispatch capture; the call is not "
-                 "recorded (capture the graph again)");
+                 " was reset (g.reset()) during its auto-dispatch capture, which ended it; the call is "
+                 "not recorded (capture the graph again)");
   const Stream s = current_stream();
   if (!s.is_capturing()) return std::nullopt;  // e.g. inside `with npugraph.npu.stream(other):`
   FiaRecord r{query, key, value, options, {}, {}, {}, {}, ExternalEvent("fia record " + std::to_string(d.records.size()))};
@@ -120,7 +122,7 @@ void update_graph(PyGraph& g, py::handle cpu_update_input) {
                " recorded no fused_infer_attention_score call during its capture: nothing to update");
   if (!py::isinstance<py::list>(cpu_update_input) && !py::isinstance<py::tuple>(cpu_update_input))
     throw py::type_error("NPUGraph.update: cpu_update_input must be a list of dicts, got " +
-                         std::string(py::str(py::type::handle_of(cpu_update_input).attr("__name__"))));
+                         type_name(cpu_update_input) + " (" + short_repr(cpu_update_input) + ")");
   const py::sequence inputs = py::reinterpret_borrow<py::sequence>(cpu_update_input);
   const std::size_t n = d.records.size(), given = inputs.size();
   NG_CHECK_ARG(given == 1 || given == n, "NPUGraph.update: cpu_update_input has ", given,
