@@ -1,0 +1,108 @@
+// GPT-2's pre-tokenizer regex, matched by hand over code point classes.
+//
+// Note [GPT-2 split without a regex engine]
+// The pattern is an alternation tried in order at each position (first match wins, not longest):
+//   1 's|'t|'re|'ve|'m|'ll|'d      case-sensitive contractions
+//   2 ' ?\p{L}+'  3 ' ?\p{N}+'  4 ' ?[^\s\p{L}\p{N}]+'   an optional U+0020, then one class, greedy
+//   5 \s+(?!\S)   a whitespace run, minus its last character when a non-space follows
+//   6 \s+         a single whitespace character before a non-space (what 5 leaves)
+// Alternatives 2-4 only take the space when the class run follows it; otherwise a space falls to 5/6.
+// Invalid UTF-8 bytes are one code point each of class "other". This is the order Oniguruma (what
+// Hugging Face tokenizers runs) and llama.cpp's unicode_regex_split_custom_gpt2 follow.
+#include "llm/tokenizer_pretokenize.hpp"
+
+#include <cstdint>
+
+#include "llm/tokenizer_unicode.hpp"
+
+namespace npugraph::llm {
+namespace {
+
+using unicode::CodepointClass;
+
+struct Cp {
+  std::uint32_t cp;
+  CodepointClass cls;
+  std::size_t offset;  // in bytes, into the text
+};
+
+std::vector<Cp> decode(std::string_view text) {
+  std::vector<Cp> cps;
+  cps.reserve(text.size());
+  for (std::size_t i = 0; i < text.size();) {
+    const unicode::Step st = unicode::next(text, i);
+    cps.push_back({st.cp, unicode::classify(st.cp), i});
+    i += st.len;
+  }
+  return cps;
+}
+
+// The GPT-2 split of cps[begin, end).
+void split_gpt2(const std::vector<Cp>& cps, std::size_t begin, std::size_t end,
+                std::string_view text, std::vector<std::string_view>& out) {
+  auto offset = [&](std::size_t k) { return k < cps.size() ? cps[k].offset : text.size(); };
+  auto emit = [&](std::size_t a, std::size_t b) {
+    out.push_back(text.substr(offset(a), offset(b) - offset(a)));
+  };
+  std::size_t i = begin;
+  while (i < end) {
+    const Cp& c = cps[i];
+    // 1: contractions
+    if (c.cp == '\'' && i + 1 < end) {
+      const std::uint32_t c1 = cps[i + 1].cp;
+      if (c1 == 's' || c1 == 't' || c1 == 'm' || c1 == 'd') {
+        emit(i, i + 2);
+        i += 2;
+        continue;
+      }
+      if (i + 2 < end) {
+        const std::uint32_t c2 = cps[i + 2].cp;
+        if ((c1 == 'r' && c2 == 'e') || (c1 == 'v' && c2 == 'e') || (c1 == 'l' && c2 == 'l')) {
+          emit(i, i + 3);
+          i += 3;
+          continue;
+        }
+      }
+    }
+    // 2-4: an optional space, then a run of one class
+    std::size_t j = i;
+    if (c.cp == ' ' && i + 1 < end && cps[i + 1].cls != CodepointClass::space) j = i + 1;
+    const CodepointClass cls = cps[j].cls;
+    if (cls != CodepointClass::space) {
+      std::size_t k = j + 1;
+      while (k < end && cps[k].cls == cls) ++k;
+      emit(i, k);
+      i = k;
+      continue;
+    }
+    // 5-6: whitespace
+    std::size_t k = i;
+    while (k < end && cps[k].cls == CodepointClass::space) ++k;
+    if (k < end && k - i >= 2) --k;  // leave the last one to prefix what follows
+    emit(i, k);
+    i = k;
+  }
+}
+
+}  // namespace
+
+void pre_tokenize(PreTokenizer kind, std::string_view text, std::vector<std::string_view>& out) {
+  if (text.empty()) return;
+  const std::vector<Cp> cps = decode(text);
+  if (kind == PreTokenizer::gpt2) {
+    split_gpt2(cps, 0, cps.size(), text, out);
+    return;
+  }
+  // smollm: numbers one by one, the stretches between them through GPT-2's split
+  std::size_t run = 0;
+  for (std::size_t i = 0; i < cps.size(); ++i) {
+    if (cps[i].cls != CodepointClass::number) continue;
+    if (run < i) split_gpt2(cps, run, i, text, out);
+    out.push_back(text.substr(cps[i].offset, (i + 1 < cps.size() ? cps[i + 1].offset : text.size()) -
+                                                 cps[i].offset));
+    run = i + 1;
+  }
+  if (run < cps.size()) split_gpt2(cps, run, cps.size(), text, out);
+}
+
+}  // namespace npugraph::llm
