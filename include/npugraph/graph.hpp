@@ -23,12 +23,6 @@ namespace npugraph {
 
 namespace detail { struct GraphDefData; struct ExecGraph; struct GraphCore; }
 
-// As CUDA: who may not make synchronizing calls while the capture runs.
-enum class CaptureMode {
-  global,         // no thread may synchronize while any global capture runs
-  thread_local_,  // the capturing thread may not synchronize
-  relaxed,        // no check
-};
 CaptureMode parse_capture_mode(const std::string& name);  // "global", "thread_local", "relaxed"
 
 class GraphExec;

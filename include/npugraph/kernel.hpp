@@ -18,18 +18,27 @@
 
 namespace npugraph {
 
-namespace detail { class ComputePool; }
+// How a backend spreads a kernel's chunks over threads (the cpu backend: its compute pool).
+class ChunkRunner {
+ public:
+  using ChunkFn = void (*)(void* obj, std::int64_t begin, std::int64_t end);
+  virtual void run_chunks(std::int64_t n, std::int64_t grain, int threads, ChunkFn fn, void* obj) = 0;
+
+ protected:
+  ~ChunkRunner() = default;
+};
 
 // Passed to a kernel while it runs. parallel_for's chunks are a pure function of (n, grain): which
 // thread runs a chunk never changes the result, so eager and replayed results are bitwise equal.
 class ExecContext {
  public:
-  ExecContext(detail::ComputePool* pool, int num_threads) : pool_(pool), num_threads_(num_threads) {}
+  // `runner` null: chunks run one after another on the calling thread.
+  ExecContext(ChunkRunner* runner, int num_threads) : runner_(runner), num_threads_(num_threads) {}
 
   // Threads a kernel may plan for (fixed per stream; default: the machine's cores).
   int num_threads() const { return num_threads_; }
 
-  // Calls f(begin, end) for consecutive chunks [k*grain, min(n, (k+1)*grain)) on the compute pool.
+  // Calls f(begin, end) for consecutive chunks [k*grain, min(n, (k+1)*grain)).
   template <class F>
   void parallel_for(std::int64_t n, std::int64_t grain, F&& f) const {
     using Fn = std::remove_reference_t<F>;
@@ -38,9 +47,13 @@ class ExecContext {
   }
 
  private:
-  using ChunkFn = void (*)(void*, std::int64_t, std::int64_t);
-  void run_chunks(std::int64_t n, std::int64_t grain, ChunkFn fn, void* obj) const;
-  detail::ComputePool* pool_;
+  void run_chunks(std::int64_t n, std::int64_t grain, ChunkRunner::ChunkFn fn, void* obj) const {
+    if (runner_) return runner_->run_chunks(n, grain, num_threads_, fn, obj);
+    if (n <= 0) return;
+    if (grain < 1) grain = 1;
+    for (std::int64_t b = 0; b < n; b += grain) fn(obj, b, b + grain < n ? b + grain : n);
+  }
+  ChunkRunner* runner_;
   int num_threads_;
 };
 
@@ -49,10 +62,15 @@ using KernelFn = void (*)(const void* params, std::size_t size, const ExecContex
 using UpdateCheckFn = std::string (*)(std::span<const std::byte> captured,
                                       std::span<const std::byte> updated);
 
-// One per kernel, with static storage duration: its address is the kernel identity.
+// A kernel's launcher on a CUDA stream (`stream` is the cudaStream_t): what the CUDA backend calls.
+using CudaLaunchFn = void (*)(const void* params, std::size_t size, void* stream);
+
+// One per kernel, with static storage duration: its address is the kernel identity. One slot per
+// device kind; a backend runs the kernel only when its slot is set (launch() refuses it otherwise).
 struct KernelDef {
   const char* name;
   KernelFn cpu = nullptr;
+  CudaLaunchFn cuda = nullptr;
   UpdateCheckFn check_update = nullptr;
 };
 

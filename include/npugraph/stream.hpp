@@ -17,6 +17,13 @@ namespace npugraph {
 class Event;
 namespace detail { struct StreamState; }
 
+// As CUDA: who may not make synchronizing calls while a capture runs (graph.hpp: capture_begin).
+enum class CaptureMode {
+  global,         // no thread may synchronize while any global capture runs
+  thread_local_,  // the capturing thread may not synchronize
+  relaxed,        // no check
+};
+
 struct StreamOptions {
   int num_threads = 0;  // compute threads a kernel on this stream may plan for; 0: the machine's cores
 };

@@ -15,32 +15,35 @@
 
 namespace npugraph {
 
-namespace detail { class MemPool; }
-
+// The bytes behind tensors. A storage either borrows memory (from_blob: `owner` keeps the caller's
+// memory alive, may be null) or owns an allocator block, which `release(context, tag, data, nbytes)`
+// returns when the storage dies (the allocator keeps what `context` names alive through `owner`).
 class Storage {
  public:
-  // Owning: a block of `pool`, returned to it on destruction.
-  Storage(void* data, std::size_t nbytes, Device device, std::shared_ptr<detail::MemPool> pool,
-          std::uint64_t stream_id);
-  // Borrowing: `owner` keeps the caller's memory alive (may be null).
-  Storage(void* data, std::size_t nbytes, Device device, std::shared_ptr<void> owner);
-  ~Storage();
+  using Release = void (*)(void* context, std::uint64_t tag, void* data, std::size_t nbytes) noexcept;
+
+  Storage(void* data, std::size_t nbytes, Device device, std::shared_ptr<void> owner,
+          Release release = nullptr, void* context = nullptr, std::uint64_t tag = 0)
+      : data_(data), nbytes_(nbytes), device_(device), owner_(std::move(owner)), release_(release),
+        context_(context), tag_(tag) {}
+  ~Storage() {
+    if (release_) release_(context_, tag_, data_, nbytes_);
+  }
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
 
   void* data() const { return data_; }
   std::size_t nbytes() const { return nbytes_; }
   Device device() const { return device_; }
-  // The pool this storage came from (null when borrowed).
-  const std::shared_ptr<detail::MemPool>& pool() const { return pool_; }
 
  private:
   void* data_;
   std::size_t nbytes_;
   Device device_;
-  std::shared_ptr<detail::MemPool> pool_;
-  std::uint64_t stream_id_ = 0;
   std::shared_ptr<void> owner_;
+  Release release_;
+  void* context_;
+  std::uint64_t tag_;
 };
 
 class Tensor {

@@ -1,22 +1,8 @@
 #include "npugraph/tensor.hpp"
 
-#include "core/mem_pool.hpp"
 #include "npugraph/error.hpp"
-#include "npugraph/memory.hpp"
-#include "npugraph/stream.hpp"
 
 namespace npugraph {
-
-Storage::Storage(void* data, std::size_t nbytes, Device device,
-                 std::shared_ptr<detail::MemPool> pool, std::uint64_t stream_id)
-    : data_(data), nbytes_(nbytes), device_(device), pool_(std::move(pool)), stream_id_(stream_id) {}
-
-Storage::Storage(void* data, std::size_t nbytes, Device device, std::shared_ptr<void> owner)
-    : data_(data), nbytes_(nbytes), device_(device), owner_(std::move(owner)) {}
-
-Storage::~Storage() {
-  if (pool_) pool_->deallocate(data_, nbytes_, stream_id_);
-}
 
 Shape contiguous_strides(const Shape& shape) {
   Shape strides = shape;
@@ -28,13 +14,15 @@ Shape contiguous_strides(const Shape& shape) {
   return strides;
 }
 
-namespace {
+namespace detail {
 void check_shape(const Shape& shape, const char* what) {
   for (int i = 0; i < shape.size(); ++i)
     NG_CHECK_ARG(shape[i] >= 0, what, ": size of dim ", i, " = ", shape[i], " in ", shape.str(),
                  ": must be >= 0");
 }
-}  // namespace
+}  // namespace detail
+
+using detail::check_shape;
 
 Tensor::Tensor(std::shared_ptr<Storage> storage, std::int64_t offset_bytes, Shape shape,
                Shape strides, DType dtype)
@@ -98,34 +86,6 @@ Tensor Tensor::view(Shape shape) const {
 std::string Tensor::str() const {
   if (!defined()) return "undefined";
   return std::string(dtype_name(dtype_)) + shape_.str();
-}
-
-Tensor empty(Shape shape, DType dtype, Device device) {
-  check_shape(shape, "empty");
-  constexpr std::uint64_t kMaxBytes = std::uint64_t{1} << 48;
-  std::uint64_t bytes = dtype_size(dtype);
-  for (int i = 0; i < shape.size(); ++i) {
-    const auto d = static_cast<std::uint64_t>(shape[i]);
-    NG_CHECK_ARG(d == 0 || bytes <= kMaxBytes / d, "empty: shape = ", shape.str(), " of ",
-                 dtype_name(dtype), ": more than 2^48 bytes");
-    bytes *= d;
-  }
-  const std::size_t nbytes = static_cast<std::size_t>(bytes);
-  detail::PoolChoice choice = detail::choose_pool(device);
-  void* p;
-  try {
-    p = choice.pool->allocate(nbytes, choice.stream_id);
-  } catch (const ResourceError&) {
-    // Out of memory: return the default pool's cached blocks once queued work no longer needs them
-    // (empty_cache synchronizes first), then retry. Not possible while capturing.
-    if (current_stream(device).is_capturing()) throw;
-    empty_cache(device);
-    p = choice.pool->allocate(nbytes, choice.stream_id);
-  }
-  std::shared_ptr<detail::MemPool> hold = std::move(choice.hold);
-  if (!hold) hold = std::shared_ptr<detail::MemPool>(std::shared_ptr<void>(), choice.pool);
-  auto storage = std::make_shared<Storage>(p, nbytes, device, std::move(hold), choice.stream_id);
-  return Tensor(std::move(storage), 0, shape, contiguous_strides(shape), dtype);
 }
 
 }  // namespace npugraph

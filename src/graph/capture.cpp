@@ -1,9 +1,8 @@
-#include "runtime/capture.hpp"
+#include "graph/capture.hpp"
 
 #include <algorithm>
-#include <sstream>
 
-#include "core/mem_pool.hpp"
+#include "runtime/mem_pool.hpp"
 #include "graph/graph_core.hpp"
 #include "graph/task_update.hpp"
 #include "npugraph/error.hpp"
@@ -12,25 +11,10 @@
 namespace npugraph::detail {
 namespace {
 
-// Captures in progress, for the capture-mode checks of synchronizing calls.
-std::vector<CaptureState*>& active_captures() {
-  static std::vector<CaptureState*> v;
-  return v;
-}
-std::atomic<int> g_active{0};
-
-const char* mode_name(CaptureMode m) {
-  switch (m) {
-    case CaptureMode::global: return "global";
-    case CaptureMode::thread_local_: return "thread_local";
-    case CaptureMode::relaxed: return "relaxed";
-  }
-  return "?";
-}
-
 void leave_capture(StreamState& s) {
   s.mode.store(StreamMode::normal, std::memory_order_release);
   defer_release(std::move(s.capture));  // the capture holds streams: never destroy it locked
+  defer_release(std::move(s.alloc_pool));
   s.frontier.clear();
   s.open_group = -1;
 }
@@ -38,9 +22,7 @@ void leave_capture(StreamState& s) {
 // Every joined stream leaves capture mode. A failed capture makes the handles it issued stale.
 void finish(CaptureState& c, bool success = false) {
   for (auto& s : c.streams) leave_capture(*s);
-  auto& v = active_captures();
-  std::erase(v, &c);
-  g_active.store(static_cast<int>(v.size()));
+  unregister_capture(&c);
   if (auto core = c.graph.lock()) {
     defer_release(std::move(core->capture));
     core->state = Graph::State::empty;
@@ -56,11 +38,10 @@ void check_capture_valid(const CaptureState& c, const StreamState& s, const char
 
 }  // namespace
 
-const std::shared_ptr<MemPool>& capture_pool(const CaptureState& capture) { return capture.pool; }
-
 void begin_capture(const std::shared_ptr<StreamState>& stream, const std::shared_ptr<GraphCore>& core,
                    const CaptureOptions& options) {
   StreamState& s = *stream;
+  require(s.backend, &BackendCaps::graphs, "capture_begin");
   NG_CHECK_STATE(s.id != 0, "capture_begin: cannot capture ", s.str(),
                  ": capture on a side stream (CaptureScope makes one current for you, or use "
                  "Stream::create() with a StreamGuard)");
@@ -85,11 +66,11 @@ void begin_capture(const std::shared_ptr<StreamState>& stream, const std::shared
   c->origin = stream;
   c->streams.push_back(stream);
   s.capture = c;
+  s.alloc_pool = c->pool;
   s.frontier.clear();
   s.open_group = -1;
   s.mode.store(StreamMode::capturing, std::memory_order_release);
-  active_captures().push_back(c.get());
-  g_active.store(static_cast<int>(active_captures().size()));
+  register_capture(c.get());
   core->state = Graph::State::capturing;
   core->capture = c;
   core->pool = PoolHandle(c->pool);
@@ -143,8 +124,8 @@ GraphDefData end_capture(StreamState& s, GraphCore& core) {
 
 void abandon_capture(CaptureState& capture) { finish(capture); }
 
-void record_task(StreamState& s, Task&& task) {
-  CaptureState& c = *s.capture;
+void CaptureState::record(StreamState& s, Task&& task) {
+  CaptureState& c = *this;
   check_capture_valid(c, s, task_name(task));
   NG_CHECK_STATE(s.open_group < 0 || task.kind == TaskKind::kernel, "task group on ", s.str(),
                  ": only kernel launches may be issued inside a task group; '", task_name(task),
@@ -160,8 +141,8 @@ void record_task(StreamState& s, Task&& task) {
   if (s.open_group >= 0) c.def.groups[static_cast<std::size_t>(s.open_group)].push_back(id);
 }
 
-void capture_event_record(StreamState& s, EventState& event) {
-  CaptureState& c = *s.capture;
+void CaptureState::event_record(StreamState& s, EventState& event) {
+  CaptureState& c = *this;
   check_capture_valid(c, s, "Event::record");
   NG_CHECK_STATE(s.open_group < 0, "task group on ", s.str(),
                  ": only kernel launches may be issued inside a task group; 'event_record' was not "
@@ -172,14 +153,10 @@ void capture_event_record(StreamState& s, EventState& event) {
   event.captured_nodes = s.frontier;
 }
 
-void capture_event_wait(const std::shared_ptr<StreamState>& stream,
-                        const std::shared_ptr<CaptureState>& capture,
-                        const std::vector<std::uint32_t>& nodes) {
+void CaptureState::event_wait(const std::shared_ptr<StreamState>& stream,
+                              const std::vector<std::uint32_t>& nodes) {
   StreamState& s = *stream;
-  NG_CHECK_STATE(capture != nullptr && std::find(active_captures().begin(), active_captures().end(),
-                                                 capture.get()) != active_captures().end(),
-                 "Stream::wait(event) on ", s.str(),
-                 ": the event was last recorded inside a capture that has ended; record it again");
+  const auto capture = std::static_pointer_cast<CaptureState>(shared_from_this());
   check_capture_valid(*capture, s, "Stream::wait(event)");
   switch (s.mode.load()) {
     case StreamMode::updating:
@@ -191,6 +168,7 @@ void capture_event_wait(const std::shared_ptr<StreamState>& stream,
                      " cannot join a capture (its work would be recorded into the graph for every "
                      "thread); fork onto a stream made with Stream::create()");
       s.capture = capture;
+      s.alloc_pool = capture->pool;
       s.frontier = nodes;
       s.open_group = -1;
       s.mode.store(StreamMode::capturing, std::memory_order_release);
@@ -208,34 +186,6 @@ void capture_event_wait(const std::shared_ptr<StreamState>& stream,
           s.frontier.push_back(n);
       return;
   }
-}
-
-void check_sync_call(const char* call, const StreamState* target) {
-  if (g_active.load(std::memory_order_acquire) == 0) return;
-  RuntimeLock lock;
-  const auto me = std::this_thread::get_id();
-  std::vector<CaptureState*> offended;
-  std::string why;
-  for (CaptureState* c : active_captures()) {
-    const bool on_capture = target && target->capture.get() == c;
-    const bool bad = on_capture || c->mode == CaptureMode::global ||
-                     (c->mode == CaptureMode::thread_local_ && c->thread == me);
-    if (!bad) continue;
-    offended.push_back(c);
-    std::ostringstream os;
-    if (on_capture)
-      os << call << " on " << target->str() << ", which is capturing graph " << c->graph_id;
-    else
-      os << call << " while graph " << c->graph_id << " is being captured in " << mode_name(c->mode)
-         << " mode";
-    if (why.empty()) why = os.str();
-    if (c->invalid.empty()) c->invalid = os.str();
-  }
-  if (!offended.empty())
-    NG_THROW(StateError, why,
-             " is not allowed: the capture is invalidated (capture_end will discard it). Synchronize "
-             "before capture_begin, or capture with mode 'relaxed' / 'thread_local' if this call is "
-             "safe");
 }
 
 }  // namespace npugraph::detail

@@ -3,8 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "core/mem_pool.hpp"
-#include "graph/run_state.hpp"
+#include "runtime/mem_pool.hpp"
 #include "npugraph/error.hpp"
 #include "runtime/stream_state.hpp"
 #include "runtime/sync_objects.hpp"
@@ -97,7 +96,7 @@ ExecGraph::~ExecGraph() {
 // Parameter blocks of ungrouped kernels move into one 16-byte-aligned arena; a group's blocks live in
 // its ParamSet, which updates replace (Note [Update order]).
 std::shared_ptr<ExecGraph> instantiate(const GraphDefData& def, std::uint64_t graph_id,
-                                       std::shared_ptr<MemPool> pool) {
+                                       std::shared_ptr<MemPool> pool, Device device) {
   auto g = std::make_shared<ExecGraph>();
   g->graph_id = graph_id;
   g->pool = std::move(pool);
@@ -174,6 +173,7 @@ std::shared_ptr<ExecGraph> instantiate(const GraphDefData& def, std::uint64_t gr
     slot->install(std::move(set));
     g->groups.push_back(std::move(slot));
   }
+  g->backend = graph_backend_for(device).instantiate(*g);
   return g;
 }
 

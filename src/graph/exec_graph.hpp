@@ -12,14 +12,15 @@
 #include <utility>
 #include <vector>
 
+#include "graph/graph_backend.hpp"
 #include "graph/graph_def.hpp"
+#include "npugraph/device.hpp"
 #include "runtime/recycler.hpp"
 #include "runtime/spin_lock.hpp"
 #include "runtime/task.hpp"
 
 namespace npugraph::detail {
 
-class ComputePool;
 class MemPool;
 struct ExternalEventState;
 struct StreamState;
@@ -118,8 +119,6 @@ struct ExecNode {
   std::uint64_t value = 0;
 };
 
-struct RunState;
-
 // Note [Replay order]
 // Launches of one executable graph run one after another in launch order, whatever streams they are
 // launched on (as CUDA does): a graph's FIA workspace, its outputs and its per-replay state belong
@@ -157,10 +156,8 @@ struct ExecGraph {
   std::vector<std::unique_ptr<GroupSlot>> groups;
   std::shared_ptr<MemPool> pool;      // keeps captured memory valid while replays may run
 
-  // Reusable per-replay state (a nested launch inside a replay takes another).
-  std::mutex runs_mu;
-  std::vector<std::unique_ptr<RunState>> free_runs;
   LaunchTurns turns;  // Note [Replay order]
+  std::unique_ptr<BackendGraph> backend;  // the device's executable form (graph_backend.hpp)
 
   // Launch-ordered updates (Note [Update order]). The table pool comes before the published table.
   Recycler<LaunchTable> table_pool;
@@ -175,8 +172,9 @@ struct ExecGraph {
   void recycle(LaunchTable* t) noexcept;
 };
 
+// Builds the executable graph, and its device's executable form, for `device`.
 std::shared_ptr<ExecGraph> instantiate(const GraphDefData& def, std::uint64_t graph_id,
-                                       std::shared_ptr<MemPool> pool);
+                                       std::shared_ptr<MemPool> pool, Device device);
 
 // The payload of a stream-ordered update's patch task: the sets to install, and the graphs they
 // belong to (kept alive until it ran). Recycled through the updating stream's PatchPool.
@@ -202,10 +200,6 @@ LaunchTicket take_launch_turn(ExecGraph& graph, StreamState& stream);
 // was given up); finish_launch_turn serves the next one.
 bool wait_launch_turn(ExecGraph& graph, std::uint64_t turn, StreamState& stream);
 void finish_launch_turn(ExecGraph& graph);
-// Runs one replay of `graph` (the object of a graph_launch task) on the calling stream worker, in
-// its turn, with the launch table pinned at launch (`pin` and `ticket` empty: a graph launched by a
-// graph's node, which pins and takes its turn now).
-void run_graph(ExecGraph& graph, TablePin pin, LaunchTicket ticket, StreamState& stream,
-               ComputePool& pool);
+
 
 }  // namespace npugraph::detail

@@ -4,10 +4,10 @@
 #include <exception>
 #include <fstream>
 
-#include "core/mem_pool.hpp"
+#include "runtime/mem_pool.hpp"
 #include "graph/graph_core.hpp"
 #include "npugraph/error.hpp"
-#include "runtime/capture.hpp"
+#include "graph/capture.hpp"
 #include "runtime/issue.hpp"
 
 namespace npugraph {
@@ -37,8 +37,8 @@ GraphDef& GraphDef::operator=(GraphDef&&) noexcept = default;
 GraphDef::NodeId GraphDef::add_kernel(const KernelDef& kernel, std::span<const std::byte> params,
                                       std::span<const NodeId> deps) {
   NG_CHECK_ARG(kernel.name != nullptr, "GraphDef::add_kernel: kernel.name = null: every kernel needs a name");
-  NG_CHECK_ARG(kernel.cpu != nullptr, "GraphDef::add_kernel: kernel '", kernel.name,
-               "' has no implementation for the cpu backend");
+  NG_CHECK_ARG(detail::backend_for(Device::cpu()).has_kernel(kernel), "GraphDef::add_kernel: kernel '",
+               kernel.name, "' has no implementation for the cpu backend");
   detail::Node node;
   node.task.kind = detail::TaskKind::kernel;
   node.task.kernel = &kernel;
@@ -59,7 +59,7 @@ GraphDef::NodeId GraphDef::add_host(std::function<void()> fn, std::span<const No
 std::size_t GraphDef::size() const { return data_->nodes.size(); }
 
 GraphExec GraphDef::instantiate() const {
-  return GraphExec(detail::instantiate(*data_, g_next_graph_id.fetch_add(1), nullptr));
+  return GraphExec(detail::instantiate(*data_, g_next_graph_id.fetch_add(1), nullptr, Device::cpu()));
 }
 
 std::string GraphDef::dot() const { return data_->dot("graph"); }
@@ -123,7 +123,7 @@ void Graph::capture_end(const Stream& stream) {
   auto pool = core_->capture->pool;
   def = detail::end_capture(s, *core_);
   try {
-    core_->exec = detail::instantiate(def, core_->id, pool);
+    core_->exec = detail::instantiate(def, core_->id, pool, pool->device());
   } catch (...) {
     ++core_->generation;  // the handles this capture issued name groups that do not exist
     throw;

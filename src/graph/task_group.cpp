@@ -9,7 +9,7 @@
 #include "graph/graph_core.hpp"
 #include "graph/task_update.hpp"
 #include "npugraph/error.hpp"
-#include "runtime/capture.hpp"
+#include "graph/capture.hpp"
 #include "runtime/sync_objects.hpp"
 
 namespace npugraph::detail {
@@ -26,123 +26,6 @@ std::shared_ptr<ExecGraph> resolve_group(const GroupRef& ref, const char* call,
                  ref.group, " but graph ", ref.graph_id, " has ", core->exec->groups.size());
   if (core_out) *core_out = core;
   return core->exec;
-}
-
-void UpdateState::clear() {
-  targets.clear();
-  holds.clear();
-  at = bound = total = 0;
-}
-
-// Leaves update mode, installing nothing (the rule for every update error).
-void abandon_update(StreamState& s) {
-  if (s.update) {
-    for (UpdateTarget& t : s.update->targets) {
-      GroupSlot& slot = *t.graph->groups[t.group];
-      if (slot.updater == &s) slot.updater = nullptr;
-      t.set.reset();
-    }
-    for (auto& [core, graph] : s.update->holds) {
-      defer_release(std::move(graph));  // a graph reset meanwhile dies after the unlock
-      defer_release(std::move(core));
-    }
-    s.update->clear();
-    delete s.spare_update.exchange(s.update.release(), std::memory_order_acq_rel);
-  }
-  s.update_owner.store(std::thread::id(), std::memory_order_relaxed);
-  s.mode.store(StreamMode::normal, std::memory_order_release);
-}
-
-void fail_update(StreamState& s, const std::string& message) {
-  std::optional<RuntimeLock> lock;
-  if (!runtime_lock_held()) lock.emplace();
-  abandon_update(s);
-  NG_THROW(StateError, message, " (the update is abandoned: nothing was installed)");
-}
-
-void check_update_owner(const StreamState& s, const char* call) {
-  NG_CHECK_STATE(owns_update(s), call, ": ", s.str(), " is being updated by another thread; an update "
-                 "is bound, ended and aborted by the thread that began it");
-}
-
-namespace {
-
-std::string group_name(const UpdateTarget& t) {
-  return "group " + std::to_string(t.group) + " of graph " + std::to_string(t.graph->graph_id);
-}
-
-// "group 0 of graph 3", or "the 80 groups being updated" for a batch.
-std::string groups_name(const UpdateState& u) {
-  return u.targets.size() == 1 ? group_name(u.targets[0])
-                               : "the " + std::to_string(u.targets.size()) + " groups being updated";
-}
-
-std::size_t total_tasks(const UpdateState& u) {
-  std::size_t n = 0;
-  for (const UpdateTarget& t : u.targets) n += t.graph->groups[t.group]->nodes.size();
-  return n;
-}
-
-}  // namespace
-
-void update_bind(StreamState& s, Task&& task) {
-  if (task.kind == TaskKind::kernel)
-    return update_bind(s, *task.kernel, task.params.span(), {},
-                       std::static_pointer_cast<KeepAlive>(std::move(task.object)));
-  check_update_owner(s, task_name(task));
-  fail_update(s, detail::cat("task update on ", s.str(), ": only kernel launches may be issued while "
-                             "updating; '", task_name(task), "' is not a kernel launch"));
-}
-
-void update_bind(StreamState& s, const KernelDef& kernel, std::span<const std::byte> params,
-                 TensorUses uses, std::shared_ptr<KeepAlive> built) {
-  check_update_owner(s, kernel.name);
-  UpdateState& u = *s.update;
-  if (u.at >= u.targets.size())
-    fail_update(s, detail::cat("task update on ", s.str(), ": launch ", u.total + 1, " ('", kernel.name,
-                               "') is one more than the ", total_tasks(u), " task(s) of ", groups_name(u)));
-  UpdateTarget& t = u.targets[u.at];
-  GroupSlot& slot = *t.graph->groups[t.group];
-  const std::size_t i = u.bound;
-  if (&kernel != slot.kernels[i])
-    fail_update(s, detail::cat("task update on ", s.str(), ": launch ", u.total + 1, " is kernel '",
-                               kernel.name, "' but task ", i + 1, " of ", group_name(t), " is kernel '",
-                               slot.kernels[i]->name, "'"));
-  if (kernel.check_update) {
-    // Against the captured block (not the current one, which patches change asynchronously). It runs
-    // under the runtime lock: a check_update must not call back into npugraph.
-    std::string why;
-    try {
-      why = kernel.check_update(slot.captured->params[i].span(), params);
-    } catch (const std::exception& e) {
-      why = e.what();
-    } catch (...) {
-      why = "check_update threw a non-standard exception";
-    }
-    if (!why.empty())
-      fail_update(s, detail::cat("task update on ", s.str(), ": launch ", u.total + 1, " ('", kernel.name,
-                                 "') cannot replace task ", i + 1, " of ", group_name(t), ": ", why));
-  }
-  t.set->params[i].assign(params);
-  // Note [Keep-alive]: the captured tensors (the common case) share the captured KeepAlive.
-  const std::shared_ptr<KeepAlive>& captured = slot.captured->keep[i];
-  if (built || uses.empty()) t.set->keep[i] = std::move(built);
-  else if (captured && captured->same(uses)) t.set->keep[i] = captured;
-  else t.set->keep[i] = keep_alive(uses);
-  ++u.total;
-  if (++u.bound == slot.nodes.size()) {
-    ++u.at;
-    u.bound = 0;
-  }
-}
-
-void apply_patch(Patch& patch) {
-  for (Patch::Entry& e : patch.entries) e.slot->install(std::move(e.set));
-  patch.entries.clear();
-  for (const auto& e : patch.records) external_record(*e);
-  patch.records.clear();
-  patch.graphs.clear();  // may destroy a graph reset meanwhile: this is the worker, unlocked
-  patch.home->give(&patch);
 }
 
 }  // namespace npugraph::detail
@@ -172,6 +55,7 @@ std::uint64_t TaskGroupHandle::graph_id() const {
 
 void task_group_begin(const Stream& stream) {
   auto& s = state_of(stream);
+  detail::require(s.backend, &detail::BackendCaps::task_update, "task_group_begin");
   detail::RuntimeLock lock;
   NG_CHECK_STATE(s.mode.load() == StreamMode::capturing && s.capture, "task_group_begin: ", s.str(),
                  " is not capturing: task groups are marked during a graph capture (inside a "
@@ -180,8 +64,8 @@ void task_group_begin(const Stream& stream) {
                  " (groups do not nest): call task_group_end first");
   NG_CHECK_STATE(s.capture->invalid.empty(), "task_group_begin on ", s.str(), ": the capture of graph ",
                  s.capture->graph_id, " was invalidated (", s.capture->invalid, ")");
-  s.open_group = static_cast<int>(s.capture->def.groups.size());
-  s.capture->def.groups.emplace_back();
+  s.open_group = static_cast<int>(detail::capture_of(s).def.groups.size());
+  detail::capture_of(s).def.groups.emplace_back();
 }
 
 TaskGroupHandle task_group_end(const Stream& stream) {
@@ -190,14 +74,14 @@ TaskGroupHandle task_group_end(const Stream& stream) {
   NG_CHECK_STATE(s.mode.load() == StreamMode::capturing && s.capture, "task_group_end: ", s.str(),
                  " is not capturing: task groups are marked during a graph capture");
   if (s.open_group < 0) {
-    for (auto& other : s.capture->streams)
+    for (auto& other : detail::capture_of(s).streams)
       NG_CHECK_STATE(other->open_group < 0, "task_group_end: no task group is open on ", s.str(),
                      "; the open group was begun on ", other->str(),
                      ": end it on the stream that began it");
     NG_THROW(StateError, "task_group_end: no task group is open on ", s.str(),
              ": call task_group_begin first");
   }
-  detail::CaptureState& c = *s.capture;
+  detail::CaptureState& c = detail::capture_of(s);
   const int g = s.open_group;
   const auto& nodes = c.def.groups[static_cast<std::size_t>(g)];
   NG_CHECK_STATE(!nodes.empty(), "task_group_end on ", s.str(),
@@ -214,179 +98,6 @@ TaskGroupHandle task_group_end(const Stream& stream) {
   return TaskGroupHandle(std::move(ref));
 }
 
-void task_update_begin(const Stream& stream, const TaskGroupHandle& handle, UpdateOrder order) {
-  task_update_begin(stream, std::span<const TaskGroupHandle>(&handle, 1), order);
-}
-
-void task_update_begin(const Stream& stream, std::span<const TaskGroupHandle> handles,
-                       UpdateOrder order) {
-  auto& s = state_of(stream);
-  NG_CHECK_ARG(!handles.empty(), "task_update_begin: handles is empty: pass at least one task group handle");
-  NG_CHECK_ARG(order == UpdateOrder::stream || order == UpdateOrder::launch, "task_update_begin: order = ",
-               static_cast<int>(order), ": must be UpdateOrder::stream or UpdateOrder::launch");
-  for (std::size_t i = 0; i < handles.size(); ++i)
-    NG_CHECK_ARG(handles[i].defined(), "task_update_begin: handle", handles.size() > 1 ? "s[" : "",
-                 handles.size() > 1 ? std::to_string(i) + "]" : std::string(),
-                 " is undefined (task_group_end returns one)");
-  detail::RuntimeLock lock;
-  NG_CHECK_STATE(s.mode.load() != StreamMode::capturing, "task_update_begin: ", s.str(),
-                 " is capturing; update on a stream that is not capturing (a second stream, as in "
-                 "the seed example)");
-  if (s.mode.load() == StreamMode::updating) {
-    detail::check_update_owner(s, "task_update_begin");
-    const std::string open = detail::groups_name(*s.update);
-    detail::abandon_update(s);
-    NG_THROW(StateError, "task_update_begin: ", s.str(), " is already updating ", open,
-             " (updates do not nest); that update is abandoned: nothing was installed");
-  }
-  std::unique_ptr<detail::UpdateState> u(s.spare_update.exchange(nullptr, std::memory_order_acq_rel));
-  if (!u) u = std::make_unique<detail::UpdateState>();
-  u->order = order;
-  u->targets.reserve(handles.size());
-  try {
-    for (std::size_t i = 0; i < handles.size(); ++i) {
-      const detail::GroupRef& ref = *handles[i].impl();
-      // Consecutive handles of one graph resolve once (a decode step's groups share their graph).
-      const bool same = !u->holds.empty() && !u->holds.back().first.owner_before(ref.core) &&
-                        !ref.core.owner_before(u->holds.back().first) &&
-                        u->holds.back().first->generation == ref.generation &&
-                        ref.group < u->holds.back().second->groups.size();
-      if (!same) {
-        std::shared_ptr<detail::GraphCore> core;
-        auto exec = detail::resolve_group(ref, "task_update_begin", &core);
-        u->holds.emplace_back(std::move(core), std::move(exec));
-      }
-      detail::GraphCore* core = u->holds.back().first.get();
-      detail::ExecGraph* graph = u->holds.back().second.get();
-      detail::GroupSlot& slot = *graph->groups[ref.group];
-      if (slot.updater == &s) {
-        std::size_t j = 0;
-        while (u->targets[j].graph != graph || u->targets[j].group != ref.group) ++j;
-        NG_THROW(ArgumentError, "task_update_begin: handles[", i, "] names group ", ref.group, " of graph ",
-                 graph->graph_id, ", as handles[", j, "] does: each group may be updated once per update");
-      }
-      NG_CHECK_STATE(slot.updater == nullptr, "task_update_begin: group ", ref.group, " of graph ",
-                     graph->graph_id, " is already being updated on ", slot.updater->str(),
-                     "; finish that update (task_update_end) first");
-      slot.updater = &s;
-      u->targets.push_back({graph, core, ref.generation, ref.group, slot.blank()});
-    }
-  } catch (...) {
-    s.update = std::move(u);
-    detail::abandon_update(s);  // frees the groups marked so far
-    throw;
-  }
-  s.update = std::move(u);
-  s.update_owner.store(std::this_thread::get_id(), std::memory_order_relaxed);
-  s.mode.store(StreamMode::updating, std::memory_order_release);
-}
-
-namespace {
-
-// Stream order: one patch task installs every set when the stream reaches it.
-void install_in_stream_order(detail::StreamState& s, detail::UpdateState& u,
-                             std::span<const ExternalEvent> record_after) {
-  const std::uint64_t stamp = detail::next_install_stamp();
-  // Note [Idle-stream patch]: with nothing queued on the stream (every task submitted so far has
-  // completed), "when the stream reaches the patch" is now: install on this thread and spare the
-  // worker a wake-up. Work other threads submit concurrently is unordered with it either way.
-  const std::uint64_t submitted = s.queue->submitted();
-  if (s.queue->completed() == submitted) {
-    for (detail::UpdateTarget& t : u.targets) {
-      t.set->stamp = stamp;
-      t.graph->groups[t.group]->install(std::move(t.set));
-    }
-    for (const ExternalEvent& e : record_after) detail::external_record(*e.impl());
-    return;
-  }
-  if (!s.patches) s.patches = std::make_shared<detail::PatchPool>();
-  detail::Patch* patch = s.patches->take([&](detail::Patch& fresh) { fresh.home = s.patches.get(); });
-  for (const ExternalEvent& e : record_after) patch->records.push_back(e.impl());
-  for (detail::UpdateTarget& t : u.targets) {
-    t.set->stamp = stamp;
-    patch->entries.push_back({t.graph->groups[t.group].get(), std::move(t.set)});
-  }
-  for (const auto& hold : u.holds) patch->graphs.push_back(hold.second);
-  detail::Task task;
-  task.kind = detail::TaskKind::patch;
-  task.object = std::shared_ptr<void>(s.patches, patch);  // aliasing: no allocation
-  s.queue->submit(std::move(task));
-}
-
-// Launch order: each graph publishes a new launch table now (Note [Update order]).
-void install_in_launch_order(detail::UpdateState& u) {
-  const std::uint64_t stamp = detail::next_install_stamp();
-  thread_local std::vector<std::uint32_t> groups;
-  thread_local std::vector<detail::SetRef> sets;
-  for (std::size_t i = 0; i < u.targets.size();) {
-    detail::ExecGraph* graph = u.targets[i].graph;
-    groups.clear();
-    sets.clear();
-    for (; i < u.targets.size() && u.targets[i].graph == graph; ++i) {
-      u.targets[i].set->stamp = stamp;
-      groups.push_back(u.targets[i].group);
-      sets.push_back(std::move(u.targets[i].set));
-    }
-    graph->publish(groups, sets);
-  }
-  sets.clear();
-}
-
-}  // namespace
-
-void task_update_end(const Stream& stream) { task_update_end(stream, {}); }
-
-void task_update_end(const Stream& stream, std::span<const ExternalEvent> record_after) {
-  auto& s = state_of(stream);
-  std::unique_ptr<detail::UpdateState> u;
-  {
-    detail::RuntimeLock lock;
-    NG_CHECK_STATE(s.mode.load() == StreamMode::updating && s.update, "task_update_end: ", s.str(),
-                   " is not updating: call task_update_begin first");
-    detail::check_update_owner(s, "task_update_end");
-    detail::UpdateState& cur = *s.update;
-    if (cur.at < cur.targets.size()) {
-      const detail::UpdateTarget& t = cur.targets[cur.at];
-      const std::size_t n = t.graph->groups[t.group]->nodes.size();
-      const std::string what = detail::cat(cur.bound, " of ", n, " tasks updated on ", s.str(), " (",
-                                           detail::group_name(t), ")");
-      detail::abandon_update(s);
-      NG_THROW(StateError, "task_update_end: ", what, "; re-issue every task of the group between "
-               "task_update_begin and task_update_end (nothing was installed)");
-    }
-    for (const detail::UpdateTarget& t : cur.targets) {
-      if (t.core->generation == t.generation && t.core->exec.get() == t.graph) [[likely]]
-        continue;
-      const std::string what = detail::cat("task_update_end: the task group handle (graph ", t.graph->graph_id,
-                                           ", group ", t.group, ") is stale: its graph was reset or "
-                                           "destroyed during the update");
-      detail::abandon_update(s);
-      NG_THROW(StateError, what, " (the update is abandoned: nothing was installed)");
-    }
-    for (const detail::UpdateTarget& t : cur.targets) t.graph->groups[t.group]->updater = nullptr;
-    u = std::move(s.update);
-    s.update_owner.store(std::thread::id(), std::memory_order_relaxed);
-    s.mode.store(StreamMode::normal, std::memory_order_release);
-  }
-  if (u->order == UpdateOrder::launch) {
-    install_in_launch_order(*u);
-    if (!record_after.empty()) record_events(record_after, stream);
-  } else {
-    install_in_stream_order(s, *u, record_after);
-  }
-  u->clear();  // unlocked: may drop the last reference to a graph reset meanwhile
-  delete s.spare_update.exchange(u.release(), std::memory_order_acq_rel);
-}
-
-void task_update_abort(const Stream& stream) {
-  auto& s = state_of(stream);
-  detail::RuntimeLock lock;
-  NG_CHECK_STATE(s.mode.load() == StreamMode::updating, "task_update_abort: ", s.str(),
-                 " is not updating");
-  detail::check_update_owner(s, "task_update_abort");
-  detail::abandon_update(s);
-}
-
 TaskGroupScope::TaskGroupScope(const Stream& stream) : stream_(stream) { task_group_begin(stream_); }
 
 TaskGroupScope::~TaskGroupScope() {
@@ -394,9 +105,9 @@ TaskGroupScope::~TaskGroupScope() {
   detail::RuntimeLock lock;
   auto& s = state_of(stream_);
   if (s.capture && s.open_group >= 0) {  // abandon the open group: it stays recorded, ungrouped
-    for (auto n : s.capture->def.groups[static_cast<std::size_t>(s.open_group)])
-      s.capture->def.nodes[n].group = -1;
-    s.capture->def.groups[static_cast<std::size_t>(s.open_group)].clear();
+    for (auto n : detail::capture_of(s).def.groups[static_cast<std::size_t>(s.open_group)])
+      detail::capture_of(s).def.nodes[n].group = -1;
+    detail::capture_of(s).def.groups[static_cast<std::size_t>(s.open_group)].clear();
     s.open_group = -1;
   }
 }
@@ -405,33 +116,6 @@ TaskGroupHandle TaskGroupScope::end() {
   NG_CHECK_STATE(!ended_, "TaskGroupScope::end: already ended");
   ended_ = true;
   return task_group_end(stream_);
-}
-
-UpdateScope::UpdateScope(const Stream& stream, const TaskGroupHandle& handle, UpdateOrder order)
-    : stream_(stream), exceptions_on_entry_(std::uncaught_exceptions()) {
-  task_update_begin(stream_, handle, order);
-}
-
-UpdateScope::UpdateScope(const Stream& stream, std::span<const TaskGroupHandle> handles,
-                         UpdateOrder order)
-    : stream_(stream), exceptions_on_entry_(std::uncaught_exceptions()) {
-  task_update_begin(stream_, handles, order);
-}
-
-UpdateScope::~UpdateScope() noexcept(false) {
-  if (ended_) return;
-  ended_ = true;
-  if (std::uncaught_exceptions() > exceptions_on_entry_) {
-    if (stream_.is_updating()) task_update_abort(stream_);
-    return;
-  }
-  task_update_end(stream_);
-}
-
-void UpdateScope::end() {
-  NG_CHECK_STATE(!ended_, "UpdateScope::end: already ended");
-  ended_ = true;
-  task_update_end(stream_);
 }
 
 }  // namespace npugraph

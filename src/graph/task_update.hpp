@@ -2,6 +2,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "graph/exec_graph.hpp"
@@ -24,9 +25,9 @@ struct UpdateTarget {
   SetRef set;
 };
 
-// A stream's update in progress (guarded by runtime_mutex()). Reused from update to update so that a
-// steady-state update allocates nothing.
-struct UpdateState {
+// A stream's update in progress (Note [Stream modes]; guarded by runtime_mutex(), bound by its
+// owner thread). Reused from update to update so that a steady-state update allocates nothing.
+struct UpdateState final : UpdateLink {
   UpdateOrder order = UpdateOrder::stream;
   std::vector<UpdateTarget> targets;  // in binding order
   // One strong reference per graph of the targets (consecutive targets of one graph share it).
@@ -35,26 +36,24 @@ struct UpdateState {
   std::size_t bound = 0;              // launches bound to targets[at]
   std::size_t total = 0;              // launches bound in all
   void clear();                       // drops every reference (call it unlocked)
+
+  void bind(StreamState& stream, const KernelDef& kernel, std::span<const std::byte> params,
+            TensorUses uses, std::shared_ptr<KeepAlive> built) override;
+  void abandon(StreamState& stream) override;
 };
+
+inline UpdateState& update_of(const StreamState& stream) {
+  return static_cast<UpdateState&>(*stream.update);
+}
 
 // Note [Update binding]
 // An update belongs to the thread that began it (StreamState::update_owner). That thread binds its
 // launches without the runtime lock: nobody else touches the stream's UpdateState, because every
 // other thread's begin/end/abort/launch on the stream is refused while the update is open. Only the
 // failure path (abandoning the update, which frees groups other streams may look at) takes the lock.
-inline bool owns_update(const StreamState& s) {
-  return s.update_owner.load(std::memory_order_relaxed) == std::this_thread::get_id();
-}
 // Throws StateError unless this thread began the stream's update (nothing is abandoned).
 void check_update_owner(const StreamState& s, const char* call);
 
-// A kernel launch issued on an updating stream: by its owner thread (no lock needed) or under the
-// runtime lock. Throws, abandoning the update, unless it is the next kernel launch of the group(s).
-// `built`: the launch's KeepAlive when it was already made (else one is made from `uses`).
-void update_bind(StreamState& stream, const KernelDef& kernel, std::span<const std::byte> params,
-                 TensorUses uses, std::shared_ptr<KeepAlive> built = nullptr);
-// Any other task issued on an updating stream (runtime lock held): abandons the update and throws.
-void update_bind(StreamState& stream, Task&& task);
 // Leaves update mode installing nothing and frees the handles (runtime_mutex() held).
 void abandon_update(StreamState& stream);
 // Abandons the update (taking the runtime lock if this thread does not hold it) and throws

@@ -1,16 +1,22 @@
-// The backend interface: what a device must provide for the runtime (DESIGN §5).
+// The backend seam: the small interface a device implements for the runtime (docs/backends.md).
 //
-// A backend owns the in-order execution of a stream's tasks and its memory; everything about
-// capture, task groups and updates is device-independent and lives in the runtime. Capabilities
-// are data: a feature a backend lacks throws UnsupportedError naming the backend.
+// A backend provides memory (allocate, free, copies between host and device, memset), the in-order
+// queue that runs a stream's tasks, and kernel dispatch (which slot of a KernelDef it runs). Its
+// graph half — running an instantiated graph, installing updates — is graph/graph_backend.hpp.
+// Capabilities are data: the runtime reads them where a feature is used, and a feature a backend
+// lacks throws UnsupportedError naming the backend (require()). Which backend serves a device is
+// the registry's business (backend_for, backends/registry.cpp); nothing outside backends/<name>/
+// knows a backend's internals.
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string_view>
 
 #include "npugraph/device.hpp"
+#include "npugraph/kernel.hpp"
 #include "runtime/task.hpp"
 
 namespace npugraph::detail {
@@ -18,11 +24,13 @@ namespace npugraph::detail {
 struct StreamState;
 
 struct BackendCaps {
-  bool graphs = false;
-  bool task_update = false;
-  bool external_events = false;
-  bool event_timing = false;
+  bool graphs = false;           // capture, instantiate, replay
+  bool task_update = false;      // task groups and task update
+  bool external_events = false;  // ExternalEvent record / wait / reset
+  bool event_timing = false;     // Event{.enable_timing = true}, elapsed_time
 };
+
+enum class CopyKind : std::uint8_t { host_to_device, device_to_host, device_to_device };
 
 // A stream's in-order queue on a device.
 class StreamQueue {
@@ -46,11 +54,27 @@ class Backend {
   virtual std::string_view name() const noexcept = 0;
   virtual const BackendCaps& caps() const noexcept = 0;
   virtual int default_num_threads() const noexcept = 0;
+
+  // Memory: blocks of device memory (host memory on the cpu backend), aligned to 64 bytes at least.
+  // allocate returns null when the device is out of memory.
+  virtual void* allocate(std::size_t nbytes) noexcept = 0;
+  virtual void deallocate(void* p, std::size_t nbytes) noexcept = 0;
+  // Synchronous copies and fills; their stream-ordered forms are tasks (copy_, fill_).
+  virtual void copy(void* dst, const void* src, std::size_t nbytes, CopyKind kind) = 0;
+  virtual void memset(void* dst, int value, std::size_t nbytes) = 0;
+
   // The queue may keep only a weak reference to its owner (the owner owns the queue).
   virtual std::unique_ptr<StreamQueue> create_queue(const std::shared_ptr<StreamState>& owner) = 0;
+
+  // Kernel dispatch: whether the kernel has an implementation for this backend's device kind.
+  virtual bool has_kernel(const KernelDef& kernel) const noexcept = 0;
 };
 
-// The backend for `device`; throws UnsupportedError when this build has none.
+// The backend for `device`; throws UnsupportedError when this build has none (backends/registry.cpp).
 Backend& backend_for(Device device);
+
+// Throws UnsupportedError naming the backend when it lacks a capability: `what` names the feature
+// and the call ("ExternalEvent::record"), `cap` is the BackendCaps member.
+void require(const Backend& backend, bool BackendCaps::*cap, const char* what);
 
 }  // namespace npugraph::detail

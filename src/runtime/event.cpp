@@ -2,8 +2,6 @@
 
 #include "npugraph/error.hpp"
 #include "npugraph/stream.hpp"
-#include "graph/task_update.hpp"
-#include "runtime/capture.hpp"
 #include "runtime/issue.hpp"
 #include "runtime/stall.hpp"
 #include "runtime/stream_state.hpp"
@@ -59,14 +57,15 @@ void Event::record() { record(current_stream()); }
 
 void Event::record(const Stream& stream) {
   auto& s = detail::state_of(stream);
+  if (state_->timing) detail::require(s.backend, &detail::BackendCaps::event_timing, "Event::record (timing)");
   detail::Task task;
   task.kind = detail::TaskKind::event_record;
   task.object = state_;
   if (s.mode.load(std::memory_order_acquire) != StreamMode::normal) {
     detail::RuntimeLock lock;
     switch (s.mode.load()) {
-      case StreamMode::capturing: detail::capture_event_record(s, *state_); return;
-      case StreamMode::updating: detail::update_bind(s, std::move(task)); return;  // throws
+      case StreamMode::capturing: s.capture->event_record(s, *state_); return;
+      case StreamMode::updating: detail::issue_locked(s, std::move(task)); return;  // throws
       case StreamMode::normal: break;
     }
   }
@@ -91,7 +90,7 @@ void Event::record(const Stream& stream) {
 
 void Event::wait(const Stream& stream) const {
   auto& s = detail::state_of(stream);
-  std::shared_ptr<detail::CaptureState> capture;
+  std::shared_ptr<detail::CaptureLink> capture;
   std::vector<std::uint32_t> nodes;
   std::uint64_t seq;
   bool captured;
@@ -110,11 +109,13 @@ void Event::wait(const Stream& stream) const {
   task.value = seq;
   if (s.mode.load() == StreamMode::updating) {  // not a kernel launch: fails the update
     detail::RuntimeLock lock;
-    detail::update_bind(s, std::move(task));
+    detail::issue_locked(s, std::move(task));
   }
   if (captured) {
     detail::RuntimeLock lock;
-    detail::capture_event_wait(stream.impl(), capture, nodes);
+    NG_CHECK_STATE(detail::capture_active(capture.get()), "Stream::wait(event) on ", s.str(),
+                   ": the event was last recorded inside a capture that has ended; record it again");
+    capture->event_wait(stream.impl(), nodes);
     return;
   }
   if (s.mode.load() == StreamMode::capturing)

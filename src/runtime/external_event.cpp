@@ -104,10 +104,13 @@ namespace npugraph {
 namespace {
 void issue_external(const Stream& stream, detail::TaskKind kind,
                     const std::shared_ptr<detail::ExternalEventState>& e) {
+  auto& s = detail::state_of(stream);
+  if (!s.backend.caps().external_events) [[unlikely]]
+    detail::require(s.backend, &detail::BackendCaps::external_events, "ExternalEvent");
   detail::Task task;
   task.kind = kind;
   task.object = e;
-  detail::issue(detail::state_of(stream), std::move(task));
+  detail::issue(s, std::move(task));
 }
 }  // namespace
 

@@ -7,5 +7,7 @@
 namespace npugraph::detail {
 
 void issue(StreamState& stream, Task&& task);
+// The same with runtime_mutex() held by the caller (a RuntimeLock): recorded, bound or enqueued.
+void issue_locked(StreamState& stream, Task&& task);
 
 }  // namespace npugraph::detail

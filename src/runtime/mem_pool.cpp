@@ -1,17 +1,12 @@
-#include "core/mem_pool.hpp"
+#include "runtime/mem_pool.hpp"
 
 #include <atomic>
-#include <cstdlib>
-#include <new>
-
-#include <sys/mman.h>
 
 #include "npugraph/error.hpp"
+#include "runtime/backend.hpp"
 
 namespace npugraph::detail {
 namespace {
-
-constexpr std::size_t kAlignment = 64;
 
 struct Totals {
   std::atomic<std::size_t> reserved{0}, allocated{0}, segments{0}, pools{0};
@@ -25,9 +20,8 @@ Totals& totals() {
 }  // namespace
 
 MemPool::MemPool(Device device, bool is_private)
-    : device_(device), is_private_(is_private), id_(totals().next_id.fetch_add(1)) {
-  NG_CHECK_AS(UnsupportedError, device.is_cpu(), "memory pool: device = ", device.str(),
-              ": this build has no backend for it (only cpu)");
+    : device_(device), is_private_(is_private), id_(totals().next_id.fetch_add(1)),
+      backend_(&backend_for(device)) {
   totals().pools.fetch_add(1);
 }
 
@@ -43,25 +37,6 @@ std::size_t MemPool::round_size(std::size_t nbytes) {
   return (nbytes + unit - 1) / unit * unit;
 }
 
-namespace {
-
-// Blocks of 2 MiB and more are 2 MiB-aligned and asked to be backed by transparent huge pages:
-// attention streams KV caches of tens of MiB, and with 4 KiB pages every page boundary costs a TLB
-// miss and stops the hardware prefetchers (the kernel may still decline; nothing depends on it).
-constexpr std::size_t kHugePage = std::size_t{2} << 20;
-
-void* allocate_block(std::size_t size) {
-  if (size < kHugePage) return std::aligned_alloc(kAlignment, size);
-  void* p = nullptr;
-  if (posix_memalign(&p, kHugePage, size) != 0) return nullptr;
-#ifdef MADV_HUGEPAGE
-  madvise(p, size / kHugePage * kHugePage, MADV_HUGEPAGE);  // whole huge pages only
-#endif
-  return p;
-}
-
-}  // namespace
-
 void* MemPool::allocate(std::size_t nbytes, std::uint64_t stream_id) {
   const std::size_t size = round_size(nbytes);
   {
@@ -75,7 +50,7 @@ void* MemPool::allocate(std::size_t nbytes, std::uint64_t stream_id) {
       return p;
     }
   }
-  void* p = allocate_block(size);
+  void* p = backend_->allocate(size);
   NG_CHECK_AS(ResourceError, p != nullptr, "out of memory: allocating ", nbytes, " bytes on ",
               device_.str(), " failed (", reserved_, " bytes reserved by this pool)");
   std::lock_guard lock(mu_);
@@ -96,7 +71,7 @@ void MemPool::deallocate(void* p, std::size_t nbytes, std::uint64_t stream_id) n
   try {
     free_[Key{stream_id, size}].push_back(p);
   } catch (...) {  // cannot cache it: give it back
-    std::free(p);
+    backend_->deallocate(p, size);
     reserved_ -= size;
     --segments_;
     totals().reserved -= size;
@@ -107,7 +82,7 @@ void MemPool::deallocate(void* p, std::size_t nbytes, std::uint64_t stream_id) n
 void MemPool::release_cached() noexcept {
   std::lock_guard lock(mu_);
   for (auto& [key, blocks] : free_) {
-    for (void* p : blocks) std::free(p);
+    for (void* p : blocks) backend_->deallocate(p, key.size);
     reserved_ -= key.size * blocks.size();
     segments_ -= blocks.size();
     totals().reserved -= key.size * blocks.size();
@@ -121,37 +96,9 @@ MemoryStats MemPool::stats() const {
   return {reserved_, allocated_, segments_, 1};
 }
 
-MemPool& default_pool(Device device) {
-  NG_CHECK_AS(UnsupportedError, device.is_cpu(), "device = ", device.str(),
-              ": this build has no backend for it (only cpu)");
-  // Leaked on purpose: tensors may be destroyed during static destruction.
-  static MemPool* pool = new MemPool(Device::cpu(), false);
-  return *pool;
-}
-
-}  // namespace npugraph::detail
-
-namespace npugraph {
-
-std::uint64_t PoolHandle::id() const {
-  NG_CHECK_ARG(pool_ != nullptr, "pool handle: undefined (create one with graph_pool_handle())");
-  return pool_->id();
-}
-
-MemoryStats PoolHandle::stats() const {
-  NG_CHECK_ARG(pool_ != nullptr, "pool handle: undefined (create one with graph_pool_handle())");
-  return pool_->stats();
-}
-
-PoolHandle graph_pool_handle(Device device) {
-  return PoolHandle(std::make_shared<detail::MemPool>(device, true));
-}
-
-MemoryStats memory_stats(Device device) {
-  NG_CHECK_AS(UnsupportedError, device.is_cpu(), "device = ", device.str(),
-              ": this build has no backend for it (only cpu)");
-  auto& t = detail::totals();
+MemoryStats memory_totals() {
+  auto& t = totals();
   return {t.reserved.load(), t.allocated.load(), t.segments.load(), t.pools.load()};
 }
 
-}  // namespace npugraph
+}  // namespace npugraph::detail

@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
@@ -17,6 +18,8 @@
 #include "npugraph/memory.hpp"
 
 namespace npugraph::detail {
+
+class Backend;
 
 class MemPool {
  public:
@@ -53,6 +56,7 @@ class MemPool {
   std::uint64_t id_;
   mutable std::mutex mu_;
   std::unordered_map<Key, std::vector<void*>, KeyHash> free_;
+  Backend* backend_;  // where blocks come from
   std::size_t reserved_ = 0;
   std::size_t allocated_ = 0;
   std::size_t segments_ = 0;
@@ -60,13 +64,7 @@ class MemPool {
 
 // The device's default (non-graph) pool.
 MemPool& default_pool(Device device);
-// The pool an allocation made now on this thread uses: the current stream's capture pool, if it
-// captures, else the default pool. Returns the pool to hold (null for the default pool) and the pool.
-struct PoolChoice {
-  std::shared_ptr<MemPool> hold;
-  MemPool* pool;
-  std::uint64_t stream_id;
-};
-PoolChoice choose_pool(Device device);
+// Totals over every pool.
+MemoryStats memory_totals();
 
 }  // namespace npugraph::detail

@@ -4,12 +4,10 @@
 #include <cstdio>
 #include <functional>
 
-#include "core/mem_pool.hpp"
+#include "runtime/mem_pool.hpp"
 #include "npugraph/error.hpp"
 #include "npugraph/event.hpp"
 #include "npugraph/external_event.hpp"
-#include "graph/task_update.hpp"
-#include "runtime/capture.hpp"
 #include "runtime/stall.hpp"
 #include "runtime/stream_state.hpp"
 
@@ -61,7 +59,7 @@ std::shared_ptr<StreamState> make_stream(Device device, StreamOptions options, b
     std::lock_guard lock(r.mu);
     id = is_default ? 0 : r.next_id++;
   }
-  auto state = std::make_shared<StreamState>(device, id, threads);
+  auto state = std::make_shared<StreamState>(device, id, threads, backend);
   state->self = state;
   state->queue = backend.create_queue(state);
   std::lock_guard lock(r.mu);
@@ -101,14 +99,14 @@ void sync_stream(StreamState& s, std::optional<std::chrono::milliseconds> timeou
 
 }  // namespace
 
-StreamState::StreamState(Device d, std::uint64_t i, int threads)
-    : device(d), id(i), num_threads(threads) {}
+StreamState::StreamState(Device d, std::uint64_t i, int threads, Backend& b)
+    : device(d), id(i), num_threads(threads), backend(b) {}
 
 StreamState::~StreamState() {
   closing.store(true);
   if (update) {  // destroyed mid-update: free the handle (nothing is installed)
     RuntimeLock lock;
-    abandon_update(*this);
+    if (update) update->abandon(*this);
   }
   if (queue) queue->shutdown();
   delete spare_update.exchange(nullptr);
@@ -258,27 +256,4 @@ void device_synchronize(Device device) {
   if (first) std::rethrow_exception(first);
 }
 
-void empty_cache(Device device) {
-  detail::check_sync_call("empty_cache", nullptr);
-  // Queued work may still read cached blocks (Note [Stream-ordered reuse]): let it finish first.
-  device_synchronize(device);
-  detail::default_pool(device).release_cached();
-}
-
 }  // namespace npugraph
-
-namespace npugraph::detail {
-
-PoolChoice choose_pool(Device device) {
-  auto s = current_state();
-  if (s->mode.load(std::memory_order_acquire) == StreamMode::capturing) {
-    RuntimeLock lock;
-    if (s->capture) {
-      const auto& pool = capture_pool(*s->capture);
-      return {pool, pool.get(), s->id};
-    }
-  }
-  return {nullptr, &default_pool(device), s->id};
-}
-
-}  // namespace npugraph::detail

@@ -16,15 +16,11 @@
 #include "npugraph/stream.hpp"
 #include "runtime/backend.hpp"
 #include "runtime/diagnostics.hpp"
+#include "runtime/stream_links.hpp"
 
 namespace npugraph::detail {
 
-struct CaptureState;
-struct UpdateState;
-struct Patch;
-template <class T>
-class Recycler;
-using PatchPool = Recycler<Patch>;
+class MemPool;
 
 enum class StreamMode : std::uint8_t { normal, capturing, updating };
 
@@ -47,7 +43,7 @@ struct Poison {
 };
 
 struct StreamState {
-  StreamState(Device device, std::uint64_t id, int num_threads);
+  StreamState(Device device, std::uint64_t id, int num_threads, Backend& backend);
   ~StreamState();
 
   std::string str() const;  // "cpu stream 3"
@@ -81,6 +77,7 @@ struct StreamState {
   const Device device;
   const std::uint64_t id;
   const int num_threads;
+  Backend& backend;  // the device's (backend.hpp)
   std::unique_ptr<StreamQueue> queue;
   std::weak_ptr<StreamState> self;  // set at creation, for edges other streams follow
   // The queue index of the task the worker runs now (written and read by the worker only).
@@ -91,17 +88,19 @@ struct StreamState {
   // Set when the stream is being destroyed: blocked waits give up so its worker can be joined.
   std::atomic<bool> closing{false};
 
-  // Capture and update state, guarded by runtime_mutex().
-  std::shared_ptr<CaptureState> capture;
+  // Capture and update state (Note [Stream modes]), guarded by runtime_mutex(). The graph layer owns
+  // the objects and the fields below.
+  std::shared_ptr<CaptureLink> capture;
   std::vector<std::uint32_t> frontier;  // captured nodes the stream's next task depends on
   int open_group = -1;                   // index of the capture's open task group on this stream
-  std::unique_ptr<UpdateState> update;
+  std::shared_ptr<MemPool> alloc_pool;   // while capturing: the capture's pool (memory.cpp)
+  std::unique_ptr<UpdateLink> update;
   // The thread that began `update`: only it binds, ends or aborts it, and it binds without the
   // runtime lock (Note [Update binding]).
   std::atomic<std::thread::id> update_owner{};
   // The last update's state, reused by the next (no allocation); owned, exchanged atomically.
-  std::atomic<UpdateState*> spare_update{nullptr};
-  std::shared_ptr<PatchPool> patches;         // stream-ordered patches, recycled
+  std::atomic<UpdateLink*> spare_update{nullptr};
+  std::shared_ptr<void> patches;  // the graph layer's recycled stream-ordered patches
 
  private:
   mutable std::mutex mu_;
@@ -114,6 +113,11 @@ struct StreamState {
   std::atomic<bool> has_poison_{false};
   std::weak_ptr<StreamState> blocked_on_;
 };
+
+// Whether this thread began the stream's update (Note [Update binding]).
+inline bool owns_update(const StreamState& s) {
+  return s.update_owner.load(std::memory_order_relaxed) == std::this_thread::get_id();
+}
 
 // Guards every capture / task-group / update state transition (rare, host-side, never hot).
 std::mutex& runtime_mutex();

@@ -12,7 +12,7 @@
 namespace npugraph::detail {
 
 struct StreamState;
-struct CaptureState;
+class CaptureLink;
 
 struct EventState {
   explicit EventState(bool enable_timing) : timing(enable_timing) {}
@@ -25,7 +25,7 @@ struct EventState {
   std::chrono::steady_clock::time_point completed_at{};
   std::weak_ptr<StreamState> recorder;  // the stream of the most recent eager record
   // Set when the most recent record happened in a capture: the nodes it marks.
-  std::weak_ptr<CaptureState> capture;
+  std::weak_ptr<CaptureLink> capture;
   std::vector<std::uint32_t> captured_nodes;
   bool captured = false;
   // Records that ran after a cancelled stall on their stream (Note [Stalls]): (seq, stall, message).

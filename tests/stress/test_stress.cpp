@@ -77,22 +77,30 @@ TEST(Stress, LaunchAndStreamOrderedUpdatesRaceReplays) {
     TwoTaskGraph g;
     g.capture(1.0);
     std::atomic<bool> stop{false};
+    std::atomic<int> updates{0}, replays{0};
     std::thread updater([&] {
       const ng::Stream u = ng::Stream::create();
-      for (int i = 0; i < kRounds; ++i) g.update(u, 1.0 + i % 7, order);
+      for (int i = 0; !stop.load(); ++i) {
+        g.update(u, 1.0 + i % 7, order);
+        ++updates;
+      }
       u.synchronize();
-      stop = true;
     });
     std::thread replayer([&] {
       const ng::Stream r = ng::Stream::create();
-      while (!stop.load()) {
+      // Until both sides did their share, so that updates really race replays.
+      for (int i = 0; i < kRounds || updates.load() < kRounds / 4; ++i) {
         g.graph.replay(r);
-        r.synchronize();
+        if (i % 8 == 7) r.synchronize();
+        ++replays;
       }
+      r.synchronize();
+      stop = true;
     });
     updater.join();
     replayer.join();
-    EXPECT_GT(g.checked.load(), 0);
+    EXPECT_EQ(g.checked.load(), replays.load());
+    EXPECT_GE(updates.load(), kRounds / 4);
     EXPECT_EQ(g.torn.load(), 0) << (order == ng::UpdateOrder::launch ? "launch" : "stream");
   }
 }
@@ -109,10 +117,10 @@ TEST(Stress, ResetRacesReplayAndUpdate) {
   std::thread resetter([&] {
     for (int i = 0; i < kRounds / 4; ++i) {
       g.graph.reset();
-      std::this_thread::sleep_for(100us);
       ng::TaskGroupHandle h;
       {
-        ng::CaptureScope capture(g.graph);
+        // Relaxed: the other threads synchronize meanwhile (global mode would refuse that).
+        ng::CaptureScope capture(g.graph, {.mode = ng::CaptureMode::relaxed});
         const ng::Stream s = ng::current_stream();
         ng::TaskGroupScope group(s);
         ng::ops::scale_out(g.x, 1.0, g.y);
@@ -120,8 +128,11 @@ TEST(Stress, ResetRacesReplayAndUpdate) {
         h = group.end();
         ng::launch_host_func(s, [&g] { g.check(); });
       }
-      std::lock_guard lock(handle_mu);
-      shared = h;
+      {
+        std::lock_guard lock(handle_mu);
+        shared = h;
+      }
+      std::this_thread::sleep_for(500us);  // the graph is ready for a while: replays and updates land
     }
     stop = true;
   });
@@ -164,6 +175,7 @@ TEST(Stress, ResetRacesReplayAndUpdate) {
   replayer.join();
   updater.join();
   EXPECT_GT(replays.load(), 0);
+  EXPECT_GT(updates.load(), 0);
   EXPECT_EQ(g.torn.load(), 0);
   // The graph is still whole: one more correct replay.
   g.graph.replay();

@@ -131,8 +131,7 @@ class ChunkJob final : public ComputePool::Job {
 
 }  // namespace
 
-void ComputePool::run_chunks(std::int64_t n, std::int64_t grain, int threads,
-                             void (*fn)(void*, std::int64_t, std::int64_t), void* obj) {
+void ComputePool::run_chunks(std::int64_t n, std::int64_t grain, int threads, ChunkFn fn, void* obj) {
   if (n <= 0) return;
   grain = std::max<std::int64_t>(grain, 1);
   if (n <= grain || threads <= 1 || threads_.empty()) {
@@ -148,18 +147,4 @@ void ComputePool::run_chunks(std::int64_t n, std::int64_t grain, int threads,
 }
 
 }  // namespace npugraph::detail
-
-namespace npugraph {
-
-void ExecContext::run_chunks(std::int64_t n, std::int64_t grain, ChunkFn fn, void* obj) const {
-  if (pool_ == nullptr) {  // no pool: serial on the caller, same chunks
-    if (n <= 0) return;
-    grain = grain < 1 ? 1 : grain;
-    for (std::int64_t b = 0; b < n; b += grain) fn(obj, b, b + grain < n ? b + grain : n);
-    return;
-  }
-  pool_->run_chunks(n, grain, num_threads_, fn, obj);
-}
-
-}  // namespace npugraph
 

@@ -15,9 +15,11 @@
 #include <thread>
 #include <vector>
 
+#include "npugraph/kernel.hpp"
+
 namespace npugraph::detail {
 
-class ComputePool {
+class ComputePool final : public ChunkRunner {
  public:
   // Work helpers may join. help() runs until it finds nothing to claim, then returns.
   class Job {
@@ -47,8 +49,7 @@ class ComputePool {
   void retire(Job* job);
 
   // Runs fn(obj, begin, end) over chunks of `grain`, the caller included, on up to `threads` threads.
-  void run_chunks(std::int64_t n, std::int64_t grain, int threads,
-                  void (*fn)(void*, std::int64_t, std::int64_t), void* obj);
+  void run_chunks(std::int64_t n, std::int64_t grain, int threads, ChunkFn fn, void* obj) override;
 
  private:
   void helper_loop();

@@ -1,244 +1,72 @@
-// The CPU backend: a worker thread per stream, kernels on the shared compute pool.
-#include <condition_variable>
+// The cpu backend: host memory, a worker thread per stream, kernels on the shared compute pool,
+// graphs walked by the stream's worker (docs/backends.md).
+#include "backends/cpu/cpu_backend.hpp"
+
+#include <cstdlib>
 #include <cstring>
-#include <functional>
-#include <mutex>
-#include <thread>
+
+#include <sys/mman.h>
 
 #include "backends/cpu/compute_pool.hpp"
-#include "backends/cpu/execute.hpp"
-#include "backends/cpu/spin_wait.hpp"
-#include "runtime/spin_lock.hpp"
+#include "backends/cpu/run_state.hpp"
 #include "graph/exec_graph.hpp"
-#include "npugraph/error.hpp"
-#include "runtime/stream_state.hpp"
 
 namespace npugraph::detail {
 namespace {
 
-// Set on a worker thread that destroyed its own queue (a task held the stream's last reference).
-thread_local bool t_destroyed_own_queue = false;
-
-// Note [Worker lifetime]
-// The worker refers to its stream by a raw pointer: the stream owns the queue, and ~StreamState joins
-// the worker (after setting `closing`, which makes blocked waits give up), so the pointer outlives
-// every use. The worker never holds a strong reference — a stream blocked in a wait could then never
-// be destroyed. The stream's last reference may be dropped on the worker itself, by a task object it
-// releases; so objects are released only after the whole batch ran, and if ~StreamState then ran on
-// the worker, shutdown() detached it and run() returns without touching the queue again.
-class CpuStreamQueue final : public StreamQueue {
- public:
-  explicit CpuStreamQueue(const std::shared_ptr<StreamState>& owner) : owner_(owner.get()) {
-    thread_ = std::thread([this] { run(); });
-  }
-  ~CpuStreamQueue() override { shutdown(); }
-
-  void submit(Task&& task) override {
-    bool wake;
-    {
-      std::lock_guard lock(mu_);
-      NG_CHECK_STATE(!stop_, owner_->str(), " is shut down: no more work can be issued on it");
-      if (task.kind == TaskKind::graph_launch) take_launch_turn(task, *owner_);  // Note [Replay order]
-      pending_.push_back(std::move(task));
-      submitted_.store(submitted_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
-      wake = sleeping_;
-    }
-    if (wake) {
-      { std::lock_guard lock(sleep_mu_); }
-      cv_.notify_one();
-    }
-  }
-
-  std::uint64_t submitted() const override { return submitted_.load(std::memory_order_acquire); }
-  std::uint64_t completed() const override { return completed_.load(std::memory_order_acquire); }
-
-  bool wait_completed(std::uint64_t target,
-                      std::chrono::steady_clock::time_point deadline) override {
-    if (completed_.load(std::memory_order_acquire) >= target) return true;
-    if (spin_until([&] { return completed_.load(std::memory_order_acquire) >= target; },
-                   std::min(std::chrono::steady_clock::now() + kSpin, deadline)))
-      return true;
-    waiters_.fetch_add(1, std::memory_order_seq_cst);
-    std::unique_lock lock(done_mu_);
-    const bool ok = done_cv_.wait_until(lock, deadline, [&] {
-      return completed_.load(std::memory_order_acquire) >= target;
-    });
-    waiters_.fetch_sub(1);
-    return ok;
-  }
-
-  void shutdown() noexcept override {
-    {
-      std::lock_guard lock(mu_);
-      if (stop_) return;
-      stop_ = true;
-    }
-    stopping_.store(true);
-    {
-      std::lock_guard lock(sleep_mu_);
-    }
-    cv_.notify_one();
-    if (!thread_.joinable()) return;
-    if (thread_.get_id() == std::this_thread::get_id()) {
-      t_destroyed_own_queue = true;
-      thread_.detach();
-      return;
-    }
-    thread_.join();
-  }
-
- private:
-  void run() {
-    std::vector<Task> batch;
-    std::uint64_t taken = 0;
-    for (;;) {
-      // Spin briefly for more work before sleeping (see kSpin).
-      if (submitted_.load(std::memory_order_acquire) == taken)
-        spin_until([&] { return submitted_.load(std::memory_order_acquire) != taken; },
-                   std::chrono::steady_clock::now() + kSpin);
-      {
-        std::unique_lock lock(mu_);
-        if (pending_.empty()) {
-          if (stop_) return;
-          sleeping_ = true;  // submit() sees it under mu_ and then notifies under sleep_mu_
-          lock.unlock();
-          {
-            std::unique_lock sleep(sleep_mu_);
-            cv_.wait(sleep, [&] {
-              return stopping_.load() || submitted_.load(std::memory_order_acquire) != taken;
-            });
-          }
-          lock.lock();
-          sleeping_ = false;
-          if (pending_.empty()) return;  // stopped with nothing left
-        }
-        batch.swap(pending_);
-      }
-      const std::uint64_t first = taken;
-      taken += batch.size();
-      const std::uint64_t done = batch.size();
-      // At process exit the memory queued work reads may be gone already: it is dropped, not run.
-      if (!runtime_exiting())
-        for (std::size_t i = 0; i < batch.size(); ++i) {
-          owner_->executing = first + i;
-          execute_task(batch[i], *owner_, compute_pool());
-        }
-      // Release the task objects (graphs, events, pools) before the batch counts as completed, so
-      // that after synchronize() nothing the work held is still alive. This may run ~StreamState
-      // (Note [Worker lifetime]); then nobody can be waiting on us, and we leave without a touch.
-      batch.clear();
-      if (t_destroyed_own_queue) return;
-      completed_.fetch_add(done, std::memory_order_seq_cst);
-      if (waiters_.load(std::memory_order_seq_cst) > 0) {
-        { std::lock_guard lock(done_mu_); }
-        done_cv_.notify_all();
-      }
-    }
-  }
-
-  // Three cache lines: what submit() writes, what the idle worker polls, what synchronize polls
-  // (sharing one line would make every enqueue wait for the line the worker keeps reading).
-  // mu_ (a spin lock: held for a push or a swap; a blocking mutex made every contended enqueue a
-  // futex call) guards pending_, sleeping_ and stop_; the worker sleeps on cv_ with sleep_mu_.
-  StreamState* owner_;
-  alignas(64) SpinLock mu_;
-  std::vector<Task> pending_;
-  bool sleeping_ = false;
-  bool stop_ = false;
-  std::atomic<bool> stopping_{false};
-  std::mutex sleep_mu_;
-  std::condition_variable cv_;
-  alignas(64) std::atomic<std::uint64_t> submitted_{0};
-  alignas(64) std::atomic<std::uint64_t> completed_{0};
-  std::atomic<int> waiters_{0};
-  std::mutex done_mu_;
-  std::condition_variable done_cv_;
-  std::thread thread_;
-};
-
-void run_fill(const FillArgs& a) {
-  auto* dst = static_cast<unsigned char*>(a.dst);
-  if (a.pattern == 0) {
-    std::memset(dst, 0, a.count * a.elem_size);
-    return;
-  }
-  for (std::size_t i = 0; i < a.count; ++i) std::memcpy(dst + i * a.elem_size, &a.pattern, a.elem_size);
-}
-
-class CpuBackend final : public Backend {
- public:
-  std::string_view name() const noexcept override { return "cpu"; }
-  const BackendCaps& caps() const noexcept override { return caps_; }
-  int default_num_threads() const noexcept override { return hardware_threads(); }
-  std::unique_ptr<StreamQueue> create_queue(const std::shared_ptr<StreamState>& owner) override {
-    return std::make_unique<CpuStreamQueue>(owner);
-  }
-
- private:
-  BackendCaps caps_{.graphs = true, .task_update = true, .external_events = true,
-                    .event_timing = true};
-};
+constexpr std::size_t kAlignment = 64;
+// Blocks of 2 MiB and more are 2 MiB-aligned and asked to be backed by transparent huge pages:
+// attention streams KV caches of tens of MiB, and with 4 KiB pages every page boundary costs a TLB
+// miss and stops the hardware prefetchers (the kernel may still decline; nothing depends on it).
+constexpr std::size_t kHugePage = std::size_t{2} << 20;
 
 }  // namespace
 
-bool execute_builtin(TaskKind kind, const std::byte* params, void* object, std::uint64_t value,
-                     const WaitSite& site) {
-  switch (kind) {
-    case TaskKind::fill: {
-      FillArgs a;
-      std::memcpy(&a, params, sizeof a);
-      run_fill(a);
-      return true;
-    }
-    case TaskKind::copy: {
-      CopyArgs a;
-      std::memcpy(&a, params, sizeof a);
-      if (a.nbytes) std::memmove(a.dst, a.src, a.nbytes);
-      return true;
-    }
-    case TaskKind::host_fn: (*static_cast<std::function<void()>*>(object))(); return true;
-    case TaskKind::event_record:
-      event_complete(*static_cast<EventState*>(object), value, *site.stream);
-      return true;
-    case TaskKind::event_wait:
-      event_block(*static_cast<EventState*>(object), value, *site.stream);
-      return true;
-    case TaskKind::ext_record: external_record(*static_cast<ExternalEventState*>(object)); return true;
-    case TaskKind::ext_wait: return external_wait(*static_cast<ExternalEventState*>(object), site);
-    case TaskKind::ext_reset: external_reset(*static_cast<ExternalEventState*>(object)); return true;
-    case TaskKind::graph_launch:
-      run_graph(*static_cast<ExecGraph*>(object), TablePin(), LaunchTicket(), *site.stream, compute_pool());
-      return true;
-    case TaskKind::patch: apply_patch(*static_cast<Patch*>(object)); return true;
-    case TaskKind::kernel: break;
-  }
-  NG_THROW(InternalError, "execute_builtin called for a kernel task");
+std::string_view CpuBackend::name() const noexcept { return "cpu"; }
+
+const BackendCaps& CpuBackend::caps() const noexcept {
+  static constexpr BackendCaps caps{.graphs = true, .task_update = true, .external_events = true,
+                                    .event_timing = true};
+  return caps;
 }
 
-void execute_task(Task& task, StreamState& stream, ComputePool& pool) {
-  try {
-    if (task.kind == TaskKind::kernel) {
-      const ExecContext ctx(&pool, stream.num_threads);
-      task.kernel->cpu(task.params.data(), task.params.size(), ctx);
-    } else if (task.kind == TaskKind::graph_launch) {
-      run_graph(*static_cast<ExecGraph*>(task.object.get()), std::move(task.pin), std::move(task.ticket),
-                stream, pool);
-    } else {
-      execute_builtin(task.kind, task.params.data(), task.object.get(), task.value,
-                      WaitSite{&stream});
-    }
-  } catch (const std::exception& e) {
-    stream.report_error(std::string("task '") + task_name(task) + "' failed: " + e.what());
-  } catch (...) {
-    stream.report_error(std::string("task '") + task_name(task) + "' failed: unknown exception");
-  }
+int CpuBackend::default_num_threads() const noexcept { return hardware_threads(); }
+
+void* CpuBackend::allocate(std::size_t size) noexcept {
+  if (size < kHugePage) return std::aligned_alloc(kAlignment, (size + kAlignment - 1) / kAlignment * kAlignment);
+  void* p = nullptr;
+  if (posix_memalign(&p, kHugePage, size) != 0) return nullptr;
+#ifdef MADV_HUGEPAGE
+  madvise(p, size / kHugePage * kHugePage, MADV_HUGEPAGE);  // whole huge pages only
+#endif
+  return p;
 }
 
-Backend& backend_for(Device device) {
-  static CpuBackend cpu;
-  NG_CHECK_AS(UnsupportedError, device.is_cpu(), "device = ", device.str(),
-              ": this build has no backend for it (available: cpu)");
-  return cpu;
+void CpuBackend::deallocate(void* p, std::size_t) noexcept { std::free(p); }
+
+void CpuBackend::copy(void* dst, const void* src, std::size_t nbytes, CopyKind) {
+  if (nbytes) std::memmove(dst, src, nbytes);
+}
+
+void CpuBackend::memset(void* dst, int value, std::size_t nbytes) {
+  if (nbytes) std::memset(dst, value, nbytes);
+}
+
+std::unique_ptr<StreamQueue> CpuBackend::create_queue(const std::shared_ptr<StreamState>& owner) {
+  return make_cpu_queue(owner);
+}
+
+bool CpuBackend::has_kernel(const KernelDef& kernel) const noexcept { return kernel.cpu != nullptr; }
+
+std::unique_ptr<BackendGraph> CpuBackend::instantiate(ExecGraph& graph) {
+  return std::make_unique<CpuGraph>(graph);
+}
+
+void CpuBackend::published(ExecGraph&, std::span<const std::uint32_t>) {}
+
+CpuBackend& cpu_backend() {
+  static CpuBackend backend;
+  return backend;
 }
 
 }  // namespace npugraph::detail

@@ -1,4 +1,4 @@
-// Running one task on the CPU backend (shared by stream queues and the graph executor).
+// Running one task on the cpu backend (shared by stream queues and the graph executor).
 #pragma once
 
 #include "runtime/sync_objects.hpp"
@@ -15,5 +15,12 @@ bool execute_builtin(TaskKind kind, const std::byte* params, void* object, std::
                      const WaitSite& site);
 // Runs any task; an exception from it becomes the stream's pending error.
 void execute_task(Task& task, StreamState& stream, ComputePool& pool);
+
+struct ExecGraph;
+// Runs one replay of `graph` (the object of a graph_launch task) on the calling stream worker, in
+// its turn (Note [Replay order]), with the launch table pinned at launch (`pin` and `ticket` empty: a
+// graph launched by a graph's node, which pins and takes its turn now).
+void run_graph(ExecGraph& graph, TablePin pin, LaunchTicket ticket, StreamState& stream,
+               ComputePool& pool);
 
 }  // namespace npugraph::detail

@@ -1,4 +1,4 @@
-// The CPU graph executor.
+// The cpu graph executor.
 //
 // Note [Replay dispatch]
 // A replay is one graph_launch task on the stream: O(1) to enqueue, whatever the graph's size. The
@@ -13,7 +13,7 @@
 #include <cstring>
 
 #include "backends/cpu/execute.hpp"
-#include "graph/run_state.hpp"
+#include "backends/cpu/run_state.hpp"
 #include "npugraph/error.hpp"
 #include "runtime/stream_state.hpp"
 
@@ -170,12 +170,13 @@ void run_graph(ExecGraph& graph, TablePin pin, LaunchTicket ticket, StreamState&
   const std::uint64_t turn = ticket.turn();
   ticket.consume();  // from here the turn is waited for and served (or given up) below
   if (!wait_launch_turn(graph, turn, stream)) return;  // the stream is going away
+  auto& cpu = static_cast<CpuGraph&>(*graph.backend);
   std::unique_ptr<RunState> run;
   {
-    std::lock_guard lock(graph.runs_mu);
-    if (!graph.free_runs.empty()) {
-      run = std::move(graph.free_runs.back());
-      graph.free_runs.pop_back();
+    std::lock_guard lock(cpu.runs_mu);
+    if (!cpu.free_runs.empty()) {
+      run = std::move(cpu.free_runs.back());
+      cpu.free_runs.pop_back();
     }
   }
   if (!run) run = std::make_unique<RunState>(graph);
@@ -194,8 +195,8 @@ void run_graph(ExecGraph& graph, TablePin pin, LaunchTicket ticket, StreamState&
   for (auto& p : run->pinned) p.reset();
   run->table.reset();
   {
-    std::lock_guard lock(graph.runs_mu);
-    graph.free_runs.push_back(std::move(run));
+    std::lock_guard lock(cpu.runs_mu);
+    cpu.free_runs.push_back(std::move(run));
   }
   finish_launch_turn(graph);
 }

@@ -1,4 +1,4 @@
-// Per-replay state of the CPU graph executor.
+// Per-replay state of the cpu graph executor.
 #pragma once
 
 #include <atomic>
@@ -11,6 +11,16 @@
 #include "graph/exec_graph.hpp"
 
 namespace npugraph::detail {
+
+// The cpu backend's executable form of a graph: replay states, reused from replay to replay (a
+// nested launch inside a replay takes another).
+struct RunState;
+struct CpuGraph final : BackendGraph {
+  explicit CpuGraph(ExecGraph& g) : graph(&g) {}
+  ExecGraph* graph;
+  std::mutex runs_mu;
+  std::vector<std::unique_ptr<RunState>> free_runs;
+};
 
 struct RunState final : ComputePool::Job {
   explicit RunState(const ExecGraph& graph);
