@@ -4,6 +4,8 @@
 
 #include <cstdint>
 #include <cstring>
+#include <mutex>
+#include <vector>
 #include <string>
 
 #include "args.hpp"
@@ -83,15 +85,44 @@ DLDataType to_dl(DType t) {
 }
 
 // Drops a Python reference from any thread (storages may die where the GIL is not held).
+// Note [Python references from workers]
+// A tensor that wraps a Python object holds a reference to it. Queued and captured work keeps such
+// tensors alive (Note [Keep-alive] in src/runtime/task.hpp), so the last reference may drop on a
+// stream worker, which must never wait for the GIL: the main thread may hold it while it waits for
+// that very worker (a stream's destructor joins it). So a reference dropped without the GIL is
+// queued, and a pending call (Py_AddPendingCall needs no GIL) releases the queue on the main thread.
+// At interpreter exit nothing is released (the objects' memory stays valid for queued work).
+std::mutex g_pending_mu;
+std::vector<PyObject*> g_pending;
+bool g_drain_scheduled = false;
+
+int drain_pending(void*) {
+  std::vector<PyObject*> drop;
+  {
+    std::lock_guard lock(g_pending_mu);
+    drop.swap(g_pending);
+    g_drain_scheduled = false;
+  }
+  for (PyObject* p : drop) Py_DECREF(p);
+  return 0;
+}
+
+void release_python(void* p) {
+  if (!Py_IsInitialized()) return;
+  if (PyGILState_Check()) {
+    Py_DECREF(static_cast<PyObject*>(p));
+    return;
+  }
+  std::lock_guard lock(g_pending_mu);
+  g_pending.push_back(static_cast<PyObject*>(p));
+  // A full pending-call queue: the next release (or drain) schedules it again.
+  if (!g_drain_scheduled) g_drain_scheduled = Py_AddPendingCall(&drain_pending, nullptr) == 0;
+}
+
 std::shared_ptr<void> hold_python(py::handle obj) {
   PyObject* raw = obj.ptr();
   Py_INCREF(raw);
-  return std::shared_ptr<void>(raw, [](void* p) {
-    if (!Py_IsInitialized()) return;
-    PyGILState_STATE s = PyGILState_Ensure();
-    Py_DECREF(static_cast<PyObject*>(p));
-    PyGILState_Release(s);
-  });
+  return std::shared_ptr<void>(raw, &release_python);
 }
 
 bool is_torch(py::handle obj) {
