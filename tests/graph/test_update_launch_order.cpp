@@ -76,18 +76,46 @@ TEST(LaunchOrderUpdate, QueuedReplaysKeepTheParametersTheyWereLaunchedWith) {
   EXPECT_EQ(g.log, want);
 }
 
-// Replays run while updates race with them (no gate): still each replay's own parameters.
+// Replays run while updates race with them (no gate): still each replay's own parameters. Both tasks
+// of the group change at every update (y = x * a, z = y * b with b = 100 + a), and each replay logs
+// y and z, so a replay running the first task of one version and the second of another is seen.
 TEST(LaunchOrderUpdate, RunningReplaysAreNeverTorn) {
-  LoggedGraph g;
+  Tensor x = ngtest::f32_tensor({1, 2}), y = empty({2}, f32), z = empty({2}, f32);
+  std::mutex mu;
+  std::vector<std::pair<float, float>> log;
+  Graph graph;
+  TaskGroupHandle handle;
+  {
+    CaptureScope c(graph);
+    Stream s = current_stream();
+    task_group_begin(s);
+    ops::scale_out(x, 0.0, y);
+    ops::scale_out(y, 100.0, z);
+    handle = task_group_end(s);
+    launch_host_func(s, [&] {
+      std::lock_guard lock(mu);
+      log.emplace_back(y.data_ptr<float>()[0], z.data_ptr<float>()[0]);
+    });
+  }
   Stream u = Stream::create(), r1 = Stream::create();
-  std::vector<float> want;
+  std::vector<std::pair<float, float>> want;
   for (int k = 0; k < 300; ++k) {
-    g.update(u, k % 17, UpdateOrder::launch);
-    g.graph.replay(r1);
-    want.push_back(static_cast<float>(k % 17 + 1));
+    const double a = k % 17 + 1, b = 100 + a;
+    {
+      StreamGuard on(u);
+      UpdateScope update(u, handle, UpdateOrder::launch);
+      ops::scale_out(x, a, y);
+      ops::scale_out(y, b, z);
+    }
+    graph.replay(r1);
+    want.emplace_back(static_cast<float>(a), static_cast<float>(a * b));
   }
   r1.synchronize();
-  EXPECT_EQ(g.log, want);
+  ASSERT_EQ(log.size(), want.size());
+  for (std::size_t i = 0; i < log.size(); ++i) {
+    EXPECT_EQ(log[i].second, log[i].first * (100 + log[i].first)) << "replay " << i << " ran a torn set";
+    EXPECT_EQ(log[i], want[i]) << "replay " << i;
+  }
 }
 
 // With both orders on one group, the update the host ended last wins.
