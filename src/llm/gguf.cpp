@@ -580,7 +580,7 @@ void GgufFile::dequantize(const GgufTensorInfo& info, std::span<float> out) cons
   const GgmlTypeTraits& traits = ggml_type_traits(info.type);
   NG_CHECK_ARG(traits.dequantizable, "GGUF file '", state_->name, "': tensor '", info.name,
                "' has type ", traits.name, ", which npugraph does not dequantize (it reads F32, "
-               "F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0)");
+               "F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 and Q2_K to Q6_K)");
   NG_CHECK_ARG(out.size() == info.n_elements, "GGUF file '", state_->name, "': dequantizing tensor '",
                info.name, "' needs ", info.n_elements, " floats, got ", out.size());
   dequantize_row(info.type, tensor_bytes(info), out);

@@ -5,6 +5,7 @@
 // numpy code. This file must not be built with -ffp-contract=fast (the project builds ISO C++, where
 // GCC does not contract).
 #include <array>
+#include <type_traits>
 #include <cstring>
 
 #include "npugraph/dtype.hpp"
@@ -31,11 +32,11 @@ constexpr std::array<GgmlTypeTraits, kTypeCount> kTraits = [] {
   set(GgmlType::Q5_1, "Q5_1", 32, 24, true);
   set(GgmlType::Q8_0, "Q8_0", 32, 34, true);
   set(GgmlType::Q8_1, "Q8_1", 32, 36, false);
-  set(GgmlType::Q2_K, "Q2_K", 256, 84, false);
-  set(GgmlType::Q3_K, "Q3_K", 256, 110, false);
-  set(GgmlType::Q4_K, "Q4_K", 256, 144, false);
-  set(GgmlType::Q5_K, "Q5_K", 256, 176, false);
-  set(GgmlType::Q6_K, "Q6_K", 256, 210, false);
+  set(GgmlType::Q2_K, "Q2_K", 256, 84, true);
+  set(GgmlType::Q3_K, "Q3_K", 256, 110, true);
+  set(GgmlType::Q4_K, "Q4_K", 256, 144, true);
+  set(GgmlType::Q5_K, "Q5_K", 256, 176, true);
+  set(GgmlType::Q6_K, "Q6_K", 256, 210, true);
   set(GgmlType::Q8_K, "Q8_K", 256, 292, false);
   set(GgmlType::IQ2_XXS, "IQ2_XXS", 256, 66, false);
   set(GgmlType::IQ2_XS, "IQ2_XS", 256, 74, false);
@@ -128,6 +129,102 @@ void q8_0(const std::byte* src, float* y, std::size_t blocks) {
   }
 }
 
+// ---- K-quants: 256-element super-blocks of 16 or 8 sub-blocks, each with its own scale -------------
+// Element e of a super-block; the layouts are ggml-common.h's block_q{2..6}_K. Each value is the
+// sub-block's scale (a float product) times the quant, minus the sub-block's float minimum.
+
+constexpr int kQK_K = 256;
+
+void q2_k(const std::byte* src, float* y, std::size_t blocks) {
+  struct B { std::uint8_t scales[16]; std::uint8_t qs[64]; std::uint16_t d, dmin; };
+  static_assert(sizeof(B) == 84);
+  for (std::size_t i = 0; i < blocks; ++i, y += kQK_K) {
+    const auto b = load_block<B>(src + i * sizeof(B));
+    const float d = half(b.d), dmin = half(b.dmin);
+    for (int e = 0; e < kQK_K; ++e) {
+      const int h = e / 128, s = (e % 128) / 32, l = e % 32, sub = e / 16;
+      const int q = (b.qs[32 * h + l] >> (2 * s)) & 3;
+      const float dl = d * static_cast<float>(b.scales[sub] & 0xf);
+      const float ml = dmin * static_cast<float>(b.scales[sub] >> 4);
+      const float p = dl * static_cast<float>(q);
+      y[e] = p - ml;
+    }
+  }
+}
+
+void q3_k(const std::byte* src, float* y, std::size_t blocks) {
+  struct B { std::uint8_t hmask[32]; std::uint8_t qs[64]; std::uint8_t scales[12]; std::uint16_t d; };
+  static_assert(sizeof(B) == 110);
+  for (std::size_t i = 0; i < blocks; ++i, y += kQK_K) {
+    const auto b = load_block<B>(src + i * sizeof(B));
+    const float d = half(b.d);
+    float dl[16];
+    for (int k = 0; k < 16; ++k) {  // 6-bit scales: low nibbles in bytes 0-7, high 2 bits in 8-11
+      const int low = k < 8 ? (b.scales[k] & 0xf) : (b.scales[k - 8] >> 4);
+      const int high = (b.scales[8 + k % 4] >> (2 * (k / 4))) & 3;
+      dl[k] = d * static_cast<float>(static_cast<std::int8_t>(low | (high << 4)) - 32);
+    }
+    for (int e = 0; e < kQK_K; ++e) {
+      const int h = e / 128, s = (e % 128) / 32, l = e % 32;
+      const int low = (b.qs[32 * h + l] >> (2 * s)) & 3;
+      const int bit = (b.hmask[l] >> (e / 32)) & 1;
+      y[e] = dl[e / 16] * static_cast<float>(low - (bit ? 0 : 4));
+    }
+  }
+}
+
+// Q4_K and Q5_K: 8 sub-blocks of 32 with 6-bit scales and minimums packed in 12 bytes.
+void scale_min_k4(const std::uint8_t* sc, int j, int& scale, int& min) {
+  if (j < 4) {
+    scale = sc[j] & 63;
+    min = sc[j + 4] & 63;
+  } else {
+    scale = (sc[j + 4] & 0xf) | ((sc[j - 4] >> 6) << 4);
+    min = (sc[j + 4] >> 4) | ((sc[j] >> 6) << 4);
+  }
+}
+
+template <bool kFiveBits>
+void q45_k(const std::byte* src, float* y, std::size_t blocks) {
+  struct B4 { std::uint16_t d, dmin; std::uint8_t scales[12]; std::uint8_t qs[128]; };
+  struct B5 { std::uint16_t d, dmin; std::uint8_t scales[12]; std::uint8_t qh[32]; std::uint8_t qs[128]; };
+  using B = std::conditional_t<kFiveBits, B5, B4>;
+  static_assert(sizeof(B4) == 144 && sizeof(B5) == 176);
+  for (std::size_t i = 0; i < blocks; ++i, y += kQK_K) {
+    const auto b = load_block<B>(src + i * sizeof(B));
+    const float d = half(b.d), dmin = half(b.dmin);
+    for (int sub = 0; sub < 8; ++sub) {
+      int sc, mn;
+      scale_min_k4(b.scales, sub, sc, mn);
+      const float dl = d * static_cast<float>(sc);
+      const float ml = dmin * static_cast<float>(mn);
+      for (int l = 0; l < 32; ++l) {
+        int q = (b.qs[32 * (sub / 2) + l] >> (4 * (sub % 2))) & 0xf;
+        if constexpr (kFiveBits) q |= ((b.qh[l] >> sub) & 1) << 4;
+        const float p = dl * static_cast<float>(q);
+        y[32 * sub + l] = p - ml;
+      }
+    }
+  }
+}
+
+void q6_k(const std::byte* src, float* y, std::size_t blocks) {
+  struct B { std::uint8_t ql[128]; std::uint8_t qh[64]; std::int8_t scales[16]; std::uint16_t d; };
+  static_assert(sizeof(B) == 210);
+  for (std::size_t i = 0; i < blocks; ++i, y += kQK_K) {
+    const auto b = load_block<B>(src + i * sizeof(B));
+    const float d = half(b.d);
+    for (int e = 0; e < kQK_K; ++e) {
+      const int h = e / 128, r = e % 128;
+      const int low = (b.ql[64 * h + r % 64] >> (4 * (r / 64))) & 0xf;
+      const int high = (b.qh[32 * h + r % 32] >> (2 * (r / 32))) & 3;
+      const int q = (low | (high << 4)) - 32;
+      const float dl = d * static_cast<float>(b.scales[e / 16]);
+      y[e] = dl * static_cast<float>(q);
+    }
+  }
+}
+
 }  // namespace
 
 const GgmlTypeTraits* ggml_type_traits(std::uint32_t type) noexcept {
@@ -144,7 +241,7 @@ void dequantize_row(GgmlType type, std::span<const std::byte> src, std::span<flo
   const GgmlTypeTraits& traits = ggml_type_traits(type);
   NG_CHECK_ARG(traits.dequantizable, "dequantize_row: type ", traits.name, " (",
                static_cast<std::uint32_t>(type), ") is not one npugraph dequantizes (F32, F16, BF16, "
-               "Q4_0, Q4_1, Q5_0, Q5_1, Q8_0)");
+               "Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K..Q6_K)");
   const auto block = static_cast<std::size_t>(traits.block_size);
   NG_CHECK_ARG(dst.size() % block == 0, "dequantize_row: ", dst.size(), " elements of ",
                traits.name, " are not a whole number of ", block, "-element blocks");
@@ -177,6 +274,11 @@ void dequantize_row(GgmlType type, std::span<const std::byte> src, std::span<flo
     case GgmlType::Q5_0: return q5<BlockQ5_0, false>(s, y, blocks);
     case GgmlType::Q5_1: return q5<BlockQ5_1, true>(s, y, blocks);
     case GgmlType::Q8_0: return q8_0(s, y, blocks);
+    case GgmlType::Q2_K: return q2_k(s, y, blocks);
+    case GgmlType::Q3_K: return q3_k(s, y, blocks);
+    case GgmlType::Q4_K: return q45_k<false>(s, y, blocks);
+    case GgmlType::Q5_K: return q45_k<true>(s, y, blocks);
+    case GgmlType::Q6_K: return q6_k(s, y, blocks);
     default: break;
   }
   NG_THROW(InternalError, "dequantize_row: no kernel for ", traits.name);

@@ -424,12 +424,12 @@ TEST(GgufCorrupt, TensorInfos) {
 
 TEST(GgufCorrupt, UnsupportedTypesAreNamedWhenDequantized) {
   GgufWriter w;
-  w.tensor("blk.0.ffn_down.weight", {256}, static_cast<std::uint32_t>(GgmlType::Q6_K), Bytes(210));
+  w.tensor("blk.0.ffn_down.weight", {256}, static_cast<std::uint32_t>(GgmlType::IQ2_XXS), Bytes(66));
   w.tensor("i32", {4}, static_cast<std::uint32_t>(GgmlType::I32), Bytes(16));
   const GgufFile f = GgufFile::from_bytes(w.build(), "k.gguf");
-  EXPECT_EQ(f.tensor_bytes("blk.0.ffn_down.weight").size(), 210u);  // the raw bytes are still there
+  EXPECT_EQ(f.tensor_bytes("blk.0.ffn_down.weight").size(), 66u);  // the raw bytes are still there
   EXPECT_ARG_ERROR(f.dequantize("blk.0.ffn_down.weight"), "k.gguf", "'blk.0.ffn_down.weight'",
-                   "type Q6_K", "does not dequantize");
+                   "type IQ2_XXS", "does not dequantize");
   EXPECT_ARG_ERROR(f.dequantize("i32"), "'i32'", "type I32");
 }
 
@@ -570,7 +570,7 @@ TEST(GgufDequant, SizesAreChecked) {
   std::vector<float> odd(31);
   EXPECT_ARG_ERROR(dequantize_row(GgmlType::Q4_1, Bytes(20), odd), "31 elements of Q4_1",
                    "32-element blocks");
-  EXPECT_ARG_ERROR(dequantize_row(GgmlType::Q4_K, Bytes(144), y), "Q4_K", "not one npugraph");
+  EXPECT_ARG_ERROR(dequantize_row(GgmlType::IQ4_NL, Bytes(18), y), "IQ4_NL", "not one npugraph");
 }
 
 TEST(GgufTypes, TraitsMatchTheFormat) {

@@ -85,7 +85,8 @@ static_assert(sizeof(BlockQ4_0) == 18 && sizeof(BlockQ4_1) == 20 && sizeof(Block
 static_assert(sizeof(BlockQ5_0) == 22 && sizeof(BlockQ5_1) == 24);
 
 // Dequantizes `dst.size()` elements (a multiple of the type's block size) from `src`, which must hold
-// exactly their bytes. ArgumentError for other sizes and for types npugraph does not dequantize.
+// exactly their bytes. Types: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K,
+// Q6_K; ArgumentError for other types and for sizes that do not match.
 // Values are bitwise those of ggml's dequantize_row_* (float products and sums, no fused multiply-add).
 void dequantize_row(GgmlType type, std::span<const std::byte> src, std::span<float> dst);
 

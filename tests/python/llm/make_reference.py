@@ -14,6 +14,8 @@ test_reference.py runs both steps). The implementations:
 Files written (little-endian binaries; strings are u64 length + bytes):
   model.txt      the model's path
   tensors.tsv    name, type, dims (ggml order), offset, n_bytes, sha256 of the float32 values
+  synthetic.gguf random blocks of every type npugraph dequantizes (the model has three), written by
+                 gguf.GGUFWriter; synthetic.tsv as tensors.tsv for it
   metadata.tsv   key, type ("u32", "array[string]"), count, value (scalars) or sha256 (arrays)
   encode.bin     u32 n; n x (u8 parse_special, str text, u32 k, k x i32 ids, str HF decode of ids)
   decode.bin     u32 n; n x (u32 k, k x i32 ids, str text)   HF decode, invalid UTF-8 as U+FFFD
@@ -68,6 +70,48 @@ def write_tensors(reader, out: pathlib.Path) -> dict:
                      f"{int(t.n_bytes)}\t{digest}\n")
     (out / "tensors.tsv").write_text("".join(lines))
     return counts
+
+
+# Where each block format keeps its half-float scales (byte offsets), so random blocks stay finite.
+HALF_FIELDS = {"Q4_0": [0], "Q4_1": [0, 2], "Q5_0": [0], "Q5_1": [0, 2], "Q8_0": [0],
+               "Q2_K": [80, 82], "Q3_K": [108], "Q4_K": [0, 2], "Q5_K": [0, 2], "Q6_K": [208]}
+
+
+def write_synthetic(out: pathlib.Path) -> int:
+    import gguf
+    from gguf.constants import GGML_QUANT_SIZES
+    T = gguf.GGMLQuantizationType
+    rng = np.random.default_rng(11)
+    path = out / "synthetic.gguf"
+    w = gguf.GGUFWriter(str(path), arch="synthetic")
+    rows = 5
+    w.add_tensor("f32", rng.standard_normal((rows, 64)).astype(np.float32))
+    w.add_tensor("f16", (rng.standard_normal((rows, 64)) * 100).astype(np.float16))
+    bf = rng.integers(0, 1 << 16, size=(rows, 64), dtype=np.uint16)
+    bf = np.where((bf & 0x7F80) == 0x7F80, bf & 0xBFFF, bf).astype(np.uint16)  # no inf/nan
+    w.add_tensor("bf16", bf.view(np.uint8), raw_dtype=T.BF16)
+    for name, offsets in HALF_FIELDS.items():
+        qtype = T[name]
+        block, size = GGML_QUANT_SIZES[qtype]
+        n_blocks = 16
+        raw = rng.integers(0, 256, size=(rows, n_blocks, size), dtype=np.uint8)
+        for off in offsets:
+            halves = (rng.standard_normal((rows, n_blocks)) * 0.05).astype(np.float16)
+            raw[:, :, off:off + 2] = halves.view(np.uint8).reshape(rows, n_blocks, 2)
+        w.add_tensor(name.lower(), raw.reshape(rows, n_blocks * size), raw_dtype=qtype)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    reader = gguf.GGUFReader(str(path))
+    lines = []
+    for t in reader.tensors:
+        values = np.ascontiguousarray(gguf.quants.dequantize(t.data, t.tensor_type), dtype="<f4")
+        dims = ",".join(str(int(d)) for d in t.shape)
+        lines.append(f"{t.name}\t{t.tensor_type.name}\t{dims}\t{int(t.data_offset) - reader.data_offset}\t"
+                     f"{int(t.n_bytes)}\t{hashlib.sha256(values.tobytes()).hexdigest()}\n")
+    (out / "synthetic.tsv").write_text("".join(lines))
+    return len(lines)
 
 
 GGUF_TYPE_NAMES = {0: "u8", 1: "i8", 2: "u16", 3: "i16", 4: "u32", 5: "i32", 6: "f32", 7: "bool",
@@ -328,10 +372,11 @@ def main(argv=None) -> int:
     reader = gguf.GGUFReader(str(model))
     (args.out / "model.txt").write_text(str(model) + "\n")
     counts = write_tensors(reader, args.out)
+    n_synthetic = write_synthetic(args.out)
     write_metadata(reader, args.out)
     n_texts = write_tokens(reader, args.out, args.random_strings)
     n_chat = write_chat(reader, args.out)
-    print(f"make_reference: {len(reader.tensors)} tensors {counts}, {n_texts} strings, "
+    print(f"make_reference: {len(reader.tensors)} tensors {counts}, {n_synthetic} synthetic, {n_texts} strings, "
           f"{n_chat} chat renders -> {args.out}")
     return 0
 
