@@ -1,4 +1,4 @@
-// Events: markers in a stream's work, for ordering streams and timing (DESIGN §3.1).
+// Events: markers in a stream's work, for ordering streams and timing (docs/semantics.md §1).
 //
 // Inside a capture, record/wait do not run: they become dependency edges between captured tasks
 // (and a stream that waits on an event recorded by a capturing stream joins the capture).

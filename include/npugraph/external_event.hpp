@@ -1,4 +1,4 @@
-// ExternalEvent: a binary signal that crosses the graph boundary (DESIGN §3.2).
+// ExternalEvent: a binary signal that crosses the graph boundary (docs/semantics.md §2).
 //
 // record sets the signal, wait blocks the stream until it is set and then clears it (a wait consumes
 // it), reset clears it. All three are stream-ordered tasks, and when captured they stay tasks that act

@@ -1,4 +1,4 @@
-// Graphs: stream work captured once, instantiated, replayed many times (DESIGN §3.3).
+// Graphs: stream work captured once, instantiated, replayed many times (docs/semantics.md §3).
 //
 // Two lifecycles, two kinds of type:
 //   GraphDef  — a graph being built (explicitly with add_*, or by capture); instantiate() makes

@@ -2,7 +2,7 @@
 //
 // An op validates its arguments and plans on the host, then issues `launch(stream, kernel, params)`.
 // What happens to the launch depends on the stream's mode: it is enqueued (eager), recorded as a graph
-// task (capture), or bound to the next task of the group being updated (update, DESIGN §3.5).
+// task (capture), or bound to the next task of the group being updated (update, docs/semantics.md §5).
 // Everything an update may change must live in the parameter block; the kernel itself reads only the
 // block and the ExecContext, so a captured launch can be replayed and re-parameterised.
 #pragma once
@@ -74,8 +74,8 @@ struct KernelDef {
   UpdateCheckFn check_update = nullptr;
 };
 
-// An op's host path that fails while `stream` is in task-update mode abandons the update: DESIGN
-// §3.5 says that on any error nothing is installed, the stream leaves update mode and the handle is
+// An op's host path that fails while `stream` is in task-update mode abandons the update: docs/semantics.md
+// §5 says that on any error nothing is installed, the stream leaves update mode and the handle is
 // free again — argument errors included. Call this from a catch block before rethrowing (no cost on
 // the success path: what hot ops such as FIA do), or hold an UpdateErrorGuard. Leaves another
 // thread's update alone; never throws.

@@ -1,7 +1,7 @@
 // Memory: a caching allocator per device, graph-private pools, statistics.
 //
 // Memory allocated while the calling thread's current stream is capturing comes from the capture's
-// private pool (DESIGN §3.3); it stays reserved while the pool lives, so replays may keep writing it
+// private pool (docs/semantics.md §3); it stays reserved while the pool lives, so replays may keep writing it
 // after the tensors that named it are gone. A pool lives while a graph, a PoolHandle or a live block
 // still refers to it; then its memory goes back to the system.
 #pragma once

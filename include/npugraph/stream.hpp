@@ -1,4 +1,4 @@
-// Streams: asynchronous in-order queues of work on a device (DESIGN §3.1).
+// Streams: asynchronous in-order queues of work on a device (docs/semantics.md §1).
 //
 // `Stream` is a small copyable handle (copies name the same queue). Every thread has a current stream
 // per device, initially the device's default stream; StreamGuard changes it for a scope.

@@ -1,4 +1,4 @@
-// Task groups and task update (DESIGN §3.4, §3.5, §3.7).
+// Task groups and task update (docs/semantics.md §4, §5, §7).
 //
 // At capture, task_group_begin/end mark kernel launches on one stream and return a handle. To update,
 // task_update_begin(stream, handle), re-issue the same ops with new arguments on that stream (they are

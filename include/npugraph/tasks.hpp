@@ -1,6 +1,6 @@
 // Non-kernel stream tasks: fill, copy, host function (the memset/memcpy/host-func of a device API).
 // Like every stream task they are asynchronous, in stream order, and recorded when the stream captures.
-// They are not kernel launches: inside a task group or an update they are errors (DESIGN §3.4).
+// They are not kernel launches: inside a task group or an update they are errors (docs/semantics.md §4).
 #pragma once
 
 #include <functional>

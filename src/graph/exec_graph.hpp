@@ -65,7 +65,7 @@ class SetRef {
 // Note [Update order]
 // A group has two published sets: `current`, installed in stream order (a patch task, when the
 // updating stream reaches it; torch_npu's semantics), and an entry in the graph's launch table,
-// installed at once by a launch-ordered update (DESIGN §3.7). Every install takes a stamp from one
+// installed at once by a launch-ordered update (docs/semantics.md §7). Every install takes a stamp from one
 // global counter when the host ends the update. A replay pins the launch table when it is launched
 // (O(1): one reference) and, at the group's first task, runs the newer (by stamp) of the group's
 // `current` and its pinned table entry. So a launch-ordered update reaches exactly the replays

@@ -22,7 +22,7 @@ MemPool& default_pool(Device device) {
 namespace {
 
 // The pool an allocation made now on this thread uses: the current stream's capture pool while it
-// captures (DESIGN: memory allocated during capture comes from the graph's private pool), else the
+// captures (docs/semantics.md §3: memory allocated during capture comes from the graph's private pool), else the
 // device's default pool. `hold` keeps a capture pool alive (null for the default pool).
 struct PoolChoice {
   std::shared_ptr<MemPool> hold;

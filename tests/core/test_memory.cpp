@@ -1,4 +1,4 @@
-// The caching allocator, graph-private pools and their sharing (DESIGN §3.3), proven by statistics.
+// The caching allocator, graph-private pools and their sharing (docs/semantics.md §3), proven by statistics.
 #include <gtest/gtest.h>
 
 #include "npugraph/npugraph.hpp"

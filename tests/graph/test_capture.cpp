@@ -1,4 +1,4 @@
-// Capture and replay (DESIGN §3.3): recording, fork/join, modes, pools, DOT.
+// Capture and replay (docs/semantics.md §3): recording, fork/join, modes, pools, DOT.
 #include <gtest/gtest.h>
 
 #include <atomic>

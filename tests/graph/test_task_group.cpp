@@ -1,4 +1,4 @@
-// Task groups (DESIGN §3.4) and stream-ordered task update (§3.5), errors included.
+// Task groups (docs/semantics.md §4) and stream-ordered task update (§5), errors included.
 #include <gtest/gtest.h>
 
 #include "npugraph/npugraph.hpp"

@@ -1,4 +1,4 @@
-// Batched task update (DESIGN §3.7): many groups in one update, all installed or none.
+// Batched task update (docs/semantics.md §7): many groups in one update, all installed or none.
 #include <gtest/gtest.h>
 
 #include <thread>

@@ -1,4 +1,4 @@
-// Launch-ordered task update (DESIGN §3.7): host-immediate, seen by every replay launched after it and
+// Launch-ordered task update (docs/semantics.md §7): host-immediate, seen by every replay launched after it and
 // by no replay launched before it — with replays still queued or running, no event, no synchronize.
 #include <gtest/gtest.h>
 

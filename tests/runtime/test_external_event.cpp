@@ -1,4 +1,4 @@
-// ExternalEvent (DESIGN §3.2): binary signal, consuming wait, collapsed records, stall diagnostics.
+// ExternalEvent (docs/semantics.md §2): binary signal, consuming wait, collapsed records, stall diagnostics.
 #include <gtest/gtest.h>
 
 #include <atomic>

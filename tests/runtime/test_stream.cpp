@@ -1,4 +1,4 @@
-// Streams and events (DESIGN §3.1).
+// Streams and events (docs/semantics.md §1).
 #include <gtest/gtest.h>
 
 #include <atomic>
