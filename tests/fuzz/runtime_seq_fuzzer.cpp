@@ -43,6 +43,7 @@ constexpr int kMaxBlockingSyncs = 2;  // synchronize calls that may wait for a s
 constexpr std::size_t kMaxPoolTensors = 8;
 
 std::atomic<std::uint64_t> g_host_calls{0};
+std::atomic<std::uint64_t> g_inputs{0};
 
 // Ops issue on the current stream: make `s` current for the call.
 template <class F>
@@ -67,7 +68,11 @@ struct World {
   ng::Graph graphs[2];
   Stream capture_stream[2] = {streams[0], streams[0]};  // where each graph's capture began
   ng::TaskGroupHandle handles[4];
-  ng::ExternalEvent ext[2] = {ng::ExternalEvent("fuzz_ext0"), ng::ExternalEvent("fuzz_ext1")};
+  // Named after the input that made them (a diagnostic naming an older input's event points at
+  // state that outlived its input).
+  std::uint64_t serial = g_inputs.fetch_add(1) + 1;
+  ng::ExternalEvent ext[2] = {ng::ExternalEvent("fuzz_ext0_input" + std::to_string(serial)),
+                              ng::ExternalEvent("fuzz_ext1_input" + std::to_string(serial))};
   ng::Event events[2] = {ng::Event({.enable_timing = true}), ng::Event({.enable_timing = true})};
   ng::PoolHandle shared_pool;
   int blocking_syncs = 0;
@@ -329,8 +334,10 @@ void one_op(World& w, Input& in, int& budget, int depth) {
       w.streams[i] = in.chance(64) ? Stream::create(ng::Device::cpu(), {.num_threads = 1 + in.u8() % 3})
                                    : Stream::create();
       w.all.push_back(w.streams[i]);
-      // Keep it for the teardown only while a capture or an update still names it.
-      if (!old.is_capturing() && !old.is_updating()) {
+      // Keep it for the teardown while a capture or an update still names it, and always when it
+      // is one of the base streams (they outlive the input: their work must drain here).
+      if (!old.is_capturing() && !old.is_updating() && !(old == base_stream(0)) &&
+          !(old == base_stream(1))) {
         for (auto it = w.all.begin(); it != w.all.end(); ++it)
           if (*it == old) {
             w.all.erase(it);
@@ -436,9 +443,21 @@ void teardown(World& w) {
       if (!guarded("teardown: query", [&] { idle = idle && s.query(); }))
         ngfuzz::finding("teardown: Stream::query threw with no capture active: " + ngfuzz::last_error());
     if (idle) break;
-    if (std::chrono::steady_clock::now() > give_up)
-      ngfuzz::finding("teardown: streams did not drain within 5 s after every ExternalEvent was "
-                      "recorded repeatedly (a hang)");
+    if (std::chrono::steady_clock::now() > give_up) {
+      std::string busy;
+      for (const Stream& s : w.all) {
+        bool done = false;
+        guarded("teardown: query", [&] { done = s.query(); });
+        if (done) continue;
+        busy += "\n  " + s.str() + ": ";
+        busy += guarded("teardown: synchronize", [&] { s.synchronize(50ms); })
+                    ? std::string("drained now")
+                    : ngfuzz::last_error();
+      }
+      ngfuzz::finding("teardown of input " + std::to_string(w.serial) +
+                      ": streams did not drain within 5 s after every ExternalEvent was "
+                      "recorded repeatedly (a hang):" + busy);
+    }
     for (auto& e : w.ext) guarded("teardown: record", [&] { e.record(releaser); });
     guarded("teardown: releaser", [&] { releaser.synchronize(100ms); });
     std::this_thread::sleep_for(200us);
