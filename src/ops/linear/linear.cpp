@@ -1,0 +1,189 @@
+// weight_quant_linear / linear: argument checks, the plan (chunking), the launch. The kernel is
+// linear_simd.cpp (Note [Linear kernels] in linear_params.hpp).
+#include "npugraph/ops/linear.hpp"
+
+#include <algorithm>
+#include <array>
+
+#include "npugraph/error.hpp"
+#include "npugraph/stream.hpp"
+#include "ops/linear/linear_params.hpp"
+
+namespace npugraph::ops {
+namespace linear_impl {
+
+const float* half_to_float_table() {
+  static const std::array<float, 65536>* table = [] {
+    auto* t = new std::array<float, 65536>;  // lives for the process (kernels may run at exit)
+    for (std::uint32_t i = 0; i < 65536; ++i) (*t)[i] = f16_bits_to_f32(static_cast<std::uint16_t>(i));
+    return t;
+  }();
+  return table->data();
+}
+
+}  // namespace linear_impl
+
+namespace {
+
+using linear_impl::LinearParams;
+using linear_impl::WeightFormat;
+
+void linear_cpu(const void* raw, std::size_t size, const ExecContext& ctx) {
+  if (size != sizeof(LinearParams))
+    NG_THROW(TaskError, "linear kernel: parameter block of ", size, " bytes, expected ",
+             sizeof(LinearParams));
+  linear_impl::run_linear(*static_cast<const LinearParams*>(raw), ctx);
+}
+
+const KernelDef kQuantLinear{.name = "weight_quant_linear", .cpu = linear_cpu};
+const KernelDef kLinear{.name = "linear", .cpu = linear_cpu};
+
+// The plan: weight rows per chunk, a function of the shapes only. GEMV: about 32 chunks of whole
+// register tiles (8 rows at least), at most 256 KiB of weights each; GEMM: one tile of
+// kGemmTileRows rows per chunk.
+std::int64_t chunk_rows(std::int64_t T, std::int64_t N, std::int64_t row_bytes) {
+  if (T > linear_impl::kGemvMaxRows) return linear_impl::kGemmTileRows;
+  constexpr std::int64_t kMaxChunkBytes = 256 << 10;
+  const std::int64_t cap = std::max<std::int64_t>(8, kMaxChunkBytes / std::max<std::int64_t>(row_bytes, 1) / 8 * 8);
+  const std::int64_t rows = ((N + 31) / 32 + 7) / 8 * 8;
+  return std::clamp<std::int64_t>(rows, 8, cap);
+}
+
+struct Checked {
+  std::int64_t T;
+};
+
+// Checks x, bias and out against a weight of N rows and K columns (`wdesc` names the weight).
+Checked check_io(const char* op, const Tensor& x, const Tensor& bias, const Tensor& out,
+                 std::int64_t N, std::int64_t K, const std::string& wdesc) {
+  NG_CHECK_ARG(x.defined(), op, ": x is undefined");
+  NG_CHECK_ARG(x.dtype() == DType::f32, op, ": x = ", x.str(), ": must be float32");
+  NG_CHECK_ARG(x.dim() >= 1, op, ": x = ", x.str(), ": must have at least one dim");
+  NG_CHECK_ARG(x.is_contiguous(), op, ": x = ", x.str(), ": must be contiguous");
+  NG_CHECK_ARG(x.size(-1) == K, op, ": x = ", x.str(), ": its last dim must be the in_features ",
+               K, " of weight = ", wdesc);
+  NG_CHECK_ARG(out.defined(), op, ": out is undefined");
+  Shape want = x.shape();
+  want[want.size() - 1] = N;
+  NG_CHECK_ARG(is_floating(out.dtype()), op, ": out = ", out.str(),
+               ": must be float32, float16 or bfloat16");
+  NG_CHECK_ARG(out.shape() == want, op, ": out = ", out.str(), ": must have the shape ", want.str(),
+               " (x = ", x.str(), ", weight = ", wdesc, ")");
+  NG_CHECK_ARG(out.is_contiguous(), op, ": out = ", out.str(), ": must be contiguous");
+  NG_CHECK_ARG(out.device() == x.device(), op, ": out is on ", out.device().str(),
+               ": must be on the device of x, ", x.device().str());
+  if (bias.defined()) {
+    NG_CHECK_ARG(bias.dtype() == DType::f32 && bias.dim() == 1 && bias.size(0) == N, op,
+                 ": bias = ", bias.str(), ": must be float32[", N, "] (the out_features of weight = ",
+                 wdesc, ")");
+    NG_CHECK_ARG(bias.is_contiguous(), op, ": bias = ", bias.str(), ": must be contiguous");
+    NG_CHECK_ARG(bias.device() == x.device(), op, ": bias is on ", bias.device().str(),
+                 ": must be on the device of x, ", x.device().str());
+  }
+  return {x.numel() / K};
+}
+
+void launch_linear(const Stream& stream, const KernelDef& kernel, LinearParams p, const Tensor& x,
+                   const Tensor& w, const Tensor& bias, const Tensor& out) {
+  p.chunk_rows = chunk_rows(p.T, p.N, p.w_row_bytes);
+  const Tensor* uses[] = {&x, &w, &bias, &out};
+  launch(stream, kernel, p, uses);
+}
+
+WeightFormat format_of(QuantType t) {
+  switch (t) {
+    case QuantType::q4_0: return WeightFormat::q4_0;
+    case QuantType::q4_1: return WeightFormat::q4_1;
+    case QuantType::q8_0: return WeightFormat::q8_0;
+  }
+  return WeightFormat::q8_0;
+}
+
+}  // namespace
+
+const KernelDef& weight_quant_linear_kernel() { return kQuantLinear; }
+const KernelDef& linear_kernel() { return kLinear; }
+
+void weight_quant_linear_out(const Tensor& x, const QuantWeight& weight, const Tensor& bias,
+                             const Tensor& out) {
+  const Stream stream = current_stream(x.device());
+  const UpdateErrorGuard guard(stream);
+  constexpr const char* op = "weight_quant_linear";
+  NG_CHECK_ARG(weight.defined(), op, ": weight is undefined");
+  NG_CHECK_ARG(weight.bytes().device() == x.device(), op, ": weight is on ",
+               weight.bytes().device().str(), ": must be on the device of x, ", x.device().str());
+  const auto [T] = check_io(op, x, bias, out, weight.rows(), weight.cols(), weight.str());
+  LinearParams p;
+  p.x = x.data_ptr<float>();
+  p.w = weight.data();
+  p.bias = bias.defined() ? bias.data_ptr<float>() : nullptr;
+  p.y = out.data();
+  p.half_table = linear_impl::half_to_float_table();
+  p.T = T;
+  p.N = weight.rows();
+  p.K = weight.cols();
+  p.x_stride = p.K;
+  p.y_stride = p.N;
+  p.w_row_bytes = weight.row_bytes();
+  p.format = format_of(weight.type());
+  p.y_dtype = out.dtype();
+  launch_linear(stream, kQuantLinear, p, x, weight.bytes(), bias, out);
+}
+
+Tensor weight_quant_linear(const Tensor& x, const QuantWeight& weight, const Tensor& bias,
+                           DType out_dtype) {
+  NG_CHECK_ARG(x.defined() && x.dim() >= 1, "weight_quant_linear: x = ",
+               x.defined() ? x.str() : "undefined", ": must be a tensor of at least one dim");
+  NG_CHECK_ARG(weight.defined(), "weight_quant_linear: weight is undefined");
+  Shape shape = x.shape();
+  shape[shape.size() - 1] = weight.rows();
+  Tensor out = empty(shape, out_dtype, x.device());
+  weight_quant_linear_out(x, weight, bias, out);
+  return out;
+}
+
+void linear_out(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& out) {
+  const Stream stream = current_stream(x.device());
+  const UpdateErrorGuard guard(stream);
+  constexpr const char* op = "linear";
+  NG_CHECK_ARG(weight.defined(), op, ": weight is undefined");
+  NG_CHECK_ARG(is_floating(weight.dtype()) && weight.dim() == 2, op, ": weight = ", weight.str(),
+               ": must be a float32, float16 or bfloat16 matrix [out_features, in_features]");
+  NG_CHECK_ARG(weight.is_contiguous(), op, ": weight = ", weight.str(), ": must be contiguous");
+  NG_CHECK_ARG(weight.size(1) > 0, op, ": weight = ", weight.str(), ": in_features must be positive");
+  NG_CHECK_ARG(weight.device() == x.device(), op, ": weight is on ", weight.device().str(),
+               ": must be on the device of x, ", x.device().str());
+  const auto [T] = check_io(op, x, bias, out, weight.size(0), weight.size(1), weight.str());
+  LinearParams p;
+  p.x = x.data_ptr<float>();
+  p.w = static_cast<const std::byte*>(weight.data());
+  p.bias = bias.defined() ? bias.data_ptr<float>() : nullptr;
+  p.y = out.data();
+  p.half_table = linear_impl::half_to_float_table();
+  p.T = T;
+  p.N = weight.size(0);
+  p.K = weight.size(1);
+  p.x_stride = p.K;
+  p.y_stride = p.N;
+  p.w_row_bytes = p.K * static_cast<std::int64_t>(weight.element_size());
+  p.format = weight.dtype() == DType::f32   ? WeightFormat::f32
+             : weight.dtype() == DType::f16 ? WeightFormat::f16
+                                            : WeightFormat::bf16;
+  p.y_dtype = out.dtype();
+  launch_linear(stream, kLinear, p, x, weight, bias, out);
+}
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, DType out_dtype) {
+  NG_CHECK_ARG(x.defined() && x.dim() >= 1, "linear: x = ", x.defined() ? x.str() : "undefined",
+               ": must be a tensor of at least one dim");
+  NG_CHECK_ARG(weight.defined() && weight.dim() == 2, "linear: weight = ",
+               weight.defined() ? weight.str() : "undefined",
+               ": must be a matrix [out_features, in_features]");
+  Shape shape = x.shape();
+  shape[shape.size() - 1] = weight.size(0);
+  Tensor out = empty(shape, out_dtype, x.device());
+  linear_out(x, weight, bias, out);
+  return out;
+}
+
+}  // namespace npugraph::ops

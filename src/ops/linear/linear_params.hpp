@@ -1,0 +1,57 @@
+// The parameter block of the linear kernels (weight_quant_linear, linear) and their SIMD entry
+// point (linear_simd.cpp). Note [Linear kernels].
+//
+// Note [Linear kernels]
+// y[t, n] = sum_k x[t, k] * w[n, k] (+ bias[n]) for t < T, n < N: x float32 rows, w rows of
+// Q4_0 / Q4_1 / Q8_0 blocks or float32 / float16 / bfloat16 values, accumulated in float32.
+//   - Every output is one chain of fused multiply-adds over the vectors of k in ascending order
+//     (lane i of the accumulator sums k = i mod L), then one horizontal sum, then the bias. The
+//     weight values entering the chain are the exact dequantised (or converted) values — ggml's
+//     dequantize_row_* bit for bit — wherever they are computed. So y[t, n] depends on x[t], w[n]
+//     and the SIMD target only: not on T, on which other rows share the call, on the chunking or
+//     on the thread count (batch invariant; the GEMV and the GEMM paths agree bitwise).
+//   - GEMV (T <= kGemvMaxRows, decode): chunks of `chunk_rows` weight rows; each chunk streams its
+//     rows once, dequantising each block in registers (16-lane targets: a 16-entry lookup table
+//     n -> n * d + m per block, indexed by the nibbles; others: convert, multiply, add), for tiles
+//     of R weight rows x TB rows of x (all T rows, TB at a time, the tile's weight bytes staying
+//     in L1 between the TB passes).
+//   - GEMM (T > kGemvMaxRows, prefill): chunks of `chunk_rows` (kGemmTileRows) weight rows, each
+//     dequantised once into a float32 tile and reused for all T rows in R x TB register tiles.
+//   - Block scales (IEEE halves) are converted through a 65,536-entry table (half_table), so a
+//     scale costs two loads and no vector-port work.
+// Chunks are a pure function of (T, N, K, format) and outputs do not depend on them anyway.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "npugraph/dtype.hpp"
+#include "npugraph/kernel.hpp"
+
+namespace npugraph::ops::linear_impl {
+
+enum class WeightFormat : std::uint8_t { q4_0, q4_1, q8_0, f32, f16, bf16 };
+
+inline constexpr std::int64_t kGemvMaxRows = 16;   // rows of x served by the GEMV path
+inline constexpr std::int64_t kGemmTileRows = 16;  // weight rows per GEMM tile
+
+struct LinearParams {
+  const float* x = nullptr;       // T rows of K floats, x_stride apart
+  const std::byte* w = nullptr;   // N rows of w_row_bytes
+  const float* bias = nullptr;    // N floats or null
+  void* y = nullptr;              // T rows of N y_dtype values, y_stride apart
+  const float* half_table = nullptr;  // half bits -> float (block scales)
+  std::int64_t T = 0, N = 0, K = 0;
+  std::int64_t x_stride = 0, y_stride = 0, w_row_bytes = 0;
+  std::int64_t chunk_rows = 0;    // weight rows per parallel_for chunk
+  WeightFormat format = WeightFormat::f32;
+  DType y_dtype = DType::f32;
+};
+
+// The f16 -> f32 table (built on first use; call it on the host before launching).
+const float* half_to_float_table();
+
+// Runs the kernel on the best SIMD target of the machine (Highway dynamic dispatch).
+void run_linear(const LinearParams& p, const ExecContext& ctx);
+
+}  // namespace npugraph::ops::linear_impl

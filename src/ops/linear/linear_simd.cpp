@@ -1,0 +1,370 @@
+// The linear kernels' SIMD code, compiled once per Highway target (Note [Linear kernels] in
+// linear_params.hpp): weight sources that turn one block of a weight row into float32 vectors,
+// the R x TB register tile that accumulates them against rows of x, and the GEMV / GEMM drivers.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "ops/linear/linear_simd.cpp"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "hwy/highway.h"
+#include "npugraph/error.hpp"
+#include "ops/linear/linear_params.hpp"
+
+HWY_BEFORE_NAMESPACE();
+namespace npugraph::ops::linear_impl {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+using DF = hn::ScalableTag<float>;
+using VF = hn::Vec<DF>;
+using DI = hn::RebindToSigned<DF>;
+using VI = hn::Vec<DI>;
+using DU8 = hn::Rebind<std::uint8_t, DI>;
+using DI8 = hn::Rebind<std::int8_t, DI>;
+
+constexpr std::int64_t kL = static_cast<std::int64_t>(hn::MaxLanes(DF()));
+// The lookup-table dequantisation needs 16 float lanes (one per nibble value).
+constexpr bool kLut = kL == 16;
+// Register tile: R weight rows x TB rows of x (accumulators R * TB; 32 vector registers on the
+// 16-lane targets, 16 on the others).
+constexpr int kR = 4;
+constexpr int kTB = kL >= 16 ? 4 : 2;
+
+inline std::uint16_t load_u16(const std::byte* p) {
+  std::uint16_t v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+// ---- weight sources: one block of a row -> kVecs float32 vectors -----------------------------------
+// Prepare(block) reads what the whole block shares (scales, packed quants); Get(state, block, v)
+// gives vector v (elements [v * kL, (v + 1) * kL) of the block), each element exactly ggml's
+// dequantised value.
+
+template <WeightFormat F>
+struct Src;
+
+template <>
+struct Src<WeightFormat::q4_1> {
+  static constexpr std::int64_t kElems = 32;
+  static constexpr std::int64_t kBytes = 20;
+  static constexpr int kVecs = static_cast<int>(kElems / kL);
+  const float* table;
+  struct State {
+    VF a, b;  // LUT: a = the 16 values n * d + m; else a = d, b = m
+    VI q;     // LUT: the 16 packed bytes, widened
+  };
+  HWY_INLINE State Prepare(const std::byte* blk) const {
+    const DF df;
+    State s;
+    const VF d = hn::Set(df, table[load_u16(blk)]);
+    const VF m = hn::Set(df, table[load_u16(blk + 2)]);
+    if constexpr (kLut) {
+      s.a = hn::Add(hn::Mul(hn::Iota(df, 0.0f), d), m);
+      s.q = hn::PromoteTo(DI(), hn::LoadU(DU8(), reinterpret_cast<const std::uint8_t*>(blk + 4)));
+      s.b = m;
+    } else {
+      s.a = d;
+      s.b = m;
+      s.q = hn::Zero(DI());
+    }
+    return s;
+  }
+  HWY_INLINE VF Get(const State& s, const std::byte* blk, int v) const {
+    const DF df;
+    const DI di;
+    if constexpr (kLut) {
+      const VI idx = v == 0 ? hn::And(s.q, hn::Set(di, 15)) : hn::ShiftRight<4>(s.q);
+      return hn::TableLookupLanes(s.a, hn::IndicesFromVec(df, idx));
+    } else {
+      const std::int64_t e0 = v * kL;
+      const VI q = hn::PromoteTo(
+          di, hn::LoadU(DU8(), reinterpret_cast<const std::uint8_t*>(blk + 4) + e0 % 16));
+      const VI n = e0 < 16 ? hn::And(q, hn::Set(di, 15)) : hn::ShiftRight<4>(q);
+      return hn::Add(hn::Mul(hn::ConvertTo(df, n), s.a), s.b);
+    }
+  }
+};
+
+template <>
+struct Src<WeightFormat::q4_0> {
+  static constexpr std::int64_t kElems = 32;
+  static constexpr std::int64_t kBytes = 18;
+  static constexpr int kVecs = static_cast<int>(kElems / kL);
+  const float* table;
+  struct State {
+    VF a;  // LUT: the 16 values (n - 8) * d; else d
+    VI q;
+  };
+  HWY_INLINE State Prepare(const std::byte* blk) const {
+    const DF df;
+    State s;
+    const VF d = hn::Set(df, table[load_u16(blk)]);
+    if constexpr (kLut) {
+      s.a = hn::Mul(hn::Iota(df, -8.0f), d);
+      s.q = hn::PromoteTo(DI(), hn::LoadU(DU8(), reinterpret_cast<const std::uint8_t*>(blk + 2)));
+    } else {
+      s.a = d;
+      s.q = hn::Zero(DI());
+    }
+    return s;
+  }
+  HWY_INLINE VF Get(const State& s, const std::byte* blk, int v) const {
+    const DF df;
+    const DI di;
+    if constexpr (kLut) {
+      const VI idx = v == 0 ? hn::And(s.q, hn::Set(di, 15)) : hn::ShiftRight<4>(s.q);
+      return hn::TableLookupLanes(s.a, hn::IndicesFromVec(df, idx));
+    } else {
+      const std::int64_t e0 = v * kL;
+      const VI q = hn::PromoteTo(
+          di, hn::LoadU(DU8(), reinterpret_cast<const std::uint8_t*>(blk + 2) + e0 % 16));
+      const VI n = e0 < 16 ? hn::And(q, hn::Set(di, 15)) : hn::ShiftRight<4>(q);
+      return hn::Mul(hn::ConvertTo(df, hn::Sub(n, hn::Set(di, 8))), s.a);
+    }
+  }
+};
+
+template <>
+struct Src<WeightFormat::q8_0> {
+  static constexpr std::int64_t kElems = 32;
+  static constexpr std::int64_t kBytes = 34;
+  static constexpr int kVecs = static_cast<int>(kElems / kL);
+  const float* table;
+  struct State {
+    VF d;
+  };
+  HWY_INLINE State Prepare(const std::byte* blk) const {
+    return State{hn::Set(DF(), table[load_u16(blk)])};
+  }
+  HWY_INLINE VF Get(const State& s, const std::byte* blk, int v) const {
+    const VI q = hn::PromoteTo(
+        DI(), hn::LoadU(DI8(), reinterpret_cast<const std::int8_t*>(blk + 2) + v * kL));
+    return hn::Mul(hn::ConvertTo(DF(), q), s.d);
+  }
+};
+
+// Float rows: a "block" is one vector; K % kL trailing elements are handled by the tile's tail.
+template <class T>
+struct FloatSrc {
+  static constexpr std::int64_t kElems = kL;
+  static constexpr std::int64_t kBytes = kL * static_cast<std::int64_t>(sizeof(T));
+  static constexpr int kVecs = 1;
+  const float* table;
+  struct State {};
+  HWY_INLINE State Prepare(const std::byte*) const { return {}; }
+  HWY_INLINE VF Get(const State&, const std::byte* blk, int) const { return Load(blk); }
+  static HWY_INLINE VF Load(const std::byte* p) {
+    const DF df;
+    if constexpr (std::is_same_v<T, float>) {
+      return hn::LoadU(df, reinterpret_cast<const float*>(p));
+    } else if constexpr (std::is_same_v<T, half>) {
+      const hn::Rebind<hwy::float16_t, DF> dh;
+      return hn::PromoteTo(df, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(p)));
+    } else {
+      const hn::Rebind<hwy::bfloat16_t, DF> dh;
+      return hn::PromoteTo(df, hn::LoadU(dh, reinterpret_cast<const hwy::bfloat16_t*>(p)));
+    }
+  }
+  static float Scalar(const std::byte* p) {
+    T v;
+    std::memcpy(&v, p, sizeof v);
+    return static_cast<float>(v);
+  }
+};
+template <> struct Src<WeightFormat::f32> : FloatSrc<float> {};
+template <> struct Src<WeightFormat::f16> : FloatSrc<half> {};
+template <> struct Src<WeightFormat::bf16> : FloatSrc<bfloat16> {};
+
+template <class S>
+constexpr bool kIsFloat = S::kVecs == 1 && S::kElems == kL;
+
+// ---- the register tile -----------------------------------------------------------------------------
+
+// res[r][t] = sum_k x[t * xs + k] * w_r[k] for R rows w[r] and TB rows of x, as Note [Linear
+// kernels] defines the order: one MulAdd chain per output over the vectors of k, a zero-padded
+// last vector for float rows whose K is not a multiple of kL, then one horizontal sum.
+template <class S, int R, int TB>
+HWY_INLINE void Tile(const S& s, const std::byte* const* w, const float* HWY_RESTRICT x,
+                     std::int64_t xs, std::int64_t K, float (&res)[R][TB]) {
+  const DF df;
+  VF acc[R][TB];
+  for (int r = 0; r < R; ++r)
+    for (int t = 0; t < TB; ++t) acc[r][t] = hn::Zero(df);
+  const std::int64_t nb = K / S::kElems;
+  for (std::int64_t b = 0; b < nb; ++b) {
+    typename S::State st[R];
+    const std::byte* blk[R];
+    for (int r = 0; r < R; ++r) {
+      blk[r] = w[r] + b * S::kBytes;
+      st[r] = s.Prepare(blk[r]);
+    }
+    for (int v = 0; v < S::kVecs; ++v) {
+      VF wv[R];
+      for (int r = 0; r < R; ++r) wv[r] = s.Get(st[r], blk[r], v);
+      const float* xb = x + b * S::kElems + v * kL;
+      for (int t = 0; t < TB; ++t) {
+        const VF xv = hn::LoadU(df, xb + t * xs);
+        for (int r = 0; r < R; ++r) acc[r][t] = hn::MulAdd(xv, wv[r], acc[r][t]);
+      }
+    }
+  }
+  if constexpr (kIsFloat<S>) {
+    const std::int64_t k0 = nb * kL, rem = K - k0;
+    if (rem > 0) {
+      constexpr std::int64_t es = S::kBytes / kL;
+      HWY_ALIGN float wt[R][kL];
+      HWY_ALIGN float xt[TB][kL];
+      for (int r = 0; r < R; ++r)
+        for (std::int64_t i = 0; i < kL; ++i) wt[r][i] = i < rem ? S::Scalar(w[r] + (k0 + i) * es) : 0.0f;
+      for (int t = 0; t < TB; ++t)
+        for (std::int64_t i = 0; i < kL; ++i) xt[t][i] = i < rem ? x[t * xs + k0 + i] : 0.0f;
+      for (int t = 0; t < TB; ++t) {
+        const VF xv = hn::Load(df, xt[t]);
+        for (int r = 0; r < R; ++r) acc[r][t] = hn::MulAdd(xv, hn::Load(df, wt[r]), acc[r][t]);
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int t = 0; t < TB; ++t) res[r][t] = hn::GetLane(hn::SumOfLanes(df, acc[r][t]));
+}
+
+inline void store_out(const LinearParams& p, std::int64_t t, std::int64_t n, float v) {
+  if (p.bias) v += p.bias[n];
+  const std::int64_t i = t * p.y_stride + n;
+  switch (p.y_dtype) {
+    case DType::f16: static_cast<half*>(p.y)[i] = half(v); return;
+    case DType::bf16: static_cast<bfloat16*>(p.y)[i] = bfloat16(v); return;
+    default: static_cast<float*>(p.y)[i] = v; return;
+  }
+}
+
+// Rows [n0, n0 + R) against rows [t0, t0 + TB) of x, written to y.
+template <class S, int R, int TB>
+HWY_INLINE void TileOut(const LinearParams& p, const S& s, const std::byte* const* w,
+                        std::int64_t n0, std::int64_t t0) {
+  float res[R][TB];
+  Tile<S, R, TB>(s, w, p.x + t0 * p.x_stride, p.x_stride, p.K, res);
+  for (int r = 0; r < R; ++r)
+    for (int t = 0; t < TB; ++t) store_out(p, t0 + t, n0 + r, res[r][t]);
+}
+
+// All T rows of x against the R weight rows w (n0 their first row), TB rows at a time.
+template <class S, int R>
+HWY_INLINE void RowsAllT(const LinearParams& p, const S& s, const std::byte* const* w,
+                         std::int64_t n0) {
+  std::int64_t t0 = 0;
+  for (; t0 + kTB <= p.T; t0 += kTB) TileOut<S, R, kTB>(p, s, w, n0, t0);
+  switch (p.T - t0) {
+    case 0: return;
+    case 1: return TileOut<S, R, 1>(p, s, w, n0, t0);
+    case 2: if constexpr (kTB > 2) return TileOut<S, R, 2>(p, s, w, n0, t0); break;
+    case 3: if constexpr (kTB > 3) return TileOut<S, R, 3>(p, s, w, n0, t0); break;
+    default: break;
+  }
+}
+
+// Weight rows [n_begin, n_end) (row pointers from `row`) against every row of x.
+template <class S, class RowFn>
+HWY_INLINE void RowRange(const LinearParams& p, const S& s, std::int64_t n_begin,
+                         std::int64_t n_end, RowFn row) {
+  std::int64_t n = n_begin;
+  for (; n + kR <= n_end; n += kR) {
+    const std::byte* w[kR];
+    for (int r = 0; r < kR; ++r) w[r] = row(n + r);
+    RowsAllT<S, kR>(p, s, w, n);
+  }
+  for (; n < n_end; ++n) {
+    const std::byte* w[1] = {row(n)};
+    RowsAllT<S, 1>(p, s, w, n);
+  }
+}
+
+template <WeightFormat F>
+void Gemv(const LinearParams& p, const ExecContext& ctx) {
+  const Src<F> s{{p.half_table}};
+  ctx.parallel_for(p.N, p.chunk_rows, [&](std::int64_t b, std::int64_t e) {
+    RowRange(p, s, b, e, [&](std::int64_t n) { return p.w + n * p.w_row_bytes; });
+  });
+}
+
+// Prefill: each chunk converts its weight rows once into a float32 tile, then runs every row of x
+// against it (float32 rows read in place).
+template <WeightFormat F>
+void Gemm(const LinearParams& p, const ExecContext& ctx) {
+  const Src<WeightFormat::f32> f32src{{p.half_table}};
+  if constexpr (F == WeightFormat::f32) {
+    ctx.parallel_for(p.N, p.chunk_rows, [&](std::int64_t b, std::int64_t e) {
+      RowRange(p, f32src, b, e, [&](std::int64_t n) { return p.w + n * p.w_row_bytes; });
+    });
+  } else {
+    const Src<F> s{{p.half_table}};
+    const DF df;
+    ctx.parallel_for(p.N, p.chunk_rows, [&](std::int64_t b, std::int64_t e) {
+      // Rows padded to whole vectors so the tail of the float formats stays in bounds of the tile.
+      const std::int64_t ld = (p.K + kL - 1) / kL * kL;
+      thread_local std::vector<float> tile;
+      tile.resize(static_cast<std::size_t>((e - b) * ld));
+      for (std::int64_t n = b; n < e; ++n) {
+        const std::byte* row = p.w + n * p.w_row_bytes;
+        float* dst = tile.data() + (n - b) * ld;
+        const std::int64_t nb = p.K / Src<F>::kElems;
+        for (std::int64_t k = 0; k < nb; ++k) {
+          const std::byte* blk = row + k * Src<F>::kBytes;
+          const auto st = s.Prepare(blk);
+          for (int v = 0; v < Src<F>::kVecs; ++v)
+            hn::StoreU(s.Get(st, blk, v), df, dst + k * Src<F>::kElems + v * kL);
+        }
+        if constexpr (kIsFloat<Src<F>>) {
+          constexpr std::int64_t es = Src<F>::kBytes / kL;
+          for (std::int64_t k = nb * kL; k < p.K; ++k) dst[k] = Src<F>::Scalar(row + k * es);
+        }
+      }
+      const auto* base = reinterpret_cast<const std::byte*>(tile.data());
+      RowRange(p, f32src, b, e, [&](std::int64_t n) {
+        return base + (n - b) * ld * static_cast<std::int64_t>(sizeof(float));
+      });
+    });
+  }
+}
+
+template <WeightFormat F>
+void RunFormat(const LinearParams& p, const ExecContext& ctx) {
+  if (p.T <= kGemvMaxRows) {
+    Gemv<F>(p, ctx);
+  } else {
+    Gemm<F>(p, ctx);
+  }
+}
+
+void RunLinear(const LinearParams& p, const ExecContext& ctx) {
+  switch (p.format) {
+    case WeightFormat::q4_0: return RunFormat<WeightFormat::q4_0>(p, ctx);
+    case WeightFormat::q4_1: return RunFormat<WeightFormat::q4_1>(p, ctx);
+    case WeightFormat::q8_0: return RunFormat<WeightFormat::q8_0>(p, ctx);
+    case WeightFormat::f32: return RunFormat<WeightFormat::f32>(p, ctx);
+    case WeightFormat::f16: return RunFormat<WeightFormat::f16>(p, ctx);
+    case WeightFormat::bf16: return RunFormat<WeightFormat::bf16>(p, ctx);
+  }
+  NG_THROW(InternalError, "linear kernel: weight format ", static_cast<int>(p.format), " unknown");
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace npugraph::ops::linear_impl
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace npugraph::ops::linear_impl {
+
+HWY_EXPORT(RunLinear);
+
+void run_linear(const LinearParams& p, const ExecContext& ctx) {
+  HWY_DYNAMIC_DISPATCH(RunLinear)(p, ctx);
+}
+
+}  // namespace npugraph::ops::linear_impl
+#endif  // HWY_ONCE
