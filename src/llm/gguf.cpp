@@ -248,8 +248,12 @@ void parse(GgufFile::State& s) {
   for (std::uint64_t i = 0; i < n_kv; ++i) {
     std::string key = cur.read_string("the key of metadata entry ", i);
     NG_CHECK_ARG(!key.empty(), "GGUF file '", file, "': metadata entry ", i, " has an empty key");
-    NG_CHECK_ARG(!s.key_index.contains(key), "GGUF file '", file, "': duplicate key '", key, "'");
-    GgufValue value = read_value(cur, file, key);
+    // The format caps keys at 65535 bytes; messages show them printable and short.
+    const std::string shown = printable(key.substr(0, 120)) + (key.size() > 120 ? "..." : "");
+    NG_CHECK_ARG(key.size() <= 65535, "GGUF file '", file, "': metadata entry ", i, " key '", shown,
+                 "' is ", key.size(), " bytes long (at most 65535)");
+    NG_CHECK_ARG(!s.key_index.contains(key), "GGUF file '", file, "': duplicate key '", shown, "'");
+    GgufValue value = read_value(cur, file, shown);
     s.key_index.emplace(key, s.metadata.size());
     s.metadata.push_back({std::move(key), std::move(value)});
   }

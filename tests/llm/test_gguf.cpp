@@ -315,6 +315,17 @@ TEST(GgufCorrupt, KeysAndAlignment) {
   }
   {
     GgufWriter w;
+    w.u32(std::string(70000, 'k'), 1);
+    build_err(w, {"is 70000 bytes long (at most 65535)", "'kkkk"});
+  }
+  {
+    GgufWriter w;
+    w.u32(std::string("bad\x01key\n"), 1);
+    w.u32(std::string("bad\x01key\n"), 2);
+    build_err(w, {"duplicate key 'bad?key?'"});
+  }
+  {
+    GgufWriter w;
     w.u64("general.alignment", 32);
     build_err(w, {"'general.alignment' must be u32 but is u64"});
   }
@@ -583,4 +594,96 @@ TEST(GgufTypes, TraitsMatchTheFormat) {
   EXPECT_EQ(ggml_type_traits(33u), nullptr);
   EXPECT_EQ(ggml_type_traits(40u), nullptr);
   EXPECT_NE(ggml_type_traits(39u), nullptr);  // MXFP4
+}
+
+// K-quants: one super-block each, filled element by element from the layout ggml's
+// dequantize_row_q*_K loops describe, with scales past 15 where the format packs high bits apart.
+namespace {
+void set_bits(std::uint8_t& byte, int shift, int width, int value) {
+  const int mask = ((1 << width) - 1) << shift;
+  byte = static_cast<std::uint8_t>((byte & ~mask) | ((value << shift) & mask));
+}
+// The 12-byte scale/min packing of Q4_K and Q5_K.
+void pack_k4(std::uint8_t (&sc)[12], const int (&scale)[8], const int (&min)[8]) {
+  for (int j = 0; j < 4; ++j) {
+    sc[j] = static_cast<std::uint8_t>((scale[j] & 63) | ((scale[j + 4] >> 4) << 6));
+    sc[j + 4] = static_cast<std::uint8_t>((min[j] & 63) | ((min[j + 4] >> 4) << 6));
+    sc[j + 8] = static_cast<std::uint8_t>((scale[j + 4] & 0xf) | ((min[j + 4] & 0xf) << 4));
+  }
+}
+}  // namespace
+
+TEST(GgufDequant, Q2_K) {
+  struct { std::uint8_t scales[16]; std::uint8_t qs[64]; std::uint16_t d, dmin; } b{};
+  static_assert(sizeof b == 84);
+  b.d = h(0.25f);
+  b.dmin = h(1.0f);
+  for (int k = 0; k < 16; ++k) b.scales[k] = static_cast<std::uint8_t>((15 - k) | ((k % 5) << 4));
+  for (int e = 0; e < 256; ++e) set_bits(b.qs[32 * (e / 128) + e % 32], 2 * ((e % 128) / 32), 2, e % 4);
+  const auto y = dq(GgmlType::Q2_K, block_bytes(b), 256);
+  for (int e = 0; e < 256; ++e) {
+    const int k = e / 16;
+    EXPECT_EQ(y[e], 0.25f * (15 - k) * (e % 4) - 1.0f * (k % 5)) << e;
+  }
+}
+
+TEST(GgufDequant, Q3_K) {
+  struct { std::uint8_t hmask[32]; std::uint8_t qs[64]; std::uint8_t scales[12]; std::uint16_t d; } b{};
+  static_assert(sizeof b == 110);
+  b.d = h(2.0f);
+  int raw[16];
+  for (int k = 0; k < 16; ++k) {
+    raw[k] = (k * 4 + 1) & 63;  // 6 bits, minus 32 when used
+    set_bits(b.scales[k % 8], k < 8 ? 0 : 4, 4, raw[k] & 0xf);
+    set_bits(b.scales[8 + k % 4], 2 * (k / 4), 2, raw[k] >> 4);
+  }
+  for (int e = 0; e < 256; ++e) {
+    set_bits(b.qs[32 * (e / 128) + e % 32], 2 * ((e % 128) / 32), 2, e % 4);
+    set_bits(b.hmask[e % 32], e / 32, 1, (e / 7) % 2);
+  }
+  const auto y = dq(GgmlType::Q3_K, block_bytes(b), 256);
+  for (int e = 0; e < 256; ++e) {
+    const int q = e % 4 - ((e / 7) % 2 ? 0 : 4);  // a clear high bit subtracts 4
+    EXPECT_EQ(y[e], 2.0f * (raw[e / 16] - 32) * q) << e;
+  }
+}
+
+TEST(GgufDequant, Q4_KAndQ5_K) {
+  const int scale[8] = {1, 2, 3, 4, 5, 37, 7, 63};
+  const int min[8] = {0, 1, 2, 3, 4, 5, 50, 17};
+  struct { std::uint16_t d, dmin; std::uint8_t scales[12]; std::uint8_t qs[128]; } b4{};
+  struct { std::uint16_t d, dmin; std::uint8_t scales[12]; std::uint8_t qh[32]; std::uint8_t qs[128]; } b5{};
+  static_assert(sizeof b4 == 144 && sizeof b5 == 176);
+  b4.d = b5.d = h(1.0f);
+  b4.dmin = b5.dmin = h(0.5f);
+  pack_k4(b4.scales, scale, min);
+  pack_k4(b5.scales, scale, min);
+  for (int e = 0; e < 256; ++e) {
+    const int sub = e / 32, l = e % 32;
+    set_bits(b4.qs[32 * (sub / 2) + l], 4 * (sub % 2), 4, l % 16);
+    set_bits(b5.qs[32 * (sub / 2) + l], 4 * (sub % 2), 4, l % 16);
+    set_bits(b5.qh[l], sub, 1, (l + sub) % 2);
+  }
+  const auto y4 = dq(GgmlType::Q4_K, block_bytes(b4), 256);
+  const auto y5 = dq(GgmlType::Q5_K, block_bytes(b5), 256);
+  for (int e = 0; e < 256; ++e) {
+    const int sub = e / 32, l = e % 32;
+    EXPECT_EQ(y4[e], 1.0f * scale[sub] * (l % 16) - 0.5f * min[sub]) << e;
+    EXPECT_EQ(y5[e], 1.0f * scale[sub] * ((l % 16) | ((l + sub) % 2) << 4) - 0.5f * min[sub]) << e;
+  }
+}
+
+TEST(GgufDequant, Q6_K) {
+  struct { std::uint8_t ql[128]; std::uint8_t qh[64]; std::int8_t scales[16]; std::uint16_t d; } b{};
+  static_assert(sizeof b == 210);
+  b.d = h(0.5f);
+  for (int k = 0; k < 16; ++k) b.scales[k] = static_cast<std::int8_t>(k * 9 - 70);
+  for (int e = 0; e < 256; ++e) {
+    const int hh = e / 128, r = e % 128, q = (e * 5) % 64;
+    set_bits(b.ql[64 * hh + r % 64], 4 * (r / 64), 4, q & 0xf);
+    set_bits(b.qh[32 * hh + r % 32], 2 * (r / 32), 2, q >> 4);
+  }
+  const auto y = dq(GgmlType::Q6_K, block_bytes(b), 256);
+  for (int e = 0; e < 256; ++e)
+    EXPECT_EQ(y[e], 0.5f * ((e / 16) * 9 - 70) * ((e * 5) % 64 - 32)) << e;
 }

@@ -7,6 +7,9 @@
 // Any violation is an ArgumentError whose message names the file and, where there is one, the key or
 // the tensor. Nothing is read from the data section until a tensor's bytes are asked for.
 //
+// A GgufFile is move-only and immutable once opened: its const members may be called from any number
+// of threads at once, and tensor_bytes() spans stay valid while it lives.
+//
 // Dimensions are in ggml order: dims[0] is the contiguous (innermost) one, so a [rows, cols] weight
 // has dims {cols, rows}; `row_major_shape()` gives the usual outer-to-inner order.
 #pragma once

@@ -11,6 +11,10 @@
 // decode: ids -> bytes (the inverse byte mapping; special tokens as their text). `decode` replaces
 // ill-formed UTF-8 with U+FFFD; `decode_bytes` gives the raw bytes; `StreamDecoder` gives text as
 // tokens arrive, holding back a UTF-8 sequence that a later token may complete.
+//
+// A Tokenizer copies what it needs from the file (the GgufFile may be closed afterwards) and keeps no
+// caches: its const members are safe to call from several threads at once. A StreamDecoder is one
+// stream's state, for one thread at a time.
 #pragma once
 
 #include <cstdint>
