@@ -105,9 +105,10 @@ Tokenizer Tokenizer::from_gguf(const GgufFile& file) {
     s->ids.emplace(s->tokens[i], static_cast<std::int32_t>(i));
   }
 
-  // Bytes whose token the vocabulary lacks (SmolLM2's has no token for 21 bytes that valid UTF-8
-  // text rarely or never holds: 0xC0, 0xC1, 0xF5..0xFF, a few controls) are dropped by encode, as
-  // Hugging Face tokenizers (no unk token) and llama.cpp drop them.
+  // Bytes whose token the vocabulary lacks (SmolLM2's has none for 21 bytes that text rarely or never
+  // holds: 0x04, 0x06, 0x13, 0x14, 0x16, 0x1D, 0xC0, 0xC1, 0xF1, 0xF2, 0xF5..0xFF) are dropped by
+  // encode, as Hugging Face tokenizers (with no unk token) and llama.cpp drop them. As in HF, the
+  // bytes either side then become neighbours that may merge (llama.cpp keeps them apart).
   s->byte_cp = byte_to_codepoint();
   for (std::uint32_t b = 0; b < 256; ++b) {
     s->cp_byte.emplace(s->byte_cp[b], static_cast<std::uint8_t>(b));

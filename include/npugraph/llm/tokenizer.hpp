@@ -6,7 +6,8 @@
 // implemented by hand over Unicode classes), mapped byte by byte to GPT-2's printable alphabet and
 // merged by BPE in merge-rank order. The result matches Hugging Face `tokenizers` on the same
 // vocabulary (tests/python/llm). Invalid UTF-8 in the input is encoded byte for byte; a byte the
-// vocabulary has no token for is dropped (as HF tokenizers and llama.cpp do).
+// vocabulary has no token for is dropped (as HF tokenizers and llama.cpp do), so such text does
+// not round-trip.
 //
 // decode: ids -> bytes (the inverse byte mapping; special tokens as their text). `decode` replaces
 // ill-formed UTF-8 with U+FFFD; `decode_bytes` gives the raw bytes; `StreamDecoder` gives text as

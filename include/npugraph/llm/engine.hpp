@@ -1,0 +1,103 @@
+// The decode engine: a Llama-architecture GGUF model generating text on npugraph.
+//
+//   npugraph::llm::Engine engine({.model = "SmolLM2-135M-Instruct.Q4_1.gguf"});
+//   auto results = engine.generate({{.prompt = "What is a graph?"}},
+//                                  [](std::size_t i, std::string_view text) { std::cout << text; });
+//
+// Requests run with continuous batching: up to max_batch at once, each prefilled eagerly (in
+// chunks) when it joins, then decoded together one token per step; a finished request leaves and a
+// waiting one joins. A decode step is captured once per batch-size bucket (1, 2, 4, 8, 16) and
+// updated in place every step (src/llm/runner.hpp, Note [Decode step graph]); StepMode::eager runs
+// the same ops without a graph, as the baseline.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace npugraph::llm {
+
+class LlamaModel;
+class ModelRunner;
+
+enum class StepMode { graph, eager };
+// How a graph step's attention updates meet its replay (Note [Decode step graph]).
+enum class GraphOrder { update_then_replay, replay_then_update };
+
+struct EngineOptions {
+  std::filesystem::path model;           // a Llama-architecture GGUF file
+  int threads = 0;                       // compute threads (0: every core)
+  std::int64_t max_batch = 16;           // sequences decoded together (1..16)
+  std::int64_t max_context = 2048;       // tokens per sequence, prompt included
+  std::int64_t block_size = 128;         // KV cache block (a multiple of 128, for FIA's prefill)
+  std::int64_t prefill_chunk = 256;      // prompt tokens per prefill pass
+  StepMode mode = StepMode::graph;
+  GraphOrder order = GraphOrder::update_then_replay;
+  double temperature = 0.0;              // 0: greedy
+  std::int64_t top_k = 0;                // 0: no top-k
+  double top_p = 1.0;
+  bool keep_logits = false;              // keep a hash of every step's logits (graph vs eager checks)
+};
+
+struct Request {
+  std::string prompt;
+  std::int64_t max_tokens = 64;
+  bool chat = true;        // wrap the prompt in the model's chat template as a user turn
+  std::uint64_t seed = 0;  // sampling seed (temperature > 0)
+};
+
+// Host time of decode steps, split as the summary shows it.
+struct StepTimes {
+  double inputs = 0;  // writing ids, positions, slots, block tables into the device buffers
+  double update = 0;  // the attention layers' task updates (graph mode)
+  double launch = 0;  // issuing the step: the replay (graph) or every op (eager)
+  double wait = 0;    // until the step's results are readable
+};
+
+struct Result {
+  std::vector<std::int32_t> prompt_tokens, tokens;  // tokens: generated ones
+  std::string text;
+  bool stopped = false;  // ended on an end-of-generation token (else max_tokens or the context)
+  // With keep_logits: per generated token, a 64-bit hash of its logits row's bytes.
+  std::vector<std::uint64_t> logits_hashes;
+};
+
+struct RunStats {
+  std::int64_t prefill_tokens = 0, decode_tokens = 0, decode_steps = 0;
+  double prefill_seconds = 0, decode_seconds = 0;
+  double capture_seconds = 0;      // graph mode: capturing the buckets' decode steps (once each)
+  StepTimes host;                  // summed over decode steps
+  std::vector<std::int64_t> batch_per_step;
+};
+
+class Engine {
+ public:
+  // Loads the model and sizes the KV cache and buffers. ArgumentError for a bad option (named), an
+  // unknown file, or a model npugraph does not run.
+  explicit Engine(EngineOptions options);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Generates for every request; `on_text(i, piece)` receives request i's text as it is decoded.
+  // ArgumentError for an empty prompt or one that does not fit max_context.
+  std::vector<Result> generate(std::span<const Request> requests,
+                               const std::function<void(std::size_t, std::string_view)>& on_text = {});
+  // The last generate()'s timings.
+  const RunStats& stats() const { return stats_; }
+  const LlamaModel& model() const;
+  const EngineOptions& options() const { return options_; }
+
+ private:
+  EngineOptions options_;
+  std::shared_ptr<const LlamaModel> model_;
+  std::unique_ptr<ModelRunner> runner_;
+  RunStats stats_;
+};
+
+}  // namespace npugraph::llm

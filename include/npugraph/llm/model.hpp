@@ -1,0 +1,54 @@
+// A Llama-architecture model loaded from a GGUF file: its shape, tokenizer and weights.
+//
+// The weights are views of the mapped file (no copy): a block-quantised matrix is an
+// ops::QuantWeight over its bytes, a float matrix or norm a Tensor; both keep the file mapped.
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <vector>
+
+#include "npugraph/llm/gguf.hpp"
+#include "npugraph/llm/model_config.hpp"
+#include "npugraph/llm/tokenizer.hpp"
+#include "npugraph/ops/quant.hpp"
+#include "npugraph/tensor.hpp"
+
+namespace npugraph::llm {
+
+// A weight matrix [rows, cols]: block-quantised (Q4_0/Q4_1/Q8_0) or float (F32/F16).
+struct Matrix {
+  ops::QuantWeight quant;  // defined for block-quantised weights
+  Tensor dense;            // defined for float weights, [rows, cols]
+  std::int64_t rows() const { return quant.defined() ? quant.rows() : dense.size(0); }
+  std::int64_t cols() const { return quant.defined() ? quant.cols() : dense.size(1); }
+};
+
+struct LayerWeights {
+  Tensor attn_norm, ffn_norm;  // float32 [hidden]
+  Matrix q, k, v, o, gate, up, down;
+};
+
+class LlamaModel {
+ public:
+  // Opens, checks (LlamaConfig::from_gguf, Tokenizer::from_gguf) and maps the weights. ArgumentError
+  // naming the file for a missing file, a malformed one, or a model npugraph does not run.
+  static std::shared_ptr<const LlamaModel> load(const std::filesystem::path& path);
+
+  const LlamaConfig& config() const { return config_; }
+  const Tokenizer& tokenizer() const { return *tokenizer_; }
+  const GgufFile& file() const { return *file_; }
+
+  Matrix token_embd;  // [vocab, hidden]
+  Matrix output;      // [vocab, hidden]: token_embd when the embeddings are tied
+  Tensor output_norm; // float32 [hidden]
+  std::vector<LayerWeights> layers;
+
+ private:
+  LlamaModel() = default;
+  std::shared_ptr<GgufFile> file_;
+  LlamaConfig config_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+};
+
+}  // namespace npugraph::llm

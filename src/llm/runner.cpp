@@ -1,0 +1,370 @@
+#include "llm/runner.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+
+#include "npugraph/error.hpp"
+#include "npugraph/ops/elementwise.hpp"
+#include "npugraph/ops/embedding.hpp"
+#include "npugraph/ops/fia.hpp"
+#include "npugraph/ops/kv_cache.hpp"
+#include "npugraph/ops/linear.hpp"
+#include "npugraph/ops/rms_norm.hpp"
+#include "npugraph/ops/rope.hpp"
+#include "npugraph/ops/sampling.hpp"
+#include "npugraph/ops/swiglu.hpp"
+#include "npugraph/tasks.hpp"
+
+namespace npugraph::llm {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+void matmul(const Tensor& x, const Matrix& w, const Tensor& out) {
+  if (w.quant.defined()) ops::weight_quant_linear_out(x, w.quant, Tensor(), out);
+  else ops::linear_out(x, w.dense, Tensor(), out);
+}
+
+void embed(const Tensor& ids, const Matrix& table, const Tensor& out) {
+  if (table.quant.defined()) ops::embedding_out(ids, table.quant, out);
+  else ops::embedding_out(ids, table.dense, out);
+}
+
+Tensor rows(const Tensor& t, std::int64_t n) { return t.narrow(0, 0, n); }
+
+// torch_npu's compressed mask for sparse modes 2-4: bool [2048, 2048], 1 above the diagonal (FIA
+// checks its shape and dtype; causal masking itself comes from sparse_mode 3).
+Tensor compressed_causal_mask() {
+  Tensor m = empty({2048, 2048}, DType::boolean);
+  auto* p = static_cast<std::uint8_t*>(m.data());
+  for (std::int64_t i = 0; i < 2048; ++i)
+    for (std::int64_t j = 0; j < 2048; ++j) p[i * 2048 + j] = j > i ? 1 : 0;
+  return m;
+}
+
+template <class T>
+T* host(const Tensor& t) {
+  return static_cast<T*>(t.data());
+}
+
+}  // namespace
+
+struct ModelRunner::Rows {
+  std::int64_t n = 0;      // tokens in this pass
+  bool prefill = false;    // one sequence's prompt chunk (else one token per sequence)
+  bool logits = true;      // compute the last tokens' logits and sample
+  std::int64_t batch = 0;  // FIA batch: 1 for a prefill chunk, n for a decode step
+  std::int64_t q_len = 0;  // FIA query S: n for a prefill chunk, 1 for a decode step
+  std::vector<std::int64_t> kv_lengths;  // per FIA batch row
+  Tensor block_table;                    // [batch, max_blocks]
+};
+
+struct ModelRunner::Bucket {
+  std::int64_t rows = 0;
+  Graph graph;
+  std::vector<TaskGroupHandle> handles;  // one task group per attention layer
+  std::vector<ExternalEvent> ready;      // replay_then_update: what each layer waits on
+};
+
+ModelRunner::ModelRunner(std::shared_ptr<const LlamaModel> model, const EngineOptions& options)
+    : model_(std::move(model)),
+      options_(options),
+      max_batch_(options.max_batch),
+      max_rows_(std::max(options.max_batch, options.prefill_chunk)),
+      max_blocks_((options.max_context + options.block_size - 1) / options.block_size),
+      stream_(Stream::create(Device::cpu(), {.num_threads = options.threads})),
+      update_stream_(Stream::create()),
+      blocks_(options.max_batch * ((options.max_context + options.block_size - 1) / options.block_size),
+              options.block_size) {
+  const LlamaConfig& c = model_->config();
+  const std::int64_t nb = blocks_.num_blocks(), bs = options.block_size;
+  for (std::int64_t l = 0; l < c.layers; ++l) {
+    k_cache_.push_back(empty({nb, bs, c.kv_dim()}, DType::f32));
+    v_cache_.push_back(empty({nb, bs, c.kv_dim()}, DType::f32));
+  }
+  ids_ = empty({max_rows_}, DType::i32);
+  positions_ = empty({max_rows_}, DType::i32);
+  slots_ = empty({max_rows_}, DType::i32);
+  block_table_ = empty({max_batch_, max_blocks_}, DType::i32);
+  prefill_table_ = empty({1, max_blocks_}, DType::i32);
+  std::memset(block_table_.data(), 0, block_table_.nbytes());
+  std::memset(prefill_table_.data(), 0, prefill_table_.nbytes());
+  seeds_ = empty({max_batch_}, DType::i64);
+  steps_ = empty({max_batch_}, DType::i64);
+  next_ids_ = empty({max_batch_}, DType::i32);
+  x_ = empty({max_rows_, c.hidden}, DType::f32);
+  h_ = empty({max_rows_, c.hidden}, DType::f32);
+  q_ = empty({max_rows_, c.hidden}, DType::f32);
+  k_ = empty({max_rows_, c.kv_dim()}, DType::f32);
+  v_ = empty({max_rows_, c.kv_dim()}, DType::f32);
+  attn_ = empty({max_rows_, c.hidden}, DType::f32);
+  gate_ = empty({max_rows_, c.ffn}, DType::f32);
+  up_ = empty({max_rows_, c.ffn}, DType::f32);
+  act_ = empty({max_rows_, c.ffn}, DType::f32);
+  last_ = empty({max_batch_, c.hidden}, DType::f32);
+  logits_ = empty({max_batch_, c.vocab}, DType::f32);
+  lse_ = empty({1}, DType::f32);
+  mask_ = compressed_causal_mask();
+  // One workspace for every pass: FIA sizes it from the shapes only (not the lengths).
+  std::int64_t ws = 0;
+  auto need = [&](const Rows& r) {
+    const Tensor query = rows(q_, r.n).view({r.batch, r.q_len, c.hidden});
+    ws = std::max(ws, ops::fia_workspace_bytes(query, k_cache_[0], v_cache_[0], attention_options(r)));
+  };
+  for (std::int64_t b : kBuckets)
+    if (b <= max_batch_)
+      need({.n = b, .batch = b, .q_len = 1, .kv_lengths = std::vector<std::int64_t>(static_cast<std::size_t>(b), 1),
+            .block_table = rows(block_table_, b)});
+  for (std::int64_t t = 1; t <= options.prefill_chunk; t = std::min(options.prefill_chunk, t * 2)) {
+    need({.n = t, .prefill = true, .batch = 1, .q_len = t, .kv_lengths = {t}, .block_table = prefill_table_});
+    if (t == options.prefill_chunk) break;
+  }
+  workspace_ = empty({ws}, DType::u8);
+}
+
+ModelRunner::~ModelRunner() = default;
+
+std::int64_t ModelRunner::bucket_for(std::int64_t batch) const {
+  for (std::int64_t b : kBuckets)
+    if (b >= batch && b <= max_batch_) return b;
+  return max_batch_;
+}
+
+ops::FiaOptions ModelRunner::attention_options(const Rows& r) const {
+  const LlamaConfig& c = model_->config();
+  ops::FiaOptions o;
+  o.actual_seq_lengths_kv = r.kv_lengths;
+  o.block_table = r.block_table;
+  o.num_heads = c.heads;
+  o.num_key_value_heads = c.kv_heads;
+  o.scale = 1.0 / std::sqrt(static_cast<double>(c.head_dim));
+  o.input_layout = "BSH";
+  o.block_size = options_.block_size;
+  if (r.prefill) {  // bottom-right causal over the cached prefix and this chunk
+    o.actual_seq_lengths = {r.q_len};
+    o.sparse_mode = 3;
+    o.atten_mask = mask_;
+  }
+  return o;
+}
+
+void ModelRunner::issue_attention(const Rows& r, std::size_t layer, Bucket* capture) {
+  const LlamaConfig& c = model_->config();
+  const Tensor query = rows(q_, r.n).view({r.batch, r.q_len, c.hidden});
+  const Tensor out = rows(attn_, r.n).view({r.batch, r.q_len, c.hidden});
+  const ops::FiaOptions o = attention_options(r);
+  if (!capture) {
+    ops::fused_infer_attention_score_out(query, k_cache_[layer], v_cache_[layer], o, workspace_, out, lse_);
+    return;
+  }
+  if (options_.order == GraphOrder::replay_then_update) capture->ready[layer].wait(stream_);
+  task_group_begin(stream_);
+  ops::fused_infer_attention_score_out(query, k_cache_[layer], v_cache_[layer], o, workspace_, out, lse_);
+  capture->handles.push_back(task_group_end(stream_));
+}
+
+void ModelRunner::issue_sampling(std::int64_t n, const Tensor& logits) {
+  const Tensor out = rows(next_ids_, n);
+  if (options_.temperature == 0.0) {
+    ops::argmax_out(logits, out);
+    return;
+  }
+  ops::sample_out(logits, rows(seeds_, n), rows(steps_, n), out,
+                  {.temperature = options_.temperature, .top_k = options_.top_k, .top_p = options_.top_p});
+}
+
+// The forward pass of `r.n` tokens as ops on the current stream (the runner's): the same calls
+// eager, captured (capture != null) or prefilling.
+void ModelRunner::issue_step(const Rows& r, Bucket* capture) {
+  const LlamaConfig& c = model_->config();
+  const std::int64_t n = r.n;
+  const Tensor x = rows(x_, n), h = rows(h_, n), q = rows(q_, n), k = rows(k_, n), v = rows(v_, n);
+  const Tensor attn = rows(attn_, n), gate = rows(gate_, n), up = rows(up_, n), act = rows(act_, n);
+  const Tensor pos = rows(positions_, n);
+  const ops::RopeOptions rope{.theta = c.rope_theta, .style = ops::RopeStyle::norm};
+  embed(rows(ids_, n), model_->token_embd, x);
+  for (std::size_t l = 0; l < model_->layers.size(); ++l) {
+    const LayerWeights& w = model_->layers[l];
+    ops::rms_norm_out(x, w.attn_norm, c.rms_eps, h);
+    matmul(h, w.q, q);
+    matmul(h, w.k, k);
+    matmul(h, w.v, v);
+    const Tensor q3 = q.view({n, c.heads, c.head_dim}), k3 = k.view({n, c.kv_heads, c.head_dim});
+    ops::rotary_embedding_out(pos, q3, q3, rope);
+    ops::rotary_embedding_out(pos, k3, k3, rope);
+    ops::reshape_and_cache(k3, v.view({n, c.kv_heads, c.head_dim}), k_cache_[l], v_cache_[l], rows(slots_, n));
+    issue_attention(r, l, capture);
+    matmul(attn, w.o, h);
+    // x += attention; q = rmsnorm(x) (q is free here: the next layer recomputes it)
+    ops::add_rms_norm_out(x, h, w.ffn_norm, c.rms_eps, q, Tensor(), x);
+    matmul(q, w.gate, gate);
+    matmul(q, w.up, up);
+    ops::swiglu_out(gate, up, act);
+    matmul(act, w.down, h);
+    ops::add_out(x, h, x);
+  }
+  if (!r.logits) return;
+  const std::int64_t last = r.prefill ? 1 : n;  // the rows whose next token is wanted
+  const Tensor last_x = r.prefill ? x.narrow(0, n - 1, 1) : x;
+  ops::rms_norm_out(last_x, model_->output_norm, c.rms_eps, rows(last_, last));
+  matmul(rows(last_, last), model_->output, rows(logits_, last));
+  issue_sampling(last, rows(logits_, last));
+}
+
+ModelRunner::Bucket& ModelRunner::bucket(std::int64_t n) {
+  for (auto& b : buckets_)
+    if (b->rows == n) return *b;
+  auto b = std::make_unique<Bucket>();
+  b->rows = n;
+  for (std::size_t l = 0; l < model_->layers.size(); ++l)
+    b->ready.emplace_back("layer " + std::to_string(l) + " attention ready (bucket " + std::to_string(n) + ")");
+  // Captured with valid placeholders: length 1 (block 0) for every row; each step updates them.
+  const Rows r{.n = n, .batch = n, .q_len = 1, .kv_lengths = std::vector<std::int64_t>(static_cast<std::size_t>(n), 1),
+               .block_table = rows(block_table_, n)};
+  {
+    StreamGuard on(stream_);
+    b->graph.capture_begin(stream_, {.mode = CaptureMode::thread_local_});
+    try {
+      issue_step(r, b.get());
+    } catch (...) {
+      b->graph.reset();
+      throw;
+    }
+    b->graph.capture_end(stream_);
+  }
+  buckets_.push_back(std::move(b));
+  return *buckets_.back();
+}
+
+void ModelRunner::write_inputs(std::span<Sequence* const> batch, std::int64_t n) {
+  const std::int64_t bs = options_.block_size;
+  auto* ids = host<std::int32_t>(ids_);
+  auto* pos = host<std::int32_t>(positions_);
+  auto* slots = host<std::int32_t>(slots_);
+  auto* table = host<std::int32_t>(block_table_);
+  auto* seeds = host<std::int64_t>(seeds_);
+  auto* steps = host<std::int64_t>(steps_);
+  for (std::int64_t b = 0; b < n; ++b) {
+    std::int32_t* row = table + b * max_blocks_;
+    if (b >= static_cast<std::int64_t>(batch.size())) {  // padding (Note [Decode step graph])
+      ids[b] = 0, pos[b] = 0, slots[b] = -1, seeds[b] = 0, steps[b] = 0;
+      std::fill(row, row + max_blocks_, 0);
+      continue;
+    }
+    Sequence& s = *batch[static_cast<std::size_t>(b)];
+    const std::int64_t p = s.cached;
+    NG_CHECK_AS(ResourceError, blocks_.reserve(s.blocks, p + 1), "KV cache full: ", blocks_.num_blocks(),
+                " blocks of ", bs, " tokens are in use");
+    ids[b] = s.tokens[static_cast<std::size_t>(p)];
+    pos[b] = static_cast<std::int32_t>(p);
+    slots[b] = static_cast<std::int32_t>(s.blocks[static_cast<std::size_t>(p / bs)] * bs + p % bs);
+    std::copy(s.blocks.begin(), s.blocks.end(), row);
+    std::fill(row + s.blocks.size(), row + max_blocks_, 0);
+    seeds[b] = static_cast<std::int64_t>(s.seed);
+    steps[b] = s.generated;
+  }
+}
+
+void ModelRunner::update(Bucket& b, std::span<const std::int64_t> lengths, bool per_layer) {
+  const LlamaConfig& c = model_->config();
+  const Rows r{.n = b.rows, .batch = b.rows, .q_len = 1, .kv_lengths = {lengths.begin(), lengths.end()},
+               .block_table = rows(block_table_, b.rows)};
+  const ops::FiaOptions o = attention_options(r);
+  const Tensor query = rows(q_, r.n).view({r.batch, 1, c.hidden});
+  const Tensor out = rows(attn_, r.n).view({r.batch, 1, c.hidden});
+  if (!per_layer) {  // one batched, stream-ordered update: installed before the replay that follows
+    StreamGuard on(stream_);
+    UpdateScope scope(stream_, b.handles);
+    for (std::size_t l = 0; l < b.handles.size(); ++l)
+      ops::fused_infer_attention_score_out(query, k_cache_[l], v_cache_[l], o, workspace_, out, lse_);
+    return;
+  }
+  StreamGuard on(update_stream_);
+  for (std::size_t l = 0; l < b.handles.size(); ++l) {
+    task_update_begin(update_stream_, b.handles[l]);
+    try {
+      ops::fused_infer_attention_score_out(query, k_cache_[l], v_cache_[l], o, workspace_, out, lse_);
+    } catch (...) {
+      abandon_update_on_error(update_stream_);
+      throw;
+    }
+    task_update_end(update_stream_, std::span<const ExternalEvent>(&b.ready[l], 1));
+  }
+}
+
+Tensor ModelRunner::decode(std::span<Sequence* const> batch, StepMode mode, StepTimes& times) {
+  const std::int64_t n = bucket_for(static_cast<std::int64_t>(batch.size()));
+  NG_CHECK_ARG(!batch.empty() && static_cast<std::int64_t>(batch.size()) <= max_batch_, "decode: batch of ",
+               batch.size(), " sequences: must be 1..", max_batch_);
+  Bucket* b = mode == StepMode::graph ? &bucket(n) : nullptr;  // captured once, before the timing
+  auto t = Clock::now();
+  write_inputs(batch, n);
+  std::vector<std::int64_t> lengths(static_cast<std::size_t>(n), 0);
+  for (std::size_t i = 0; i < batch.size(); ++i) lengths[i] = batch[i]->cached + 1;
+  times.inputs += since(t);
+  if (!b) {
+    t = Clock::now();
+    {
+      StreamGuard on(stream_);
+      issue_step({.n = n, .batch = n, .q_len = 1, .kv_lengths = lengths, .block_table = rows(block_table_, n)},
+                 nullptr);
+    }
+    times.launch += since(t);
+  } else if (options_.order == GraphOrder::update_then_replay) {
+    t = Clock::now();
+    update(*b, lengths, /*per_layer=*/false);
+    times.update += since(t);
+    t = Clock::now();
+    b->graph.replay(stream_);
+    times.launch += since(t);
+  } else {
+    t = Clock::now();
+    b->graph.replay(stream_);
+    times.launch += since(t);
+    t = Clock::now();
+    update(*b, lengths, /*per_layer=*/true);
+    times.update += since(t);
+  }
+  t = Clock::now();
+  stream_.synchronize();
+  times.wait += since(t);
+  for (Sequence* s : batch) s->cached += 1;
+  return rows(logits_, static_cast<std::int64_t>(batch.size()));
+}
+
+Tensor ModelRunner::prefill(Sequence& seq) {
+  const std::int64_t total = static_cast<std::int64_t>(seq.tokens.size()), bs = options_.block_size;
+  NG_CHECK_AS(ResourceError, blocks_.reserve(seq.blocks, total), "KV cache full: a prompt of ", total,
+              " tokens needs ", blocks_.blocks_for(total), " blocks, ", blocks_.free_blocks(), " are free");
+  auto* table = host<std::int32_t>(prefill_table_);
+  std::copy(seq.blocks.begin(), seq.blocks.end(), table);
+  std::fill(table + seq.blocks.size(), table + max_blocks_, 0);
+  host<std::int64_t>(seeds_)[0] = static_cast<std::int64_t>(seq.seed);
+  host<std::int64_t>(steps_)[0] = seq.generated;
+  StreamGuard on(stream_);
+  while (seq.cached < total) {
+    const std::int64_t start = seq.cached, n = std::min(options_.prefill_chunk, total - start);
+    auto* ids = host<std::int32_t>(ids_);
+    auto* pos = host<std::int32_t>(positions_);
+    auto* slots = host<std::int32_t>(slots_);
+    for (std::int64_t i = 0; i < n; ++i) {
+      const std::int64_t p = start + i;
+      ids[i] = seq.tokens[static_cast<std::size_t>(p)];
+      pos[i] = static_cast<std::int32_t>(p);
+      slots[i] = static_cast<std::int32_t>(seq.blocks[static_cast<std::size_t>(p / bs)] * bs + p % bs);
+    }
+    issue_step({.n = n, .prefill = true, .logits = start + n == total, .batch = 1, .q_len = n,
+                .kv_lengths = {start + n}, .block_table = prefill_table_},
+               nullptr);
+    stream_.synchronize();  // the next chunk rewrites the input buffers
+    seq.cached = start + n;
+  }
+  return rows(logits_, 1);
+}
+
+const std::int32_t* ModelRunner::next_ids() const { return host<const std::int32_t>(next_ids_); }
+
+}  // namespace npugraph::llm

@@ -1,0 +1,91 @@
+// The model runner: persistent device buffers, the forward pass as npugraph ops, and the decode
+// step captured once per batch-size bucket and updated in place every step.
+//
+// Note [Decode step graph]
+// Shaped like vLLM's / vllm-ascend's model runner. Everything a decode step reads that changes from
+// step to step is a device buffer the runner owns and the host writes before the step: token ids,
+// positions, KV slot mapping, block tables, sampling seeds and step counters. So a step captured
+// once replays unchanged, except for the one host value that re-plans an op: each attention
+// layer's actual KV lengths (FIA splits the KV by them). Each attention call is captured in its own
+// task group; a step updates all of them in one batched update (UpdateOrder::stream on the runner's
+// stream: the patch lands in stream order before the replay), or — replay_then_update, vllm-ascend's
+// order — replays first and updates layer after layer, each update recording the ExternalEvent the
+// captured layer waits on, so the host's updates overlap the first layers' compute. Batches are
+// padded to the bucket: padded rows embed token 0 at position 0, write no KV (slot -1), attend to
+// nothing (KV length 0) and their outputs are ignored. Eager mode issues the same ops on the same
+// buffers without a graph, so graph and eager logits are bitwise equal.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "llm/kv_blocks.hpp"
+#include "npugraph/external_event.hpp"
+#include "npugraph/graph.hpp"
+#include "npugraph/llm/engine.hpp"
+#include "npugraph/llm/model.hpp"
+#include "npugraph/ops/fia.hpp"
+#include "npugraph/stream.hpp"
+#include "npugraph/task_group.hpp"
+
+namespace npugraph::llm {
+
+struct Sequence {
+  std::vector<std::int32_t> tokens;  // prompt + generated so far
+  std::int64_t cached = 0;           // tokens whose KV is in the cache
+  std::vector<std::int32_t> blocks;  // its KV cache blocks, in token order
+  std::uint64_t seed = 0;
+  std::int64_t generated = 0;
+};
+
+inline constexpr std::array<std::int64_t, 5> kBuckets{1, 2, 4, 8, 16};
+
+class ModelRunner {
+ public:
+  ModelRunner(std::shared_ptr<const LlamaModel> model, const EngineOptions& options);
+  ~ModelRunner();
+
+  const LlamaModel& model() const { return *model_; }
+  BlockManager& blocks() { return blocks_; }
+  std::int64_t max_batch() const { return max_batch_; }
+  std::int64_t bucket_for(std::int64_t batch) const;
+
+  // Runs prompt tokens [seq.cached, seq.tokens.size()) through the model eagerly, in chunks, writing
+  // their KV; returns the last token's logits row ([1, vocab] float32, valid until the next call).
+  Tensor prefill(Sequence& seq);
+  // Captures the graph of the bucket `batch` falls in, if it is not yet (graph mode; not timed).
+  void prepare(std::int64_t batch) { bucket(bucket_for(batch)); }
+  // One decode step of `batch` (each sequence's last token is not cached yet): graph or eager, as
+  // the options say. Returns the logits [batch, vocab]; sampled ids are next_ids()[0..batch).
+  Tensor decode(std::span<Sequence* const> batch, StepMode mode, StepTimes& times);
+  // The ids the last decode / prefill sampled (host-readable after it returned).
+  const std::int32_t* next_ids() const;
+
+ private:
+  struct Bucket;
+  struct Rows;
+  void write_inputs(std::span<Sequence* const> batch, std::int64_t rows);
+  void issue_step(const Rows& r, Bucket* capture);
+  void issue_attention(const Rows& r, std::size_t layer, Bucket* capture);
+  void issue_sampling(std::int64_t rows, const Tensor& logits);
+  ops::FiaOptions attention_options(const Rows& r) const;
+  Bucket& bucket(std::int64_t rows);
+  void update(Bucket& b, std::span<const std::int64_t> lengths, bool per_layer);
+
+  std::shared_ptr<const LlamaModel> model_;
+  EngineOptions options_;
+  std::int64_t max_batch_, max_rows_, max_blocks_;
+  Stream stream_, update_stream_;
+  BlockManager blocks_;
+  std::vector<Tensor> k_cache_, v_cache_;
+  // Persistent inputs (Note [Decode step graph]).
+  Tensor ids_, positions_, slots_, block_table_, prefill_table_, seeds_, steps_, next_ids_;
+  // Activations, sized for max_rows_ tokens.
+  Tensor x_, h_, q_, k_, v_, attn_, gate_, up_, act_, last_, logits_, lse_, workspace_, mask_;
+  std::vector<std::unique_ptr<Bucket>> buckets_;
+};
+
+}  // namespace npugraph::llm
