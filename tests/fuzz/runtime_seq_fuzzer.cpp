@@ -18,6 +18,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -41,6 +42,15 @@ using ngfuzz::guarded;
 constexpr int kMaxOps = 96;
 constexpr int kMaxBlockingSyncs = 2;  // synchronize calls that may wait for a stall deadline, per input
 constexpr std::size_t kMaxPoolTensors = 8;
+// Known bug, tests/fuzz/regressions/runtime_seq_fuzzer/nested_launch_deadlock: a replay captured
+// into another graph takes its launch turn only when the outer graph runs, after host launches of
+// the inner graph queued behind the outer one on the same stream: the stream deadlocks and a
+// synchronize without a timeout never returns. Until it is fixed the program captures replays only
+// with NGFUZZ_KNOWN_BUGS=1 (make fuzz-regressions sets it).
+bool capture_replays() {
+  static const bool on = std::getenv("NGFUZZ_KNOWN_BUGS") != nullptr;
+  return on;
+}
 
 std::atomic<std::uint64_t> g_host_calls{0};
 std::atomic<std::uint64_t> g_inputs{0};
@@ -149,6 +159,7 @@ void host_task(const Stream& s, int kind) {
 
 void one_op(World& w, Input& in, int& budget, int depth) {
   const std::uint8_t op = in.u8() % 40;
+  if (ngfuzz::verbose()) std::fprintf(stderr, "%*sop %d\n", 2 * depth, "", op);
   switch (op) {
     case 0: {  // capture_begin
       int gi = 0;
@@ -230,6 +241,11 @@ void one_op(World& w, Input& in, int& budget, int depth) {
     case 14: case 15: {
       const ng::Graph& g = w.graph(in);
       const Stream s = w.stream(in);
+      if (ngfuzz::verbose())
+        std::fprintf(stderr, "%*sreplay graph %llu (%d tasks) on %s%s\n", 2 * depth, "",
+                     static_cast<unsigned long long>(g.id()), static_cast<int>(g.num_tasks()),
+                     s.str().c_str(), s.is_capturing() ? " (capturing)" : "");
+      if (!capture_replays() && s.is_capturing()) break;
       g.replay(s);
       break;
     }
@@ -288,7 +304,11 @@ void one_op(World& w, Input& in, int& budget, int depth) {
         w.remember(scope.stream());
         nested(w, in, budget, depth);
       } else {
-        ng::CaptureScope scope(g, w.streams[in.u8() & 1], o);
+        const Stream& cs = w.streams[in.u8() & 1];
+        if (ngfuzz::verbose())
+          std::fprintf(stderr, "%*sCaptureScope graph %llu on %s\n", 2 * depth, "",
+                       static_cast<unsigned long long>(g.id()), cs.str().c_str());
+        ng::CaptureScope scope(g, cs, o);
         nested(w, in, budget, depth);
         if (in.chance(64)) scope.end();
       }
