@@ -216,16 +216,13 @@ void advance_turn(LaunchTurns& t) {
 
 }  // namespace
 
-LaunchTicket take_launch_turn(ExecGraph& graph, StreamState& stream) {
-  LaunchTurns& t = graph.turns;
+void take_launch_turn(Task& task, StreamState& stream) {
+  auto* graph = static_cast<ExecGraph*>(task.object.get());
+  LaunchTurns& t = graph->turns;
   std::lock_guard lock(t.mu);
   const std::uint64_t turn = t.next++;
   t.holders.emplace_back(turn, stream.self);
-  return LaunchTicket(&graph, turn);
-}
-
-void take_launch_turn(Task& task, StreamState& stream) {
-  task.ticket = take_launch_turn(*static_cast<ExecGraph*>(task.object.get()), stream);
+  task.ticket = LaunchTicket(graph, turn);
 }
 
 void skip_launch_turn(ExecGraph* graph, std::uint64_t turn) noexcept {
@@ -235,32 +232,50 @@ void skip_launch_turn(ExecGraph* graph, std::uint64_t turn) noexcept {
   else t.skipped.push_back(turn);
 }
 
-bool wait_launch_turn(ExecGraph& graph, std::uint64_t turn, StreamState& stream) {
+bool begin_replay(ExecGraph& graph, const std::uint64_t* turn, StreamState& stream) {
   LaunchTurns& t = graph.turns;
+  // A host launch runs in its turn; a nested one whenever no other replay runs (Note [Replay order]).
+  auto may_run = [&] { return !t.running && (!turn || t.serving == *turn); };
+  bool blocked = false;
   std::unique_lock lock(t.mu);
-  if (t.serving == turn) return true;
-  ++t.waiters;
-  while (t.serving != turn && !runtime_exiting() && !stream.closing.load()) {
-    std::weak_ptr<StreamState> holder;  // the stream whose replay comes first
-    for (const auto& h : t.holders)
-      if (h.first == t.serving) holder = h.second;
+  while (!may_run()) {
+    if (runtime_exiting() || stream.closing.load()) {  // the stream is going away: give the turn up
+      if (turn) {
+        if (*turn == t.serving) advance_turn(t);
+        else t.skipped.push_back(*turn);
+      }
+      lock.unlock();
+      if (blocked) stream.clear_blocked_on();
+      return false;
+    }
+    // Blocked on the stream running the graph, else on the one whose launch comes first.
+    std::weak_ptr<StreamState> holder = t.runner;
+    if (!t.running)
+      for (const auto& h : t.holders)
+        if (h.first == t.serving) holder = h.second;
     lock.unlock();
     stream.set_blocked_on(holder);  // a synchronize of this stream looks for a stall there
+    blocked = true;
     lock.lock();
-    if (t.serving != turn) t.cv.wait_for(lock, std::chrono::milliseconds(10));
+    if (may_run()) break;
+    ++t.waiters;
+    t.cv.wait_for(lock, std::chrono::milliseconds(10));
+    --t.waiters;
   }
-  --t.waiters;
-  const bool ok = t.serving == turn;
-  if (!ok) t.skipped.push_back(turn);  // the stream is going away: give the turn up
+  t.running = true;
+  t.runner = stream.self;
   lock.unlock();
-  stream.clear_blocked_on();
-  return ok;
+  if (blocked) stream.clear_blocked_on();
+  return true;
 }
 
-void finish_launch_turn(ExecGraph& graph) {
+void end_replay(ExecGraph& graph, bool had_turn) {
   LaunchTurns& t = graph.turns;
   std::lock_guard lock(t.mu);
-  advance_turn(t);
+  t.running = false;
+  t.runner.reset();
+  if (had_turn) advance_turn(t);
+  else if (t.waiters) t.cv.notify_all();
 }
 
 }  // namespace npugraph::detail

@@ -122,20 +122,26 @@ struct ExecNode {
 // Note [Replay order]
 // Launches of one executable graph run one after another in launch order, whatever streams they are
 // launched on (as CUDA does): a graph's FIA workspace, its outputs and its per-replay state belong
-// to one replay at a time. A launch takes a turn when its stream's queue accepts it, under the
-// queue's lock, so each queue holds its turns in increasing order and the oldest outstanding turn is
-// always at the head of some queue (turns alone never deadlock). A replay waits until its turn is
-// served and serves the next when it ends; a launch dropped unrun gives its turn up; a graph launched
-// by a graph's node takes its turn when the node runs. While a replay waits, its stream is blocked on
-// the stream running the graph, so a synchronize finds a stall behind it (Note [Stalls]).
+// to one replay at a time. A host launch (replay, GraphExec::launch) takes a turn when its stream's
+// queue accepts it, under the queue's lock, so each queue holds its turns in increasing order and
+// the oldest outstanding turn is always at the head of some queue (turns alone never deadlock). A
+// replay waits until its turn is served and no other replay of the graph runs, and serves the next
+// turn when it ends; a launch dropped unrun gives its turn up. A graph launched by another graph's
+// node (a replay captured into a graph) runs when that node runs: it takes no turn — a turn taken at
+// run time could sit behind a host launch queued after the outer replay on its own stream, which
+// waits for the outer one: a deadlock — but still runs alone, after the replay running now. While a
+// replay waits, its stream is blocked on the stream running the graph (or launching it next), so a
+// synchronize finds a stall behind it (Note [Stalls]).
 struct LaunchTurns {
   std::mutex mu;  // guards everything below
   std::condition_variable cv;
   std::uint64_t next = 0;               // the next turn to hand out
-  std::uint64_t serving = 0;            // the turn that may run
+  std::uint64_t serving = 0;            // the host launch that may run next
   std::vector<std::uint64_t> skipped;   // turns given up before they came up
   // The stream each outstanding turn was launched on, in turn order (whom a waiter is blocked on).
   std::vector<std::pair<std::uint64_t, std::weak_ptr<StreamState>>> holders;
+  bool running = false;                 // a replay of the graph runs now ...
+  std::weak_ptr<StreamState> runner;    // ... on this stream
   int waiters = 0;
 };
 
@@ -193,13 +199,13 @@ struct Patch {
 // Installs the patch's sets, drops its references and returns it to its pool.
 void apply_patch(Patch& patch);
 // Gives a graph_launch task queued on `stream` its turn in its graph's launch order (call under the
-// queue's lock); a graph launched by a graph's node takes its turn when the node runs.
+// queue's lock).
 void take_launch_turn(Task& task, StreamState& stream);
-LaunchTicket take_launch_turn(ExecGraph& graph, StreamState& stream);
-// Blocks the stream's worker until `turn` is served (false: the stream is going away, and the turn
-// was given up); finish_launch_turn serves the next one.
-bool wait_launch_turn(ExecGraph& graph, std::uint64_t turn, StreamState& stream);
-void finish_launch_turn(ExecGraph& graph);
+// Blocks the stream's worker until the replay may run: in `turn` for a host launch (null: a launch by
+// a graph's node), alone (false: the stream is going away; a turn is given up). end_replay lets the
+// next one run (and serves the next turn when this replay had one).
+bool begin_replay(ExecGraph& graph, const std::uint64_t* turn, StreamState& stream);
+void end_replay(ExecGraph& graph, bool had_turn);
 
 
 }  // namespace npugraph::detail

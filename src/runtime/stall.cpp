@@ -51,9 +51,12 @@ bool StreamState::cancel_stall(std::uint64_t stall_id, const std::string& messag
   return true;
 }
 
-std::optional<Poison> StreamState::poison_for_current() const {
+std::optional<Poison> StreamState::poison_for_current() {
   if (!has_poison_.load(std::memory_order_acquire)) return std::nullopt;
   std::lock_guard lock(mu_);
+  // The worker runs tasks in queue order: a poison whose tasks all ran never applies again.
+  std::erase_if(poisons_, [&](const Poison& p) { return executing >= p.before_task; });
+  has_poison_.store(!poisons_.empty(), std::memory_order_release);
   for (const Poison& p : poisons_)
     if (executing < p.before_task) return p;
   return std::nullopt;

@@ -65,8 +65,9 @@ struct StreamState {
   // Makes the stall's wait give up and poisons the event records queued before now; returns false
   // when the stall is gone (its wait ended meanwhile).
   bool cancel_stall(std::uint64_t stall_id, const std::string& message);
-  // The error an event record running now (queue index `executing`) carries, if any.
-  std::optional<Poison> poison_for_current() const;
+  // The error an event record running now (queue index `executing`) carries, if any; forgets the
+  // poisons of tasks that all ran (the worker calls it, in queue order).
+  std::optional<Poison> poison_for_current();
 
   // While the worker waits for another stream (an event recorded there, or its turn to replay a
   // graph running there): that stream, so that a synchronize can find a stall behind it.

@@ -42,15 +42,6 @@ using ngfuzz::guarded;
 constexpr int kMaxOps = 96;
 constexpr int kMaxBlockingSyncs = 2;  // synchronize calls that may wait for a stall deadline, per input
 constexpr std::size_t kMaxPoolTensors = 8;
-// Known bug, tests/fuzz/regressions/runtime_seq_fuzzer/nested_launch_deadlock: a replay captured
-// into another graph takes its launch turn only when the outer graph runs, after host launches of
-// the inner graph queued behind the outer one on the same stream: the stream deadlocks and a
-// synchronize without a timeout never returns. Until it is fixed the program captures replays only
-// with NGFUZZ_KNOWN_BUGS=1 (make fuzz-regressions sets it).
-bool capture_replays() {
-  static const bool on = std::getenv("NGFUZZ_KNOWN_BUGS") != nullptr;
-  return on;
-}
 
 std::atomic<std::uint64_t> g_host_calls{0};
 std::atomic<std::uint64_t> g_inputs{0};
@@ -245,7 +236,6 @@ void one_op(World& w, Input& in, int& budget, int depth) {
         std::fprintf(stderr, "%*sreplay graph %llu (%d tasks) on %s%s\n", 2 * depth, "",
                      static_cast<unsigned long long>(g.id()), static_cast<int>(g.num_tasks()),
                      s.str().c_str(), s.is_capturing() ? " (capturing)" : "");
-      if (!capture_replays() && s.is_capturing()) break;
       g.replay(s);
       break;
     }

@@ -164,12 +164,11 @@ void RunState::work(bool owner) {
 
 void run_graph(ExecGraph& graph, TablePin pin, LaunchTicket ticket, StreamState& stream,
                ComputePool& pool) {
-  if (!ticket.held()) {  // launched by a graph's node: its turn and its pin are taken now
-    ticket = take_launch_turn(graph, stream);
-  }
+  // A host launch has its turn; a launch by a graph's node has none (Note [Replay order]).
+  const bool had_turn = ticket.held();
   const std::uint64_t turn = ticket.turn();
   ticket.consume();  // from here the turn is waited for and served (or given up) below
-  if (!wait_launch_turn(graph, turn, stream)) return;  // the stream is going away
+  if (!begin_replay(graph, had_turn ? &turn : nullptr, stream)) return;  // the stream is going away
   auto& cpu = static_cast<CpuGraph&>(*graph.backend);
   std::unique_ptr<RunState> run;
   {
@@ -198,7 +197,7 @@ void run_graph(ExecGraph& graph, TablePin pin, LaunchTicket ticket, StreamState&
     std::lock_guard lock(cpu.runs_mu);
     cpu.free_runs.push_back(std::move(run));
   }
-  finish_launch_turn(graph);
+  end_replay(graph, had_turn);
 }
 
 }  // namespace npugraph::detail
