@@ -69,6 +69,10 @@ struct DispatchRecords {
   std::atomic<std::size_t> count{0};       // records.size(), readable without the mutex
 };
 
+// Says what the holder of d.mutex does, for the StateError of an update that finds it taken. Set
+// after each lock and never cleared, so a loser never reads an empty value.
+void mark_busy(DispatchRecords& d, const char* what);
+
 // The NPUGraph Python object: the graph plus its auto-dispatch records.
 struct PyGraph {
   Graph graph;
@@ -79,9 +83,10 @@ struct PyGraph {
 // The records of the auto-dispatch capture running on this thread (null when none).
 std::shared_ptr<DispatchRecords>& active_dispatch();
 
-// Captures one eager FIA call into its own group and records it; returns (attention_out, lse), or
-// nothing when the current stream no longer captures (then the call runs eagerly). Locks d.mutex:
-// call it with the GIL released.
+// fia.cpp: captures one eager FIA call into its own group and records it (planned once: the
+// workspace, the outputs and the launch all come from one ops::FiaPlan); returns (attention_out,
+// lse), or nothing when the current stream no longer captures (then the call runs eagerly). Locks
+// d.mutex: call it with the GIL released.
 std::optional<std::pair<Tensor, Tensor>> record_fia(DispatchRecords& d, const Tensor& query,
                                                     const Tensor& key, const Tensor& value,
                                                     const ops::FiaOptions& options);
@@ -93,12 +98,14 @@ void reset_graph(PyGraph& g);
 bool take_replay_mark(const PyGraph& g);
 void restore_replay_mark(const PyGraph& g);
 
-// Applies one update dict (FIA keyword names) to `options` without copying them: each value is
-// parsed into `scratch` and swapped in, and the swap is appended to `undo` — applying it again to
-// (options, scratch) restores the old value. Throws TypeError/ValueError for a bad key or value, and
-// ArgumentError ("not updatable") for a value that changes what the captured task cannot change.
-void apply_fia_kwargs(ops::FiaOptions& options, ops::FiaOptions& scratch, py::handle dict,
-                      std::size_t index, std::vector<FieldSwap>& undo);
+// fia.cpp: NPUGraph.update's FIA part, with d.mutex held and the GIL held: applies
+// cpu_update_input (one dict of FIA keyword arguments per record, or one for all) to the records'
+// options, and re-issues every recorded call in one batched, stream-ordered update on
+// d.update_stream (the GIL released), recording each call's event after it. Each value is parsed
+// and swapped into the recorded options (no copies); on any error (a bad key or value: TypeError /
+// ValueError; a value that changes what the captured task cannot change: ArgumentError "not
+// updatable"; a failed re-issue) nothing is installed and every recorded argument is restored.
+void update_fia_records(DispatchRecords& d, py::handle cpu_update_input);
 
 void bind_dispatch(py::class_<PyGraph>& graph_class);
 

@@ -1,7 +1,11 @@
-// npu_fused_infer_attention_score, its .out form and _npu_fused_infer_attention_score_get_max_workspace.
-// Keyword arguments are parsed from one table (name -> setter), so each torch_npu keyword is one line.
+// npu_fused_infer_attention_score, its .out form and _npu_fused_infer_attention_score_get_max_workspace,
+// and the FIA side of auto-dispatch capture (Note [Auto-dispatch capture] in dispatch.hpp): a call
+// recorded into its own group, and the recorded calls' update. Keyword arguments are parsed from
+// one table (name -> setter), so each torch_npu keyword is one line, whether it comes from a call
+// or from an update dict.
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -200,8 +204,10 @@ std::pair<Tensor, Tensor> out_arg(py::handle out) {
 
 struct FiaOp {};
 
-}  // namespace
-
+// Applies one update dict (FIA keyword names) to `options` without copying them: each value is
+// parsed into `scratch` and swapped in, and the swap is appended to `undo` — applying it again to
+// (options, scratch) restores the old value. Throws TypeError/ValueError for a bad key or value, and
+// ArgumentError ("not updatable") for a value that changes what the captured task cannot change.
 void apply_fia_kwargs(ops::FiaOptions& options, ops::FiaOptions& scratch, py::handle dict,
                       std::size_t index, std::vector<FieldSwap>& undo) {
   const char* what = "NPUGraph.update: cpu_update_input";
@@ -229,6 +235,93 @@ void apply_fia_kwargs(ops::FiaOptions& options, ops::FiaOptions& scratch, py::ha
     f->swap(options, scratch);  // scratch now holds the old value
     undo.push_back(f->swap);
   }
+}
+
+}  // namespace
+
+std::optional<std::pair<Tensor, Tensor>> record_fia(DispatchRecords& d, const Tensor& query,
+                                                    const Tensor& key, const Tensor& value,
+                                                    const ops::FiaOptions& options) {
+  std::lock_guard lock(d.mutex);
+  mark_busy(d, "recording a call into");
+  NG_CHECK_STATE(!d.dead, "npu_fused_infer_attention_score: graph ", d.graph_id,
+                 " was reset (g.reset()) during its auto-dispatch capture, which ended it; the call is "
+                 "not recorded (capture the graph again)");
+  const Stream s = current_stream();
+  if (!s.is_capturing()) return std::nullopt;  // e.g. inside `with npugraph.npu.stream(other):`
+  // One plan for the workspace size, the outputs and the launch.
+  const ops::FiaPlan plan = ops::fia_plan(query, key, value, options);
+  FiaRecord r{query, key, value, options, {}, {}, {}, {}, ExternalEvent("fia record " + std::to_string(d.records.size()))};
+  const std::int64_t need = plan.workspace_bytes();
+  auto it = std::find_if(d.workspaces.begin(), d.workspaces.end(),
+                         [&](const auto& w) { return w.first == s.id(); });
+  if (it == d.workspaces.end()) {
+    d.workspaces.emplace_back(s.id(), Tensor());
+    it = d.workspaces.end() - 1;
+  }
+  if (!it->second.defined() || it->second.numel() < need)  // earlier calls keep their smaller one
+    it->second = empty({need}, DType::u8, query.device());
+  r.workspace = it->second;
+  r.attention_out = empty(plan.out_shape(), plan.out_dtype(), query.device());
+  r.softmax_lse = options.softmax_lse_flag ? empty(plan.lse_shape(), DType::f32, query.device())
+                                           : zeros({1}, DType::f32, query.device());
+  r.event.wait(s);
+  r.event.reset(s);
+  task_group_begin(s);
+  ops::fused_infer_attention_score_out(plan, r.workspace, r.attention_out, r.softmax_lse);
+  r.handle = task_group_end(s);
+  d.handles.push_back(r.handle);
+  d.events.push_back(r.event);
+  d.records.push_back(std::move(r));
+  d.count.store(d.records.size());
+  return std::pair{d.records.back().attention_out, d.records.back().softmax_lse};
+}
+
+void update_fia_records(DispatchRecords& d, py::handle cpu_update_input) {
+  if (!py::isinstance<py::list>(cpu_update_input) && !py::isinstance<py::tuple>(cpu_update_input))
+    throw py::type_error("NPUGraph.update: cpu_update_input must be a list of dicts, got " +
+                         type_name(cpu_update_input) + " (" + short_repr(cpu_update_input) + ")");
+  const py::sequence inputs = py::reinterpret_borrow<py::sequence>(cpu_update_input);
+  const std::size_t n = d.records.size(), given = inputs.size();
+  NG_CHECK_ARG(given == 1 || given == n, "NPUGraph.update: cpu_update_input has ", given,
+               " dicts: pass one per recorded call (", n, ") or one for all");
+  // The new values are swapped into the records' options field by field (no copies); on any error
+  // the same swaps, undone in reverse, restore every recorded argument.
+  d.staging.resize(n);
+  d.undo.clear();
+  std::vector<FieldSwap>& swaps = d.swaps;
+  auto rollback = [&] {
+    for (auto it = d.undo.rbegin(); it != d.undo.rend(); ++it)
+      it->second(d.records[it->first].options, d.staging[it->first]);
+    d.undo.clear();
+  };
+  try {
+    for (std::size_t i = 0; i < n; ++i) {
+      swaps.clear();
+      try {
+        apply_fia_kwargs(d.records[i].options, d.staging[i], inputs[given == 1 ? 0 : i],
+                         given == 1 ? 0 : i, swaps);
+      } catch (...) {
+        for (FieldSwap f : swaps) d.undo.emplace_back(i, f);
+        throw;
+      }
+      for (FieldSwap f : swaps) d.undo.emplace_back(i, f);
+    }
+    py::gil_scoped_release release;
+    const Stream& u = d.update_stream;
+    StreamGuard on(u);
+    task_update_begin(u, d.handles);
+    for (const FiaRecord& r : d.records)
+      ops::fused_infer_attention_score_out(r.query, r.key, r.value, r.options, r.workspace,
+                                           r.attention_out, r.softmax_lse);
+    // One stream task installs every call's parameters, then sets every call's event.
+    task_update_end(u, d.events);
+  } catch (...) {
+    abandon_update_on_error(d.update_stream);  // a failed call installs nothing
+    rollback();
+    throw;
+  }
+  d.undo.clear();
 }
 
 void bind_fia(py::module_& m) {

@@ -9,13 +9,13 @@
 #include "backends/cuda/cuda_backend.hpp"
 #include "npugraph/npugraph.hpp"
 #include "runtime/backend.hpp"
-#include "test_util.hpp"
+#include "support/throws.hpp"
 
 namespace {
 
 namespace ng = npugraph;
 namespace nd = npugraph::detail;
-using ngtest::throws_with;
+using ngtest::throws;
 
 static_assert(std::is_base_of_v<nd::Backend, nd::CpuBackend> &&
               std::is_base_of_v<nd::GraphBackend, nd::CpuBackend> && !std::is_abstract_v<nd::CpuBackend>);
@@ -27,11 +27,11 @@ static_assert(std::is_base_of_v<nd::Backend, nd::cuda::CudaBackend> &&
 TEST(BackendSeam, TheRegistryServesTheCpuAndRefusesOtherDevices) {
   EXPECT_EQ(nd::backend_for(ng::Device::cpu()).name(), "cpu");
   EXPECT_EQ(static_cast<nd::GraphBackend*>(&nd::cpu_backend()), &nd::graph_backend_for(ng::Device::cpu()));
-  EXPECT_TRUE(throws_with<ng::UnsupportedError>([] { nd::backend_for(ng::Device::cuda(0)); },
+  EXPECT_TRUE(throws<ng::UnsupportedError>([] { nd::backend_for(ng::Device::cuda(0)); },
                                                 {"cuda:0", "no backend", "available: cpu"}));
-  EXPECT_TRUE(throws_with<ng::UnsupportedError>([] { (void)ng::Stream::create(ng::Device::cuda(1)); },
+  EXPECT_TRUE(throws<ng::UnsupportedError>([] { (void)ng::Stream::create(ng::Device::cuda(1)); },
                                                 {"cuda:1"}));
-  EXPECT_TRUE(throws_with<ng::UnsupportedError>([] { (void)ng::empty({4}, ng::f32, ng::Device::cuda(0)); },
+  EXPECT_TRUE(throws<ng::UnsupportedError>([] { (void)ng::empty({4}, ng::f32, ng::Device::cuda(0)); },
                                                 {"cuda:0"}));
 }
 
@@ -72,10 +72,10 @@ class NoFeatures final : public nd::Backend {
 
 TEST(BackendSeam, AMissingCapabilityThrowsUnsupportedErrorNamingTheBackend) {
   NoFeatures toy;
-  EXPECT_TRUE(throws_with<ng::UnsupportedError>(
+  EXPECT_TRUE(throws<ng::UnsupportedError>(
       [&] { nd::require(toy, &nd::BackendCaps::external_events, "ExternalEvent::record"); },
       {"ExternalEvent::record", "the toy backend does not support it"}));
-  EXPECT_TRUE(throws_with<ng::UnsupportedError>(
+  EXPECT_TRUE(throws<ng::UnsupportedError>(
       [&] { nd::require(toy, &nd::BackendCaps::graphs, "capture_begin"); }, {"capture_begin", "toy"}));
   EXPECT_NO_THROW(nd::require(nd::backend_for(ng::Device::cpu()), &nd::BackendCaps::graphs, "capture_begin"));
 }
@@ -84,7 +84,7 @@ TEST(BackendSeam, AKernelWithoutACpuSlotIsRefusedByTheCpuBackend) {
   static const ng::KernelDef cuda_only{.name = "cuda_only",
                                        .cuda = [](const void*, std::size_t, void*) {}};
   const int dummy = 0;
-  EXPECT_TRUE(throws_with<ng::ArgumentError>([&] { ng::launch(ng::current_stream(), cuda_only, dummy); },
+  EXPECT_TRUE(throws<ng::ArgumentError>([&] { ng::launch(ng::current_stream(), cuda_only, dummy); },
                                              {"cuda_only", "no implementation for the cpu backend"}));
 }
 

@@ -2,7 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "npugraph/npugraph.hpp"
-#include "test_util.hpp"
+#include "support/host_tensors.hpp"
 
 using namespace npugraph;
 

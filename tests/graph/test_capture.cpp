@@ -8,11 +8,12 @@
 #include <thread>
 
 #include "npugraph/npugraph.hpp"
-#include "test_util.hpp"
+#include "support/host_tensors.hpp"
+#include "support/throws.hpp"
 
 using namespace npugraph;
 using namespace std::chrono_literals;
-using ngtest::throws_with;
+using ngtest::throws;
 
 TEST(Capture, WorkIsRecordedNotRunAndReplaysEveryTime) {
   Tensor x = ngtest::f32_tensor({1, 2, 3});
@@ -98,7 +99,7 @@ TEST(Capture, UnjoinedWorkFailsWithAClearMessage) {
     fork.record(cap);
     side.wait(fork);
     fill_(side, t, 1.0);  // recorded on side, never joined back
-    EXPECT_TRUE(throws_with<StateError>([&] { g2.capture_end(); },
+    EXPECT_TRUE(throws<StateError>([&] { g2.capture_end(); },
                                         {"unjoined work", "'fill'", side.str(), cap.str()}));
   }
   EXPECT_EQ(g2.state(), Graph::State::empty);
@@ -112,19 +113,19 @@ TEST(Capture, UnjoinedWorkFailsWithAClearMessage) {
 
 TEST(Capture, RulesOnStreamsAreEnforced) {
   Graph g;
-  EXPECT_TRUE(throws_with<StateError>([&] { g.capture_begin(Stream::default_stream()); },
+  EXPECT_TRUE(throws<StateError>([&] { g.capture_begin(Stream::default_stream()); },
                                       {"cannot capture", "default stream", "side stream"}));
   Stream s = Stream::create(), other = Stream::create();
   g.capture_begin(s);
-  EXPECT_TRUE(throws_with<StateError>([&] { g.capture_begin(other); }, {"already capturing"}));
-  EXPECT_TRUE(throws_with<StateError>([&] { g.capture_end(other); }, {"began on " + s.str(), "not on " + other.str()}));
-  EXPECT_TRUE(throws_with<StateError>([&] { g.replay(); }, {"has not been captured"}));
+  EXPECT_TRUE(throws<StateError>([&] { g.capture_begin(other); }, {"already capturing"}));
+  EXPECT_TRUE(throws<StateError>([&] { g.capture_end(other); }, {"began on " + s.str(), "not on " + other.str()}));
+  EXPECT_TRUE(throws<StateError>([&] { g.replay(); }, {"has not been captured"}));
   g.capture_end(s);
   EXPECT_EQ(g.state(), Graph::State::ready);
   EXPECT_EQ(g.num_tasks(), 0u);
   g.replay();  // an empty graph replays as a no-op
   device_synchronize();
-  EXPECT_TRUE(throws_with<StateError>([&] { g.capture_begin(s); }, {"already captured", "reset()"}));
+  EXPECT_TRUE(throws<StateError>([&] { g.capture_begin(s); }, {"already captured", "reset()"}));
 }
 
 TEST(Capture, GlobalModeRejectsASynchronizeFromAnotherThreadAndInvalidatesTheCapture) {
@@ -143,8 +144,8 @@ TEST(Capture, GlobalModeRejectsASynchronizeFromAnotherThreadAndInvalidatesTheCap
   EXPECT_NE(message.find("global mode"), std::string::npos) << message;
   // Recording after invalidation fails; ending discards the capture with the reason.
   Tensor t = empty({2}, f32);
-  EXPECT_TRUE(throws_with<StateError>([&] { fill_(s, t, 1.0); }, {"invalidated"}));
-  EXPECT_TRUE(throws_with<StateError>([&] { g.capture_end(s); }, {"invalidated", "Stream::synchronize"}));
+  EXPECT_TRUE(throws<StateError>([&] { fill_(s, t, 1.0); }, {"invalidated"}));
+  EXPECT_TRUE(throws<StateError>([&] { g.capture_end(s); }, {"invalidated", "Stream::synchronize"}));
   EXPECT_EQ(g.state(), Graph::State::empty);
   EXPECT_NO_THROW(device_synchronize());
 }
@@ -172,16 +173,16 @@ TEST(Capture, ThreadLocalModeRejectsOnlyTheCapturingThread) {
   bool other_ok = false;
   std::thread([&] { Stream::default_stream().synchronize(); other_ok = true; }).join();
   EXPECT_TRUE(other_ok);
-  EXPECT_TRUE(throws_with<StateError>([] { device_synchronize(); }, {"device_synchronize", "thread_local"}));
-  EXPECT_TRUE(throws_with<StateError>([&] { g.capture_end(s); }, {"invalidated"}));
+  EXPECT_TRUE(throws<StateError>([] { device_synchronize(); }, {"device_synchronize", "thread_local"}));
+  EXPECT_TRUE(throws<StateError>([&] { g.capture_end(s); }, {"invalidated"}));
 }
 
 TEST(Capture, SynchronizingTheCapturingStreamIsAlwaysAnError) {
   Graph g;
   Stream s = Stream::create();
   g.capture_begin(s, {.mode = CaptureMode::relaxed});
-  EXPECT_TRUE(throws_with<StateError>([&] { s.synchronize(); }, {"Stream::synchronize on " + s.str(), "capturing"}));
-  EXPECT_TRUE(throws_with<StateError>([&] { g.capture_end(s); }, {"invalidated"}));
+  EXPECT_TRUE(throws<StateError>([&] { s.synchronize(); }, {"Stream::synchronize on " + s.str(), "capturing"}));
+  EXPECT_TRUE(throws<StateError>([&] { g.capture_end(s); }, {"invalidated"}));
 }
 
 TEST(Capture, WaitingOnAnEventRecordedOutsideTheCaptureIsAnError) {
@@ -191,7 +192,7 @@ TEST(Capture, WaitingOnAnEventRecordedOutsideTheCaptureIsAnError) {
   Graph g;
   Stream s = Stream::create();
   g.capture_begin(s);
-  EXPECT_TRUE(throws_with<StateError>([&] { s.wait(e); }, {"recorded outside the capture", "ExternalEvent"}));
+  EXPECT_TRUE(throws<StateError>([&] { s.wait(e); }, {"recorded outside the capture", "ExternalEvent"}));
   g.capture_end(s);
 }
 
@@ -210,7 +211,7 @@ TEST(Capture, ScopeLeftByAnExceptionAbandonsTheCapture) {
 
 TEST(Capture, ModeNamesParse) {
   EXPECT_EQ(parse_capture_mode("thread_local"), CaptureMode::thread_local_);
-  EXPECT_TRUE(throws_with<ArgumentError>([] { parse_capture_mode("strict"); }, {"'strict'", "relaxed"}));
+  EXPECT_TRUE(throws<ArgumentError>([] { parse_capture_mode("strict"); }, {"'strict'", "relaxed"}));
 }
 
 TEST(Capture, DebugDumpWritesDotWithGroupsOutlined) {
@@ -231,5 +232,5 @@ TEST(Capture, DebugDumpWritesDotWithGroupsOutlined) {
   EXPECT_NE(text.str().find("digraph"), std::string::npos);
   EXPECT_NE(text.str().find("cluster_group_0"), std::string::npos);
   EXPECT_NE(text.str().find("n0 -> n1"), std::string::npos);
-  EXPECT_TRUE(throws_with<ArgumentError>([&] { g.debug_dump("/nonexistent/dir/x.dot"); }, {"/nonexistent/dir/x.dot"}));
+  EXPECT_TRUE(throws<ArgumentError>([&] { g.debug_dump("/nonexistent/dir/x.dot"); }, {"/nonexistent/dir/x.dot"}));
 }

@@ -6,10 +6,11 @@
 #include <vector>
 
 #include "npugraph/npugraph.hpp"
-#include "test_util.hpp"
+#include "support/host_tensors.hpp"
+#include "support/throws.hpp"
 
 using namespace npugraph;
-using ngtest::throws_with;
+using ngtest::throws;
 
 TEST(GraphDef, ChainRunsInOrderOnEveryLaunch) {
   GraphDef def;
@@ -86,8 +87,8 @@ TEST(GraphDef, KernelNodesAndErrorsInsideAReplay) {
   GraphExec exec = def.instantiate();
   Stream s = Stream::create();
   exec.launch(s);
-  EXPECT_TRUE(throws_with<TaskError>([&] { s.synchronize(); }, {"task #1 'host_func'", "host node failed"}));
+  EXPECT_TRUE(throws<TaskError>([&] { s.synchronize(); }, {"task #1 'host_func'", "host node failed"}));
   EXPECT_EQ(ngtest::values_of(y), (std::vector<float>{4, 8, 12}));
-  EXPECT_TRUE(throws_with<ArgumentError>([&] { const GraphDef::NodeId bad[] = {7}; def.add_host([] {}, bad); },
+  EXPECT_TRUE(throws<ArgumentError>([&] { const GraphDef::NodeId bad[] = {7}; def.add_host([] {}, bad); },
                                          {"dependency = 7"}));
 }

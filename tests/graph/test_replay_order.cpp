@@ -9,16 +9,19 @@
 #include <vector>
 
 #include "npugraph/npugraph.hpp"
-#include "ops/test_fia_util.hpp"
-#include "test_util.hpp"
+#include "support/bitwise.hpp"
+#include "support/captured_fia.hpp"
+#include "support/diagnostics.hpp"
+#include "support/host_tensors.hpp"
+#include "support/throws.hpp"
 
 namespace {
 
 namespace ng = npugraph;
 using namespace std::chrono_literals;
-using fia_test::bitwise_equal;
-using fia_test::random_tensor;
-using ngtest::throws_with;
+using ngtest::bitwise_equal;
+using ngtest::random_tensor;
+using ngtest::throws;
 
 // Two threads each replay one FIA graph on their own stream, 500 times, with the same parameters.
 // A host function captured after the FIA task checks each replay's output inside that replay: with
@@ -35,19 +38,15 @@ TEST(ReplayOrder, TwoThreadsReplayingOneGraphOnTheirOwnStreamsSeeNoWrongOutput) 
   ng::device_synchronize();
 
   std::atomic<int> checked{0}, wrong{0};
-  ng::Graph g;
-  {
-    ng::CaptureScope capture(g);
-    const ng::Stream s = ng::current_stream();
-    const ng::Tensor ws = ng::ops::fia_max_workspace(q, k, v, opt);
-    const ng::Tensor out = ng::empty(expected.shape(), ng::f16);
-    const ng::Tensor lse = ng::empty({1}, ng::f32);
-    ng::ops::fused_infer_attention_score_out(q, k, v, opt, ws, out, lse);
-    ng::launch_host_func(s, [&, out] {
+  // After the FIA call, a host function checks each replay's output inside that replay.
+  auto check_in_replay = [&](const ng::Stream& s, const ngtest::CapturedFia& f) {
+    ng::launch_host_func(s, [&, out = f.out] {
       if (!bitwise_equal(out, expected)) ++wrong;
       ++checked;
     });
-  }
+  };
+  ngtest::CapturedFia c(q, k, v, opt, {.group = false, .after = check_in_replay});
+  ng::Graph& g = c.graph;
   constexpr int kReplays = 500;
   auto replayer = [&] {
     const ng::Stream s = ng::Stream::create();
@@ -117,11 +116,11 @@ TEST(ReplayOrder, AReplayWaitingBehindAStalledStreamReportsTheStall) {
   never.wait(s1);
   g.replay(s1);  // turn 0, behind the wait
   g.replay(s2);  // turn 1, waits for turn 0
-  EXPECT_TRUE(throws_with<ng::TimeoutError>([&] { s2.synchronize(5000ms); },
+  EXPECT_TRUE(throws<ng::TimeoutError>([&] { s2.synchronize(5000ms); },
                                             {"'never_recorded_for_s1'", s1.str(), "50 ms deadline",
                                              "cancelled"}));
   // The stall is cancelled: both replays run, and s1 learns what happened at its own synchronize.
-  EXPECT_TRUE(throws_with<ng::TimeoutError>([&] { s1.synchronize(5000ms); }, {"'never_recorded_for_s1'"}));
+  EXPECT_TRUE(throws<ng::TimeoutError>([&] { s1.synchronize(5000ms); }, {"'never_recorded_for_s1'"}));
   s2.synchronize();
   EXPECT_EQ(runs.load(), 2);
   g.replay(s2);
@@ -129,6 +128,42 @@ TEST(ReplayOrder, AReplayWaitingBehindAStalledStreamReportsTheStall) {
   s1.synchronize();
   s2.synchronize();
   EXPECT_EQ(runs.load(), 4);
+}
+
+// A replay captured into another graph runs when the outer graph's node runs, alone with the inner
+// graph's other replays. (A turn taken only when the node ran sat behind a host replay of the inner
+// graph queued after the outer one on the same stream: a deadlock the fuzzer found.)
+TEST(ReplayOrder, AReplayCapturedIntoAGraphNeitherDeadlocksNorOverlapsTheGraphsOtherReplays) {
+  std::atomic<int> runs{0}, inside{0}, overlapped{0};
+  const ng::Stream s = ng::Stream::create();
+  ng::Graph inner, outer;
+  inner.capture_begin(s);
+  ng::launch_host_func(s, [&] {
+    if (inside.fetch_add(1) != 0) ++overlapped;
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+    ++runs;
+    inside.fetch_sub(1);
+  });
+  inner.capture_end(s);
+  outer.capture_begin(s);
+  inner.replay(s);
+  outer.capture_end(s);
+  outer.replay(s);
+  inner.replay(s);
+  EXPECT_NO_THROW(s.synchronize(5000ms));
+  EXPECT_EQ(runs.load(), 2);
+  // The inner graph replayed directly on other streams while the outer one launches it.
+  const ng::Stream s2 = ng::Stream::create(), s3 = ng::Stream::create();
+  for (int i = 0; i < 20; ++i) {
+    outer.replay(s);
+    inner.replay(s2);
+    inner.replay(s3);
+  }
+  EXPECT_NO_THROW(s.synchronize(5000ms));
+  EXPECT_NO_THROW(s2.synchronize(5000ms));
+  EXPECT_NO_THROW(s3.synchronize(5000ms));
+  EXPECT_EQ(runs.load(), 62);
+  EXPECT_EQ(overlapped.load(), 0);
 }
 
 }  // namespace

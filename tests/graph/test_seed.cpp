@@ -4,7 +4,8 @@
 #include <random>
 
 #include "npugraph/npugraph.hpp"
-#include "test_util.hpp"
+#include "support/bitwise.hpp"
+#include "support/captured_fia.hpp"
 
 using namespace npugraph;
 
@@ -16,38 +17,6 @@ Tensor random_f16(Shape shape, std::uint32_t seed) {
   std::normal_distribution<float> dist;
   for (std::int64_t i = 0; i < t.numel(); ++i) t.data_ptr<half>()[i] = half(dist(rng));
   return t;
-}
-
-// A decode FIA captured as the seed does: behind `gate`, alone in a task group, on pool memory.
-struct CapturedFia {
-  Graph graph;
-  TaskGroupHandle handle;
-  Tensor ws, out, lse;
-};
-
-CapturedFia capture_fia(const Tensor& q, const Tensor& k, const Tensor& v, const ops::FiaOptions& opt,
-                        Shape lse_shape, ExternalEvent& gate) {
-  CapturedFia c;
-  CaptureScope capture(c.graph);
-  Stream s = current_stream();
-  c.ws = ops::fia_max_workspace(q, k, v, opt);
-  c.out = empty(q.shape(), q.dtype());
-  c.lse = empty(lse_shape, f32);
-  gate.wait(s);
-  task_group_begin(s);
-  ops::fused_infer_attention_score_out(q, k, v, opt, c.ws, c.out, c.lse);
-  c.handle = task_group_end(s);
-  return c;
-}
-
-// Re-issues the captured FIA with `opt` on `stream`, then opens the gate.
-void update_fia(const Stream& stream, CapturedFia& c, const Tensor& q, const Tensor& k, const Tensor& v,
-                const ops::FiaOptions& opt, ExternalEvent& gate) {
-  StreamGuard on(stream);
-  task_update_begin(stream, c.handle);
-  ops::fused_infer_attention_score_out(q, k, v, opt, c.ws, c.out, c.lse);
-  task_update_end(stream);
-  gate.record(stream);
 }
 
 }  // namespace
@@ -88,7 +57,7 @@ TEST(Seed, ReplayAfterUpdateEqualsEagerBitwise) {
   }
   g.replay();
   device_synchronize();
-  EXPECT_TRUE(ngtest::same_bytes(out, eager.attention_out));
+  EXPECT_TRUE(ngtest::bitwise_equal(out, eager.attention_out));
   EXPECT_EQ(event.collapsed_records(), 0u);
 }
 
@@ -101,7 +70,7 @@ TEST(Seed, DecodeWithChangingKvLengthsOver50Cycles) {
                       .input_layout = "BNSD", .num_key_value_heads = KVN, .softmax_lse_flag = true};
   Stream update_stream = Stream::create(), replay_stream = Stream::create();
   ExternalEvent updated("kv_lengths_updated");
-  CapturedFia c = capture_fia(q, k, v, opt, {B, N, 1, 1}, updated);
+  ngtest::CapturedFia c(q, k, v, opt, {.gate = &updated});
   std::mt19937 rng(5);
   std::uniform_int_distribution<std::int64_t> len(0, S);
   for (int cycle = 0; cycle < 50; ++cycle) {
@@ -112,12 +81,12 @@ TEST(Seed, DecodeWithChangingKvLengthsOver50Cycles) {
       StreamGuard on(update_stream);
       eager = ops::fused_infer_attention_score(q, k, v, now);
     }
-    update_fia(update_stream, c, q, k, v, now, updated);
+    c.update(now, update_stream);
     c.graph.replay(replay_stream);
     replay_stream.synchronize();
     update_stream.synchronize();
-    ASSERT_TRUE(ngtest::same_bytes(c.out, eager.attention_out)) << "cycle " << cycle;
-    ASSERT_TRUE(ngtest::same_bytes(c.lse, eager.softmax_lse)) << "cycle " << cycle;
+    ASSERT_TRUE(ngtest::bitwise_equal(c.out, eager.attention_out)) << "cycle " << cycle;
+    ASSERT_TRUE(ngtest::bitwise_equal(c.lse, eager.softmax_lse)) << "cycle " << cycle;
   }
 }
 
@@ -137,11 +106,11 @@ TEST(Seed, StressTenThousandUpdateReplayCycles) {
   device_synchronize();
   Stream update_stream = Stream::create(), replay_stream = Stream::create();
   ExternalEvent event("stress");
-  CapturedFia c = capture_fia(q, k, v, opt, {1}, event);
+  ngtest::CapturedFia c(q, k, v, opt, {.gate = &event});
   auto update = [&](std::int64_t l) {
     auto o = opt;
     o.actual_seq_lengths_kv = {l};
-    update_fia(update_stream, c, q, k, v, o, event);
+    c.update(o, update_stream);
   };
   int mismatches = 0;
   for (int cycle = 0; cycle < 10000; ++cycle) {
@@ -154,7 +123,7 @@ TEST(Seed, StressTenThousandUpdateReplayCycles) {
       c.graph.replay(replay_stream);
     }
     replay_stream.synchronize();
-    if (!ngtest::same_bytes(c.out, expected[static_cast<std::size_t>(l)])) ++mismatches;
+    if (!ngtest::bitwise_equal(c.out, expected[static_cast<std::size_t>(l)])) ++mismatches;
   }
   update_stream.synchronize();
   EXPECT_EQ(mismatches, 0);

@@ -2,10 +2,12 @@
 #include <gtest/gtest.h>
 
 #include "npugraph/npugraph.hpp"
-#include "test_util.hpp"
+#include "support/bitwise.hpp"
+#include "support/host_tensors.hpp"
+#include "support/throws.hpp"
 
 using namespace npugraph;
-using ngtest::throws_with;
+using ngtest::throws;
 
 namespace {
 
@@ -89,15 +91,15 @@ TEST_F(GroupTest, UpdatedReplayIsBitwiseEqualToEager) {
   update.synchronize();
   graph.replay(replay);
   replay.synchronize();
-  EXPECT_TRUE(ngtest::same_bytes(z, eager_z));
+  EXPECT_TRUE(ngtest::bitwise_equal(z, eager_z));
 }
 
 // ---- group errors -------------------------------------------------------------------------------
 
 TEST(TaskGroupErrors, BeginOutsideCapture) {
   Stream s = Stream::create();
-  EXPECT_TRUE(throws_with<StateError>([&] { task_group_begin(s); }, {"task_group_begin", "not capturing"}));
-  EXPECT_TRUE(throws_with<StateError>([&] { task_group_end(s); }, {"task_group_end", "not capturing"}));
+  EXPECT_TRUE(throws<StateError>([&] { task_group_begin(s); }, {"task_group_begin", "not capturing"}));
+  EXPECT_TRUE(throws<StateError>([&] { task_group_end(s); }, {"task_group_end", "not capturing"}));
 }
 
 TEST(TaskGroupErrors, NestedBeginEndOnAnotherStreamAndNonKernelTask) {
@@ -108,11 +110,11 @@ TEST(TaskGroupErrors, NestedBeginEndOnAnotherStreamAndNonKernelTask) {
     CaptureScope c(g);
     Stream s = current_stream();
     task_group_begin(s);
-    EXPECT_TRUE(throws_with<StateError>([&] { task_group_begin(s); }, {"already open", "do not nest"}));
+    EXPECT_TRUE(throws<StateError>([&] { task_group_begin(s); }, {"already open", "do not nest"}));
     ops::scale_out(x, 2.0, y);
-    EXPECT_TRUE(throws_with<StateError>([&] { fill_(y, 0.0); }, {"only kernel launches", "'fill'", "not recorded"}));
-    EXPECT_TRUE(throws_with<StateError>([&] { launch_host_func(s, [] {}); }, {"'host_func'"}));
-    EXPECT_TRUE(throws_with<StateError>([&] { ExternalEvent().record(s); }, {"'external_event_record'"}));
+    EXPECT_TRUE(throws<StateError>([&] { fill_(y, 0.0); }, {"only kernel launches", "'fill'", "not recorded"}));
+    EXPECT_TRUE(throws<StateError>([&] { launch_host_func(s, [] {}); }, {"'host_func'"}));
+    EXPECT_TRUE(throws<StateError>([&] { ExternalEvent().record(s); }, {"'external_event_record'"}));
     h = task_group_end(s);
   }
   // The rejected tasks were not recorded; the capture stayed valid.
@@ -125,7 +127,7 @@ TEST(TaskGroupErrors, EventRecordInsideAGroupIsRejected) {
   CaptureScope c(g);
   task_group_begin(current_stream());
   Event e;
-  EXPECT_TRUE(throws_with<StateError>([&] { e.record(current_stream()); }, {"only kernel launches", "'event_record'"}));
+  EXPECT_TRUE(throws<StateError>([&] { e.record(current_stream()); }, {"only kernel launches", "'event_record'"}));
   Tensor x = ngtest::f32_tensor({1}), y = empty({1}, f32);
   ops::scale_out(x, 2.0, y);
   task_group_end(current_stream());
@@ -143,7 +145,7 @@ TEST(TaskGroupErrors, EndOnAnotherStreamNamesTheStreamThatBegan) {
     side.wait(fork);
     task_group_begin(s);
     ops::scale_out(x, 2.0, y);
-    EXPECT_TRUE(throws_with<StateError>([&] { task_group_end(side); },
+    EXPECT_TRUE(throws<StateError>([&] { task_group_end(side); },
                                         {"no task group is open on " + side.str(), "begun on " + s.str()}));
     task_group_end(s);
     {
@@ -167,7 +169,7 @@ TEST(TaskGroupErrors, CaptureEndWithAGroupOpen) {
     StreamGuard on(s);
     ops::scale_out(x, 2.0, y);
   }
-  EXPECT_TRUE(throws_with<StateError>([&] { g.capture_end(s); }, {"task group is still open", s.str(), "task_group_end"}));
+  EXPECT_TRUE(throws<StateError>([&] { g.capture_end(s); }, {"task group is still open", s.str(), "task_group_end"}));
   EXPECT_EQ(g.state(), Graph::State::empty);
   EXPECT_FALSE(s.is_capturing());
 }
@@ -186,14 +188,14 @@ TEST(TaskGroupErrors, AHandleUsedAfterItsGraphWasResetOrDestroyed) {
   h = capture(*g);
   g->reset();
   EXPECT_FALSE(h.valid());
-  EXPECT_TRUE(throws_with<StateError>([&] { task_update_begin(u, h); }, {"stale", "reset or destroyed"}));
+  EXPECT_TRUE(throws<StateError>([&] { task_update_begin(u, h); }, {"stale", "reset or destroyed"}));
   h = capture(*g);  // captured again: the new handle works, the old one stays stale
   EXPECT_TRUE(h.valid());
   g.reset();
   EXPECT_FALSE(h.valid());
-  EXPECT_TRUE(throws_with<StateError>([&] { task_update_begin(u, h); }, {"stale"}));
+  EXPECT_TRUE(throws<StateError>([&] { task_update_begin(u, h); }, {"stale"}));
   EXPECT_FALSE(u.is_updating());
-  EXPECT_TRUE(throws_with<ArgumentError>([&] { task_update_begin(u, TaskGroupHandle()); }, {"undefined"}));
+  EXPECT_TRUE(throws<ArgumentError>([&] { task_update_begin(u, TaskGroupHandle()); }, {"undefined"}));
 }
 
 // ---- update errors: after each, the graph replays its previous parameters ---------------------
@@ -202,14 +204,14 @@ TEST_F(GroupTest, UpdateBeginOnACapturingStream) {
   Graph other;
   Stream s = Stream::create();
   other.capture_begin(s);
-  EXPECT_TRUE(throws_with<StateError>([&] { task_update_begin(s, handle); }, {"task_update_begin", "is capturing"}));
+  EXPECT_TRUE(throws<StateError>([&] { task_update_begin(s, handle); }, {"task_update_begin", "is capturing"}));
   other.capture_end(s);
   expect_replay(3.0f);
 }
 
 TEST_F(GroupTest, UpdateBeginTwice) {
   task_update_begin(update, handle);
-  EXPECT_TRUE(throws_with<StateError>([&] { task_update_begin(update, handle); },
+  EXPECT_TRUE(throws<StateError>([&] { task_update_begin(update, handle); },
                                       {"already updating", "abandoned", "nothing was installed"}));
   EXPECT_FALSE(update.is_updating());
   expect_replay(3.0f);
@@ -218,7 +220,7 @@ TEST_F(GroupTest, UpdateBeginTwice) {
 TEST_F(GroupTest, UpdateOfAHandleBusyOnAnotherStream) {
   Stream other = Stream::create();
   task_update_begin(update, handle);
-  EXPECT_TRUE(throws_with<StateError>([&] { task_update_begin(other, handle); },
+  EXPECT_TRUE(throws<StateError>([&] { task_update_begin(other, handle); },
                                       {"already being updated on " + update.str()}));
   EXPECT_FALSE(other.is_updating());
   task_update_abort(update);  // the handle is free again
@@ -231,10 +233,10 @@ TEST_F(GroupTest, UpdateWithTooManyLaunches) {
   StreamGuard on(update);
   task_update_begin(update, handle);
   issue_group(5.0);
-  EXPECT_TRUE(throws_with<StateError>([&] { ops::scale_out(x, 5.0, y); },
+  EXPECT_TRUE(throws<StateError>([&] { ops::scale_out(x, 5.0, y); },
                                       {"launch 3 ('scale')", "one more than the 2 task(s)", "nothing was installed"}));
   EXPECT_FALSE(update.is_updating());
-  EXPECT_TRUE(throws_with<StateError>([&] { task_update_end(update); }, {"not updating"}));
+  EXPECT_TRUE(throws<StateError>([&] { task_update_end(update); }, {"not updating"}));
   expect_replay(3.0f);
 }
 
@@ -242,7 +244,7 @@ TEST_F(GroupTest, UpdateWithTooFewLaunches) {
   StreamGuard on(update);
   task_update_begin(update, handle);
   ops::scale_out(x, 5.0, y);
-  EXPECT_TRUE(throws_with<StateError>([&] { task_update_end(update); },
+  EXPECT_TRUE(throws<StateError>([&] { task_update_end(update); },
                                       {"1 of 2 tasks updated", update.str(), "nothing was installed"}));
   EXPECT_FALSE(update.is_updating());
   expect_replay(3.0f);
@@ -251,7 +253,7 @@ TEST_F(GroupTest, UpdateWithTooFewLaunches) {
 TEST_F(GroupTest, UpdateWithADifferentKernel) {
   StreamGuard on(update);
   task_update_begin(update, handle);
-  EXPECT_TRUE(throws_with<StateError>([&] { ops::add_out(x, x, y); },
+  EXPECT_TRUE(throws<StateError>([&] { ops::add_out(x, x, y); },
                                       {"launch 1 is kernel 'add'", "task 1", "is kernel 'scale'"}));
   EXPECT_FALSE(update.is_updating());
   expect_replay(3.0f);
@@ -261,11 +263,11 @@ TEST_F(GroupTest, UpdateWithANonKernelTask) {
   StreamGuard on(update);
   task_update_begin(update, handle);
   ops::scale_out(x, 5.0, y);
-  EXPECT_TRUE(throws_with<StateError>([&] { fill_(z, 0.0); }, {"only kernel launches", "'fill'"}));
+  EXPECT_TRUE(throws<StateError>([&] { fill_(z, 0.0); }, {"only kernel launches", "'fill'"}));
   EXPECT_FALSE(update.is_updating());
   ExternalEvent ev;
   task_update_begin(update, handle);
-  EXPECT_TRUE(throws_with<StateError>([&] { ev.record(update); }, {"'external_event_record'"}));
+  EXPECT_TRUE(throws<StateError>([&] { ev.record(update); }, {"'external_event_record'"}));
   expect_replay(3.0f);
 }
 
@@ -273,7 +275,7 @@ TEST_F(GroupTest, UpdateThatChangesTheShapeIsRefusedByTheKernel) {
   Tensor big = empty({8}, f32), big_out = empty({8}, f32);
   StreamGuard on(update);
   task_update_begin(update, handle);
-  EXPECT_TRUE(throws_with<StateError>([&] { ops::scale_out(big, 2.0, big_out); },
+  EXPECT_TRUE(throws<StateError>([&] { ops::scale_out(big, 2.0, big_out); },
                                       {"cannot replace task 1", "element count changed from 4 to 8"}));
   expect_replay(3.0f);
 }
@@ -304,7 +306,7 @@ TEST_F(GroupTest, UpdateBeforeCaptureEndIsRefused) {
     ops::scale_out(x, 2.0, out);
     h2 = task_group_end(s);
   }
-  EXPECT_TRUE(throws_with<StateError>([&] { task_update_begin(update, h2); }, {"still capturing", "after capture_end"}));
+  EXPECT_TRUE(throws<StateError>([&] { task_update_begin(update, h2); }, {"still capturing", "after capture_end"}));
   g2.capture_end(s);
   task_update_begin(update, h2);
   task_update_abort(update);

@@ -5,10 +5,11 @@
 #include <vector>
 
 #include "npugraph/npugraph.hpp"
-#include "test_util.hpp"
+#include "support/host_tensors.hpp"
+#include "support/throws.hpp"
 
 using namespace npugraph;
-using ngtest::throws_with;
+using ngtest::throws;
 
 namespace {
 
@@ -89,7 +90,7 @@ TEST_F(BatchTest, ABadLaunchInOneGroupInstallsNone) {
   task_update_begin(update, h);
   ops::scale_out(x, 11.0, y0);  // group 0: fine
   ops::scale_out(x, 12.0, y1);
-  EXPECT_TRUE(throws_with<StateError>([&] { ops::scale_out(x, 1.0, z1); },
+  EXPECT_TRUE(throws<StateError>([&] { ops::scale_out(x, 1.0, z1); },
                                       {"launch 3 is kernel 'scale'", "task 2 of group 1", "is kernel 'add'",
                                        "nothing was installed"}));
   EXPECT_FALSE(update.is_updating());
@@ -103,7 +104,7 @@ TEST_F(BatchTest, TooFewLaunchesNameTheFirstIncompleteGroup) {
   task_update_begin(update, h);
   ops::scale_out(x, 11.0, y0);
   ops::scale_out(x, 12.0, y1);
-  EXPECT_TRUE(throws_with<StateError>([&] { task_update_end(update); },
+  EXPECT_TRUE(throws<StateError>([&] { task_update_end(update); },
                                       {"1 of 2 tasks updated", "group 1 of graph", "nothing was installed"}));
   EXPECT_FALSE(update.is_updating());
   expect_replay(2, 3, 4);
@@ -113,7 +114,7 @@ TEST_F(BatchTest, TooManyLaunchesCountAllGroups) {
   StreamGuard on(update);
   task_update_begin(update, h);
   issue_all(1.0, 1.0, 1.0);
-  EXPECT_TRUE(throws_with<StateError>([&] { ops::scale_out(x, 1.0, y2); },
+  EXPECT_TRUE(throws<StateError>([&] { ops::scale_out(x, 1.0, y2); },
                                       {"launch 5 ('scale')", "one more than the 4 task(s) of the 3 groups",
                                        "nothing was installed"}));
   expect_replay(2, 3, 4);
@@ -121,17 +122,17 @@ TEST_F(BatchTest, TooManyLaunchesCountAllGroups) {
 
 TEST_F(BatchTest, BadHandleListsAreArgumentErrors) {
   const std::vector<TaskGroupHandle> none;
-  EXPECT_TRUE(throws_with<ArgumentError>([&] { task_update_begin(update, none); }, {"handles is empty"}));
+  EXPECT_TRUE(throws<ArgumentError>([&] { task_update_begin(update, none); }, {"handles is empty"}));
   const TaskGroupHandle with_undefined[] = {h[0], TaskGroupHandle()};
-  EXPECT_TRUE(throws_with<ArgumentError>([&] { task_update_begin(update, with_undefined); },
+  EXPECT_TRUE(throws<ArgumentError>([&] { task_update_begin(update, with_undefined); },
                                          {"handles[1] is undefined"}));
   const TaskGroupHandle twice[] = {h[0], h[1], h[0]};
-  EXPECT_TRUE(throws_with<ArgumentError>([&] { task_update_begin(update, twice); },
+  EXPECT_TRUE(throws<ArgumentError>([&] { task_update_begin(update, twice); },
                                          {"handles[2] names group 0 of graph", "as handles[0] does"}));
   EXPECT_FALSE(update.is_updating());
   task_update_begin(update, h);  // nothing was left marked busy
   task_update_abort(update);
-  EXPECT_TRUE(throws_with<ArgumentError>(
+  EXPECT_TRUE(throws<ArgumentError>(
       [&] { task_update_begin(update, h[0], static_cast<UpdateOrder>(7)); },
       {"order = 7", "UpdateOrder::stream or UpdateOrder::launch"}));
 }
@@ -139,7 +140,7 @@ TEST_F(BatchTest, BadHandleListsAreArgumentErrors) {
 TEST_F(BatchTest, AGroupBusyElsewhereFailsTheBatchAndFreesTheOthers) {
   Stream other = Stream::create();
   task_update_begin(other, h[1]);
-  EXPECT_TRUE(throws_with<StateError>([&] { task_update_begin(update, h); },
+  EXPECT_TRUE(throws<StateError>([&] { task_update_begin(update, h); },
                                       {"group 1 of graph", "already being updated on " + other.str()}));
   EXPECT_FALSE(update.is_updating());
   task_update_abort(other);
@@ -178,7 +179,7 @@ TEST_F(BatchTest, AResetGraphFailsTheWholeBatchAtEnd) {
   task_update_begin(update, h);
   issue_all(1.0, 1.0, 1.0);
   graph.reset();
-  EXPECT_TRUE(throws_with<StateError>([&] { task_update_end(update); }, {"stale", "nothing was installed"}));
+  EXPECT_TRUE(throws<StateError>([&] { task_update_end(update); }, {"stale", "nothing was installed"}));
   EXPECT_FALSE(update.is_updating());
 }
 
@@ -189,11 +190,11 @@ TEST_F(BatchTest, OtherThreadsCannotTouchAnOpenUpdate) {
   task_update_begin(update, h[0]);
   std::thread other([&] {
     StreamGuard there(update);
-    EXPECT_TRUE(throws_with<StateError>([&] { ops::scale_out(x, 9.0, y0); },
+    EXPECT_TRUE(throws<StateError>([&] { ops::scale_out(x, 9.0, y0); },
                                         {"is being updated by another thread", "the thread that began it"}));
-    EXPECT_TRUE(throws_with<StateError>([&] { task_update_end(update); }, {"task_update_end", "another thread"}));
-    EXPECT_TRUE(throws_with<StateError>([&] { task_update_abort(update); }, {"another thread"}));
-    EXPECT_TRUE(throws_with<StateError>([&] { task_update_begin(update, h[1]); }, {"another thread"}));
+    EXPECT_TRUE(throws<StateError>([&] { task_update_end(update); }, {"task_update_end", "another thread"}));
+    EXPECT_TRUE(throws<StateError>([&] { task_update_abort(update); }, {"another thread"}));
+    EXPECT_TRUE(throws<StateError>([&] { task_update_begin(update, h[1]); }, {"another thread"}));
   });
   other.join();
   EXPECT_TRUE(update.is_updating());

@@ -6,9 +6,8 @@
 #include <vector>
 
 #include "npugraph/error.hpp"
-#include "ops/attention/fia_params.hpp"
-#include "ops/test_fia_reference.hpp"
-#include "ops/test_fia_util.hpp"
+#include "ops/attention/fia_plan.hpp"
+#include "ops/fia_case.hpp"
 
 namespace fia_test {
 namespace {
@@ -217,8 +216,11 @@ TEST(FiaDeterminism, EagerTwiceAndSerialKernelAreBitwiseEqual) {
   const FiaOptions opt{.atten_mask = compressed_mask(), .actual_seq_lengths = {32, 20},
                        .actual_seq_lengths_kv = {160, 100}, .num_heads = 8, .scale = 0.2,
                        .num_key_value_heads = 2, .sparse_mode = 3, .softmax_lse_flag = true};
-  const auto plan = ng::ops::attention::plan_outputs(q, k, v, opt).plan;
-  EXPECT_GT(plan.chunks, 16);  // really parallel
+  ng::ops::attention::FiaParams header;
+  ng::ops::attention::FiaPlan planned(q, k, v, opt, header);
+  ng::ops::attention::plan_fia(planned);
+  const ng::ops::attention::FiaWorkspacePlan& plan = planned.workspace();
+  EXPECT_GT(plan.chunks, 16);  // really parallel (the simple kernel's chunks)
 
   const auto r1 = ng::ops::fused_infer_attention_score(q, k, v, opt);
   const auto r2 = ng::ops::fused_infer_attention_score(q, k, v, opt);

@@ -1,20 +1,27 @@
 // The fast FIA kernels beyond the parity suite's small shapes (Note [FIA fast kernels]): decode
 // with several KV splits and prefill with several column chunks and row blocks, checked against
-// the simple kernel (FiaKernelMode::simple) and the reference; splits under eager, graph replay
-// and replay after an update stay bitwise equal.
+// the simple kernel (FiaKernelMode::simple); splits under eager, graph replay and replay after an
+// update stay bitwise equal. Every comparison asserts which kernel ran each launch (the path
+// counters of fia_kernel_mode.hpp), so a fast-kernel test cannot silently compare the simple
+// kernel with itself.
+#include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <numeric>
+#include <random>
 #include <vector>
 
-#include "ops/attention/fia_fast_launch.hpp"
 #include "ops/attention/fia_kernel_mode.hpp"
-#include "ops/attention/fia_params.hpp"
-#include "ops/test_fia_case.hpp"
+#include "ops/attention/fia_plan.hpp"
+#include "ops/fia_case.hpp"
+#include "support/captured_fia.hpp"
 
 namespace fia_test {
 namespace {
 
 namespace ng = npugraph;
 namespace att = ng::ops::attention;
+using att::FiaPath;
 using ng::ops::FiaOptions;
 
 // Sets the kernel mode for a scope (the default, fast, afterwards).
@@ -25,6 +32,29 @@ class ModeScope {
   ModeScope(const ModeScope&) = delete;
   ModeScope& operator=(const ModeScope&) = delete;
 };
+
+// The launches since `before` all ran on `path`, and there were `launches` of them.
+::testing::AssertionResult ran_on(const att::FiaPathCounts& before, FiaPath path,
+                                  std::uint64_t launches = 1) {
+  const att::FiaPathCounts d = att::fia_path_counts().since(before);
+  if (d[path] == launches && d.total() == launches) return ::testing::AssertionSuccess();
+  ::testing::AssertionResult r = ::testing::AssertionFailure();
+  r << "expected " << launches << " launch(es) on " << att::fia_path_name(path) << ", ran:";
+  for (int i = 0; i < static_cast<int>(FiaPath::count); ++i)
+    if (d.n[i]) r << " " << att::fia_path_name(static_cast<FiaPath>(i)) << " x" << d.n[i];
+  return r;
+}
+
+// The launches since `before` all ran on a fast decode path (tiles or direct, as the target's
+// vector length decides), and there were `launches` of them.
+::testing::AssertionResult ran_fast_decode(const att::FiaPathCounts& before, std::uint64_t launches) {
+  const att::FiaPathCounts d = att::fia_path_counts().since(before);
+  if (d[FiaPath::decode_tiles] + d[FiaPath::decode_direct] == launches && d.total() == launches)
+    return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << d.total() << " launch(es), " << d[FiaPath::decode_tiles]
+                                       << " decode_tiles, " << d[FiaPath::decode_direct]
+                                       << " decode_direct; expected " << launches << " fast decode";
+}
 
 struct Big {
   Tensor q, k, v;
@@ -44,19 +74,55 @@ Big make_big(DType dt, std::int64_t B, std::int64_t N, std::int64_t KVN, std::in
   return b;
 }
 
+// b's key and value moved into paged caches [blocks, KV_N, block_size, D] whose blocks are handed
+// out in a shuffled order (so a kernel that ignored the table would read other tokens), with the
+// block table that finds them.
+void make_paged(Big& b, std::int64_t block_size, std::uint32_t seed) {
+  const Shape ks = b.k.shape();
+  const std::int64_t B = ks[0], KVN = ks[1], S = ks[2], D = ks[3];
+  const std::int64_t per = (S + block_size - 1) / block_size, blocks = B * per;
+  std::vector<std::int64_t> ids(static_cast<std::size_t>(blocks));
+  std::iota(ids.begin(), ids.end(), 0);
+  std::shuffle(ids.begin(), ids.end(), std::mt19937(seed));
+  const std::size_t es = b.k.element_size(), row = static_cast<std::size_t>(D) * es;
+  auto page = [&](const Tensor& t) {
+    Tensor cache = filled_tensor({blocks, KVN, block_size, D}, t.dtype(), 0);
+    for (std::int64_t bb = 0; bb < B; ++bb)
+      for (std::int64_t i = 0; i < per; ++i) {
+        const std::int64_t id = ids[static_cast<std::size_t>(bb * per + i)];
+        for (std::int64_t h = 0; h < KVN; ++h)
+          for (std::int64_t r = 0; r < block_size && i * block_size + r < S; ++r)
+            std::memcpy(static_cast<std::byte*>(cache.data()) + (((id * KVN + h) * block_size + r) * D) * es,
+                        static_cast<const std::byte*>(t.data()) + (((bb * KVN + h) * S + i * block_size + r) * D) * es,
+                        row);
+      }
+    return cache;
+  };
+  b.k = page(b.k);
+  b.v = page(b.v);
+  b.opt.block_table = int_tensor(ids, {B, per}, DType::i32);
+  b.opt.block_size = block_size;
+}
+
 // Fast and simple kernels agree within the output dtype's rounding (both accumulate in float32
-// in different orders; the outputs are rounded once each).
-void expect_fast_matches_simple(const Big& b) {
+// in different orders; the outputs are rounded once each). `fast_path`: the path the fast run
+// must take (FiaPath::count: any fast decode path).
+void expect_fast_matches_simple(const Big& b, FiaPath fast_path) {
   ng::ops::FiaResult fast, simple;
   {
     ModeScope m(att::FiaKernelMode::fast);
+    const att::FiaPathCounts before = att::fia_path_counts();
     fast = ng::ops::fused_infer_attention_score(b.q, b.k, b.v, b.opt);
     ng::device_synchronize();
+    if (fast_path == FiaPath::count) ASSERT_TRUE(ran_fast_decode(before, 1));
+    else ASSERT_TRUE(ran_on(before, fast_path));
   }
   {
     ModeScope m(att::FiaKernelMode::simple);
+    const att::FiaPathCounts before = att::fia_path_counts();
     simple = ng::ops::fused_infer_attention_score(b.q, b.k, b.v, b.opt);
     ng::device_synchronize();
+    ASSERT_TRUE(ran_on(before, FiaPath::simple));
   }
   const std::vector<double> a = read_back(fast.attention_out), s = read_back(simple.attention_out);
   const double eps = 2 * out_bound(b.q.dtype());
@@ -70,12 +136,18 @@ void expect_fast_matches_simple(const Big& b) {
   }
 }
 
+att::FiaWorkspacePlan workspace_plan(const Big& b) {
+  att::FiaParams header;
+  att::FiaPlan plan(b.q, b.k, b.v, b.opt, header);
+  att::plan_fia(plan);
+  return plan.workspace();
+}
+
 TEST(FiaFast, DecodeWithSplitsMatchesSimple) {
   Big b = make_big(DType::f16, 3, 8, 2, 1, 3000, 11);
   b.opt.actual_seq_lengths_kv = {3000, 0, 777};  // ragged, one empty batch
-  expect_fast_matches_simple(b);
-  const auto plan = att::plan_outputs(b.q, b.k, b.v, b.opt).plan;
-  EXPECT_GT(plan.fast_splits, 8);
+  expect_fast_matches_simple(b, FiaPath::count);
+  EXPECT_GT(workspace_plan(b).fast_splits, 8);
 }
 
 // The direct decode path (units of 1-4 rows) at D = 128 and 80 (full register blocks of 8 or 4
@@ -83,18 +155,48 @@ TEST(FiaFast, DecodeWithSplitsMatchesSimple) {
 TEST(FiaFast, DecodeDirectWideHeadsMatchSimple) {
   for (std::int64_t D : {128, 80})
     for (std::int64_t kvn : {4, 2, 1}) {
+      SCOPED_TRACE(testing::Message() << "D " << D << ", KV_N " << kvn);
       Big b = make_big(DType::bf16, 2, 4, kvn, 1, 1000, 71, D);
       b.opt.actual_seq_lengths_kv = {1000, 333};
-      expect_fast_matches_simple(b);
+      expect_fast_matches_simple(b, FiaPath::decode_direct);
     }
 }
 
+// 8 heads x 3 query rows per KV head: the tile path, contiguous and from a paged cache with a
+// shuffled block table (block_size 128: query S > 1), which must give the contiguous result.
 TEST(FiaFast, DecodeGqaSeveralRowsAndPagedMatchSimple) {
-  Big b = make_big(DType::bf16, 2, 16, 2, 3, 1024, 21);  // 8 heads x 3 rows per KV head
+  Big b = make_big(DType::bf16, 2, 16, 2, 3, 1024, 21);
   b.opt.actual_seq_lengths_kv = {1000, 513};
   b.opt.sparse_mode = 3;
   b.opt.atten_mask = compressed_mask();
-  expect_fast_matches_simple(b);
+  expect_fast_matches_simple(b, FiaPath::decode_tiles);
+  const auto contiguous = ng::ops::fused_infer_attention_score(b.q, b.k, b.v, b.opt);
+  ng::device_synchronize();
+  Big paged = b;
+  make_paged(paged, 128, 22);
+  expect_fast_matches_simple(paged, FiaPath::decode_tiles);
+  const auto r = ng::ops::fused_infer_attention_score(paged.q, paged.k, paged.v, paged.opt);
+  ng::device_synchronize();
+  const std::vector<double> x = read_back(r.attention_out), y = read_back(contiguous.attention_out);
+  ASSERT_EQ(x.size(), y.size());
+  for (std::size_t i = 0; i < x.size(); ++i)
+    ASSERT_NEAR(x[i], y[i], 2 * out_bound(DType::bf16) * std::max(1.0, std::abs(y[i]))) << i;
+}
+
+// Decode (one row per KV head: the direct path) from a paged cache with a shuffled table and
+// block_size 16 (runs cut at every block), against the simple kernel and the contiguous result.
+TEST(FiaFast, DecodeDirectPagedShuffledTableMatchesSimple) {
+  Big b = make_big(DType::f16, 3, 4, 4, 1, 700, 81);
+  b.opt.actual_seq_lengths_kv = {700, 17, 450};
+  const auto contiguous = ng::ops::fused_infer_attention_score(b.q, b.k, b.v, b.opt);
+  ng::device_synchronize();
+  make_paged(b, 16, 82);
+  expect_fast_matches_simple(b, FiaPath::decode_direct);
+  const auto r = ng::ops::fused_infer_attention_score(b.q, b.k, b.v, b.opt);
+  ng::device_synchronize();
+  const std::vector<double> x = read_back(r.attention_out), y = read_back(contiguous.attention_out);
+  for (std::size_t i = 0; i < x.size(); ++i)
+    ASSERT_NEAR(x[i], y[i], 2 * out_bound(DType::f16) * std::max(1.0, std::abs(y[i]))) << i;
 }
 
 TEST(FiaFast, PrefillCausalAndBandMatchSimple) {
@@ -103,59 +205,56 @@ TEST(FiaFast, PrefillCausalAndBandMatchSimple) {
   b.opt.actual_seq_lengths_kv = {300, 200};
   b.opt.sparse_mode = 3;
   b.opt.atten_mask = compressed_mask();
-  expect_fast_matches_simple(b);
+  expect_fast_matches_simple(b, FiaPath::prefill);
   b.opt.sparse_mode = 4;
   b.opt.pre_tokens = 70;
   b.opt.next_tokens = 5;
-  expect_fast_matches_simple(b);
+  expect_fast_matches_simple(b, FiaPath::prefill);
   b.opt.sparse_mode = 0;
   b.opt.atten_mask = {};
   b.opt.pre_tokens = 2147483647;
   b.opt.next_tokens = 2147483647;
-  expect_fast_matches_simple(b);
+  expect_fast_matches_simple(b, FiaPath::prefill);
+}
+
+// A key whose D stride is not 1 (a hand-made view) is not covered by the fast kernels: the launch
+// falls back to the simple kernel, with the result of the contiguous key.
+TEST(FiaFast, StridedHeadDimFallsBackToSimple) {
+  Big b = make_big(DType::f32, 1, 2, 2, 1, 40, 91, 16);
+  std::vector<double> x;
+  const Tensor wide = random_tensor(x, {1, 2, 40, 32}, DType::f32, 92);
+  const Tensor k = Tensor::from_blob(wide.data(), {1, 2, 40, 16}, {2560, 1280, 32, 2}, DType::f32,
+                                     wide.storage());
+  std::vector<double> kd(1 * 2 * 40 * 16);
+  for (std::size_t i = 0; i < kd.size(); ++i) kd[i] = x[2 * i];
+  const Tensor k_dense = host_tensor(kd, {1, 2, 40, 16}, DType::f32);
+  att::FiaPathCounts before = att::fia_path_counts();
+  const auto strided = ng::ops::fused_infer_attention_score(b.q, k, b.v, b.opt);
+  ng::device_synchronize();
+  EXPECT_TRUE(ran_on(before, FiaPath::fallback));
+  before = att::fia_path_counts();
+  const auto dense = ng::ops::fused_infer_attention_score(b.q, k_dense, b.v, b.opt);
+  ng::device_synchronize();
+  EXPECT_TRUE(ran_fast_decode(before, 1));
+  const std::vector<double> s = read_back(strided.attention_out), d = read_back(dense.attention_out);
+  for (std::size_t i = 0; i < s.size(); ++i) ASSERT_NEAR(s[i], d[i], 1e-5) << i;
 }
 
 // Captures b's call in a group, replays it, updates its KV lengths and replays again: each replay is
-// bitwise the eager call with the same arguments (b: B 2, N 8, 2048 KV tokens, Sq 1).
+// bitwise the eager call with the same arguments (b: B 2, N 8, 2048 KV tokens, Sq 1), and every
+// launch (the captured one, its replays, the updated replays, the eager ones) ran the fast decode.
 void expect_eager_replay_update_bitwise(Big& b) {
   b.opt.actual_seq_lengths_kv = {2048, 900};
   FiaOptions after = b.opt;
   after.actual_seq_lengths_kv = {1300, 2048};
-  ng::Graph graph;
-  ng::TaskGroupHandle handle;
-  Tensor ws, out, lse;
-  {
-    ng::CaptureScope capture(graph);
-    const ng::Stream s = ng::current_stream();
-    ws = ng::ops::fia_max_workspace(b.q, b.k, b.v, b.opt);
-    out = ng::empty(b.q.shape(), b.q.dtype());
-    lse = ng::empty({2, 8, 1, 1}, DType::f32);
-    ng::task_group_begin(s);
-    ng::ops::fused_infer_attention_score_out(b.q, b.k, b.v, b.opt, ws, out, lse);
-    handle = ng::task_group_end(s);
-  }
-  graph.replay();
-  ng::device_synchronize();
-  const auto eager_old = ng::ops::fused_infer_attention_score(b.q, b.k, b.v, b.opt);
-  ng::device_synchronize();
-  EXPECT_TRUE(bitwise_equal(out, eager_old.attention_out));
-  EXPECT_TRUE(bitwise_equal(lse, eager_old.softmax_lse));
-
-  const ng::Stream update_stream = ng::Stream::create();
-  {
-    ng::StreamGuard on(update_stream);
-    ng::task_update_begin(update_stream, handle);
-    ng::ops::fused_infer_attention_score_out(b.q, b.k, b.v, after, ws, out, lse);
-    ng::task_update_end(update_stream);
-  }
-  update_stream.synchronize();
-  graph.replay();
-  ng::device_synchronize();
-  const auto eager_new = ng::ops::fused_infer_attention_score(b.q, b.k, b.v, after);
-  ng::device_synchronize();
+  ngtest::CapturedFia c(b.q, b.k, b.v, b.opt);
+  const att::FiaPathCounts before = att::fia_path_counts();
+  ng::ops::FiaResult eager_old, eager_new;
+  EXPECT_TRUE(c.replay_equals_eager(b.opt, &eager_old));
+  c.update(after);
+  EXPECT_TRUE(c.replay_equals_eager(after, &eager_new));
   EXPECT_FALSE(bitwise_equal(eager_new.attention_out, eager_old.attention_out));
-  EXPECT_TRUE(bitwise_equal(out, eager_new.attention_out));
-  EXPECT_TRUE(bitwise_equal(lse, eager_new.softmax_lse));
+  EXPECT_TRUE(ran_fast_decode(before, 4));  // 2 replays, 2 eager calls
 }
 
 // A decode launch with several splits: eager, replay, and replay after an update of the KV
@@ -191,33 +290,23 @@ Big make_int8(Int8Kind kind, std::int64_t B, std::int64_t N, std::int64_t KVN, s
   return b;
 }
 
-// True when the fast kernels take this call (Note [FIA fast kernels]).
-bool fast_covers(const Big& b) {
-  FiaOptions o = b.opt;
-  o.softmax_lse_flag = false;
-  const Tensor ws = ng::ops::fia_max_workspace(b.q, b.k, b.v, o);
-  const Tensor out = ng::empty(ng::ops::fia_output_shape(b.q, b.k, b.v, o), b.q.dtype());
-  att::FiaParamBuffer buf;
-  att::build_fia_params(b.q, b.k, b.v, o, ws, out, ng::empty({1}, DType::f32), nullptr, buf);
-  return att::fast::fia_fast_covers(buf.header());
-}
-
 // int8 KV runs on the fast kernels, dequantised in registers: decode with one row per KV head
 // (direct path), a GQA group (direct, 4 rows), 3 query rows x 8 heads (tiles), and prefill.
 TEST(FiaFast, Int8AntiquantMatchesSimple) {
   for (Int8Kind kind : {Int8Kind::channel, Int8Kind::token, Int8Kind::key_channel_value_token}) {
     SCOPED_TRACE(static_cast<int>(kind));
-    struct Shape5 { std::int64_t N, KVN, Sq, Skv; };
-    for (const Shape5 s : {Shape5{4, 4, 1, 1500}, Shape5{8, 2, 1, 1500}, Shape5{16, 2, 3, 700},
-                           Shape5{4, 2, 130, 300}}) {
+    struct Shape5 { std::int64_t N, KVN, Sq, Skv; FiaPath path; };
+    for (const Shape5 s : {Shape5{4, 4, 1, 1500, FiaPath::decode_direct},
+                           Shape5{8, 2, 1, 1500, FiaPath::decode_direct},
+                           Shape5{16, 2, 3, 700, FiaPath::decode_tiles},
+                           Shape5{4, 2, 130, 300, FiaPath::prefill}}) {
       Big b = make_int8(kind, 2, s.N, s.KVN, s.Sq, s.Skv, 51);
       b.opt.actual_seq_lengths_kv = {s.Skv, s.Skv / 3};
       if (s.Sq > 1) {
         b.opt.sparse_mode = 3;
         b.opt.atten_mask = compressed_mask();
       }
-      ASSERT_TRUE(fast_covers(b));
-      expect_fast_matches_simple(b);
+      expect_fast_matches_simple(b, s.path);
     }
   }
 }
@@ -236,8 +325,11 @@ TEST(FiaFast, SimpleModeParity) {
   for (const FiaCase& c : {FiaCase{.layout = "BSH", .mode = 3},
                            FiaCase{.layout = "TND", .gqa = 2, .mode = 2},
                            FiaCase{.layout = "BNSD", .decode = true, .kv = Kv::paged_bnsd, .pse = true},
-                           FiaCase{.layout = "BNSD", .decode = true, .antiquant = Antiquant::sep_token}})
+                           FiaCase{.layout = "BNSD", .decode = true, .antiquant = Antiquant::sep_token}}) {
+    const att::FiaPathCounts before = att::fia_path_counts();
     expect_parity(build_case(c));
+    EXPECT_TRUE(ran_on(before, FiaPath::simple)) << c.name();
+  }
 }
 
 }  // namespace

@@ -9,8 +9,7 @@
 #include <limits>
 #include <vector>
 
-#include "ops/test_fia_reference.hpp"
-#include "ops/test_fia_util.hpp"
+#include "ops/fia_case.hpp"
 
 namespace fia_test {
 namespace {

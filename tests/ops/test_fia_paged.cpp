@@ -5,9 +5,9 @@
 #include <cstring>
 #include <string>
 
-#include "ops/attention/fia_params.hpp"
-#include "ops/test_fia_case.hpp"
-#include "test_util.hpp"
+#include "ops/attention/fia_plan.hpp"
+#include "ops/fia_case.hpp"
+#include "support/captured_fia.hpp"
 
 namespace fia_test {
 namespace {
@@ -31,7 +31,7 @@ TEST(FiaPagedKernel, BadBlockIdInTheTableIsATaskError) {
   const std::int32_t saved = table[1 * 3 + 2];
   for (std::int32_t bad : {static_cast<std::int32_t>(b.ref.num_blocks), -1, 1 << 30}) {
     table[1 * 3 + 2] = bad;
-    EXPECT_TRUE(ngtest::throws_with<ng::TaskError>(
+    EXPECT_TRUE(ngtest::throws<ng::TaskError>(
         [&] { ng::ops::fia_kernel().cpu(bytes.data(), bytes.size(), serial); },
         {"fused_infer_attention_score: block_table[1][2] = " + std::to_string(bad),
          "is outside the key cache's " + std::to_string(b.ref.num_blocks) + " blocks"}));
@@ -43,15 +43,10 @@ TEST(FiaPagedKernel, BadBlockIdInTheTableIsATaskError) {
 TEST(FiaPagedKernel, ReplayWithACorruptedTableFailsAndRecovers) {
   const FiaBuilt b = build_case({.layout = "BSH", .mode = 3, .kv = Kv::paged_bsh,
                                  .lengths = Lengths::full});
-  ng::Graph graph;
-  Tensor ws, out, lse;
-  {
-    ng::CaptureScope capture(graph);
-    ws = ng::ops::fia_max_workspace(b.q, b.k, b.v, b.opt);
-    out = ng::empty(b.q.shape(), b.q.dtype());
-    lse = ng::empty({3, 4, 7, 1}, DType::f32);
-    ng::ops::fused_infer_attention_score_out(b.q, b.k, b.v, b.opt, ws, out, lse);
-  }
+  ngtest::CapturedFia c(b.q, b.k, b.v, b.opt, {.group = false});
+  ASSERT_EQ(c.lse.shape(), (Shape{3, 4, 7, 1}));
+  ng::Graph& graph = c.graph;
+  const Tensor &out = c.out, &lse = c.lse;
   const ng::Stream s = ng::Stream::create();
   graph.replay(s);
   s.synchronize();
@@ -61,7 +56,7 @@ TEST(FiaPagedKernel, ReplayWithACorruptedTableFailsAndRecovers) {
   const std::int32_t saved = table[0];
   table[0] = 1000;  // the graph reads the table when it runs
   graph.replay(s);
-  EXPECT_TRUE(ngtest::throws_with<ng::TaskError>([&] { s.synchronize(); },
+  EXPECT_TRUE(ngtest::throws<ng::TaskError>([&] { s.synchronize(); },
                                                 {"block_table[0][0] = 1000", "is outside the key cache"}));
   table[0] = saved;
   graph.replay(s);
@@ -71,22 +66,17 @@ TEST(FiaPagedKernel, ReplayWithACorruptedTableFailsAndRecovers) {
 
 TEST(FiaPagedKernel, ReplayWithABadPaddingIsATaskError) {
   const FiaBuilt b = build_case({.layout = "BNSD", .mode = 1, .padding = true, .lengths = Lengths::full});
-  ng::Graph graph;
-  Tensor ws, out, lse;
-  {
-    ng::CaptureScope capture(graph);
-    ws = ng::ops::fia_max_workspace(b.q, b.k, b.v, b.opt);
-    out = ng::empty(b.q.shape(), b.q.dtype());
-    lse = ng::empty({3, 4, 9, 1}, DType::f32);
-    ng::ops::fused_infer_attention_score_out(b.q, b.k, b.v, b.opt, ws, out, lse);
-  }
+  ngtest::CapturedFia c(b.q, b.k, b.v, b.opt, {.group = false});
+  ASSERT_EQ(c.lse.shape(), (Shape{3, 4, 9, 1}));
+  ng::Graph& graph = c.graph;
+  const Tensor &out = c.out, &lse = c.lse;
   const ng::Stream s = ng::Stream::create();
   graph.replay(s);
   s.synchronize();
   expect_matches(b, out, lse);
   *b.opt.kv_padding_size.data_ptr<std::int64_t>() = 4;  // 73 - 4 - 70 < 0
   graph.replay(s);
-  EXPECT_TRUE(ngtest::throws_with<ng::TaskError>(
+  EXPECT_TRUE(ngtest::throws<ng::TaskError>(
       [&] { s.synchronize(); }, {"kv_padding_size = 4", "batch 0's valid rows would start at 73 - 4 - 70 < 0"}));
   *b.opt.kv_padding_size.data_ptr<std::int64_t>() = 3;
   graph.replay(s);

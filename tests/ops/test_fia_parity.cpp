@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "ops/test_fia_case.hpp"
+#include "ops/fia_case.hpp"
 
 namespace fia_test {
 namespace {

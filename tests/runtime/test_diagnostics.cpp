@@ -5,7 +5,7 @@
 #include <string>
 
 #include "npugraph/npugraph.hpp"
-#include "test_util.hpp"
+#include "support/diagnostics.hpp"
 
 namespace {
 

@@ -6,11 +6,12 @@
 #include <thread>
 
 #include "npugraph/npugraph.hpp"
-#include "test_util.hpp"
+#include "support/diagnostics.hpp"
+#include "support/throws.hpp"
 
 using namespace npugraph;
 using namespace std::chrono_literals;
-using ngtest::throws_with;
+using ngtest::throws;
 
 TEST(ExternalEvent, WaitBlocksUntilRecord) {
   Stream waiter = Stream::create(), recorder = Stream::create();
@@ -74,7 +75,7 @@ TEST(ExternalEvent, AWaitPastItsDeadlineMakesSynchronizeThrowNamingTheEvent) {
   ExternalEvent ev("never_recorded");
   ev.set_wait_deadline(30ms);
   ev.wait(s);
-  EXPECT_TRUE(throws_with<TimeoutError>([&] { s.synchronize(2000ms); },
+  EXPECT_TRUE(throws<TimeoutError>([&] { s.synchronize(2000ms); },
                                         {"'never_recorded'", "30 ms deadline", s.str()}));
   // The error cancelled the wait (Note [Stalls]): nothing is left to wait for, no hang.
   EXPECT_NO_THROW(s.synchronize(2000ms));
@@ -103,7 +104,7 @@ TEST(ExternalEvent, AStalledWaitInsideAGraphNamesTheGraphTask) {
   }
   Stream s = Stream::create();
   g.replay(s);
-  EXPECT_TRUE(throws_with<TimeoutError>([&] { s.synchronize(2000ms); },
+  EXPECT_TRUE(throws<TimeoutError>([&] { s.synchronize(2000ms); },
                                         {"'graph_gate'", "graph " + std::to_string(g.id()), "task #0"}));
   ev.record(Stream::create());
   EXPECT_NO_THROW(s.synchronize());
@@ -113,5 +114,5 @@ TEST(ExternalEvent, DeadlineDefaultIsTenSecondsAndValidated) {
   EXPECT_EQ(default_external_wait_deadline(), 10000ms);
   ExternalEvent ev;
   EXPECT_EQ(ev.wait_deadline(), 10000ms);
-  EXPECT_TRUE(throws_with<ArgumentError>([&] { ev.set_wait_deadline(-1ms); }, {"deadline = -1", ">= 0"}));
+  EXPECT_TRUE(throws<ArgumentError>([&] { ev.set_wait_deadline(-1ms); }, {"deadline = -1", ">= 0"}));
 }

@@ -9,7 +9,6 @@
 #include <vector>
 
 #include "npugraph/npugraph.hpp"
-#include "test_util.hpp"
 
 namespace {
 

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "npugraph/npugraph.hpp"
-#include "test_util.hpp"
+#include "support/host_tensors.hpp"
 
 namespace {
 

@@ -1,21 +1,24 @@
-// FIA public entry points: the eager form, the `.out` form, the workspace and shape functions and
-// the kernel identity. Checks and planning live in fia_plan.cpp and the files it names, the kernel
-// in fia_kernel.cpp, the update check in fia_update.cpp.
+// FIA's entry points (npugraph/ops/fia.hpp): each one plans the call once (fia_plan.hpp), builds
+// the parameter block from the plan (fia_block.cpp) and launches it with the tensors it uses; the
+// queries read the plan only. The kernel is fia_kernel.cpp, the update check fia_update.cpp.
 #include "npugraph/ops/fia.hpp"
 
 #include <array>
+#include <memory>
 
 #include "npugraph/error.hpp"
 #include "npugraph/stream.hpp"
-#include "ops/attention/fia_params.hpp"
+#include "ops/attention/fia_plan.hpp"
 
 namespace npugraph::ops {
 namespace {
 
+namespace att = attention;
+
 const KernelDef kFiaKernel{
     .name = "fused_infer_attention_score",
-    .cpu = &attention::fia_cpu_kernel,
-    .check_update = &attention::fia_check_update,
+    .cpu = &att::fia_cpu_kernel,
+    .check_update = &att::fia_check_update,
 };
 
 // Every tensor the kernel may read or write: the launch keeps them alive (Note [Keep-alive]).
@@ -34,7 +37,43 @@ FiaUses fia_uses(const Tensor& q, const Tensor& k, const Tensor& v, const FiaOpt
            &o.key_rope, &o.key_rope_antiquant_scale, nullptr}};
 }
 
+// The plan of a call that launches nothing (the queries): into a scratch header.
+template <class F>
+auto with_plan(const Tensor& q, const Tensor& k, const Tensor& v, const FiaOptions& o, F&& f) {
+  att::FiaParams scratch;
+  att::FiaPlan plan(q, k, v, o, scratch);
+  att::plan_fia(plan);
+  return f(static_cast<const att::FiaPlan&>(plan));
+}
+
 }  // namespace
+
+// The public plan: copies of the arguments, the block the plan was built into, and the plan.
+struct FiaPlan::State {
+  State(const Tensor& query, const Tensor& key, const Tensor& value, const FiaOptions& options)
+      : q(query), k(key), v(value), o(options),
+        plan(q, k, v, o, block.reset(att::block_batch(q, o))) {
+    att::plan_fia(plan);
+  }
+  Tensor q, k, v;
+  FiaOptions o;
+  att::FiaParamBuffer block;
+  att::FiaPlan plan;  // refers to the members above (State never moves: it lives on the heap)
+};
+
+FiaPlan::FiaPlan(std::unique_ptr<const State> state) : state_(std::move(state)) {}
+FiaPlan::FiaPlan(FiaPlan&&) noexcept = default;
+FiaPlan& FiaPlan::operator=(FiaPlan&&) noexcept = default;
+FiaPlan::~FiaPlan() = default;
+const Shape& FiaPlan::out_shape() const { return state_->plan.out_shape; }
+DType FiaPlan::out_dtype() const { return state_->plan.out_dtype; }
+const Shape& FiaPlan::lse_shape() const { return state_->plan.lse_shape; }
+std::int64_t FiaPlan::workspace_bytes() const { return state_->plan.workspace().total_bytes; }
+
+FiaPlan fia_plan(const Tensor& query, const Tensor& key, const Tensor& value,
+                 const FiaOptions& options) {
+  return FiaPlan(std::make_unique<const FiaPlan::State>(query, key, value, options));
+}
 
 const KernelDef& fia_kernel() { return kFiaKernel; }
 
@@ -43,15 +82,26 @@ void fused_infer_attention_score_out(const Tensor& query, const Tensor& key, con
                                      const Tensor& attention_out, const Tensor& softmax_lse) {
   const Stream stream = current_stream(query.device());
   try {
-    attention::FiaParamBuffer block;
-    attention::build_fia_params(query, key, value, options, workspace, attention_out, softmax_lse,
-                                nullptr, block);
+    att::FiaParamBuffer block;
+    att::build_fia_params(query, key, value, options, workspace, attention_out, softmax_lse,
+                          nullptr, block);
     launch(stream, kFiaKernel, block.bytes(),
            fia_uses(query, key, value, options, workspace, attention_out, softmax_lse).span());
   } catch (...) {  // a try block costs nothing on the update path (every FIA task of every step)
     abandon_update_on_error(stream);
     throw;
   }
+}
+
+void fused_infer_attention_score_out(const FiaPlan& plan, const Tensor& workspace,
+                                     const Tensor& attention_out, const Tensor& softmax_lse) {
+  const FiaPlan::State& s = *plan.state_;
+  const Stream stream = current_stream(s.q.device());
+  const UpdateErrorGuard guard(stream);
+  att::FiaParamBuffer block = s.block;  // the plan's static part; the plan stays reusable
+  att::build_block(s.plan, workspace, attention_out, softmax_lse, nullptr, block);
+  launch(stream, kFiaKernel, block.bytes(),
+         fia_uses(s.q, s.k, s.v, s.o, workspace, attention_out, softmax_lse).span());
 }
 
 FiaResult fused_infer_attention_score(const Tensor& query, const Tensor& key, const Tensor& value,
@@ -69,18 +119,17 @@ FiaResult fused_infer_attention_score(const Tensor& query, const Tensor& key, co
              "installed)");
   }
   const UpdateErrorGuard guard(stream);
-  // Checks the shapes before allocating anything; build_fia_params checks the rest.
-  const attention::FiaOutputInfo info = attention::plan_outputs(query, key, value, options);
+  // Plans before allocating anything; the outputs and the workspace come from the plan.
+  att::FiaParamBuffer block;
+  att::FiaPlan plan(query, key, value, options, block.reset(att::block_batch(query, options)));
+  att::plan_fia(plan);
   const Device device = query.device();
   FiaResult r;
-  r.attention_out = empty(info.out_shape, info.out_dtype, device);
-  r.softmax_lse = empty(options.softmax_lse_flag ? info.lse_shape : Shape{1}, DType::f32, device);
-  const Tensor workspace = empty({info.plan.total_bytes}, DType::u8, device);
-  attention::FiaParamBuffer block;
-  attention::build_fia_params(query, key, value, options, workspace, r.attention_out,
-                              r.softmax_lse,
-                              options.softmax_lse_flag ? nullptr : r.softmax_lse.data_ptr<float>(),
-                              block);
+  r.attention_out = empty(plan.out_shape, plan.out_dtype, device);
+  r.softmax_lse = empty(options.softmax_lse_flag ? plan.lse_shape : Shape{1}, DType::f32, device);
+  const Tensor workspace = empty({plan.workspace().total_bytes}, DType::u8, device);
+  att::build_block(plan, workspace, r.attention_out, r.softmax_lse,
+                   options.softmax_lse_flag ? nullptr : r.softmax_lse.data_ptr<float>(), block);
   launch(stream, kFiaKernel, block.bytes(),
          fia_uses(query, key, value, options, workspace, r.attention_out, r.softmax_lse).span());
   return r;
@@ -93,17 +142,23 @@ Tensor fia_max_workspace(const Tensor& query, const Tensor& key, const Tensor& v
 
 std::int64_t fia_workspace_bytes(const Tensor& query, const Tensor& key, const Tensor& value,
                                  const FiaOptions& options) {
-  return attention::plan_outputs(query, key, value, options).plan.total_bytes;
+  return with_plan(query, key, value, options,
+                   [](const att::FiaPlan& p) { return p.workspace().total_bytes; });
 }
 
 Shape fia_output_shape(const Tensor& query, const Tensor& key, const Tensor& value,
                        const FiaOptions& options) {
-  return attention::plan_outputs(query, key, value, options).out_shape;
+  return with_plan(query, key, value, options, [](const att::FiaPlan& p) { return p.out_shape; });
+}
+
+DType fia_output_dtype(const Tensor& query, const Tensor& key, const Tensor& value,
+                       const FiaOptions& options) {
+  return with_plan(query, key, value, options, [](const att::FiaPlan& p) { return p.out_dtype; });
 }
 
 Shape fia_lse_shape(const Tensor& query, const Tensor& key, const Tensor& value,
                     const FiaOptions& options) {
-  return attention::plan_outputs(query, key, value, options).lse_shape;
+  return with_plan(query, key, value, options, [](const att::FiaPlan& p) { return p.lse_shape; });
 }
 
 }  // namespace npugraph::ops

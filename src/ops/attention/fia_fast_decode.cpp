@@ -1,7 +1,7 @@
 // The fast FIA decode kernel (query S <= kDecodeMaxSeq): flash-decoding over (batch, KV head,
 // KV split) units, each reading its K/V slice once for every query row of the KV head's GQA group,
 // then a merge pass that combines each row's splits in split order and writes the outputs.
-// Note [FIA fast kernels] (fia_fast_launch.hpp) and Note [FIA workspace] (fia_params.hpp).
+// Note [FIA fast kernels] (fia_fast.hpp) and Note [FIA workspace] (fia_params.hpp).
 //
 // Note [FIA decode splits]
 // The KV columns of batch b are [0, lkv_b) (shared prefix first). With T = ctx.num_threads(), the
@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "hwy/highway.h"
+#include "ops/attention/fia_kernel_mode.hpp"
 #include "ops/attention/fia_simd-inl.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -33,7 +34,7 @@ struct DecodeSplits {
 };
 
 // Note [FIA decode splits].
-DecodeSplits plan_splits(const Launch& l, std::int64_t threads) {
+DecodeSplits plan_splits(const FiaLaunch& l, std::int64_t threads) {
   const std::int64_t B = l.key.batch, kvn = l.key.kv_heads;
   DecodeSplits s;
   s.count.resize(B);
@@ -58,7 +59,7 @@ DecodeSplits plan_splits(const Launch& l, std::int64_t threads) {
   return s;
 }
 
-float* partial(const Launch& l, std::int64_t row, std::int64_t split) {
+float* partial(const FiaLaunch& l, std::int64_t row, std::int64_t split) {
   const FiaWorkspacePlan& plan = l.p.plan;
   return reinterpret_cast<float*>(l.base + plan.fast_partial_offset +
                                   (row * plan.fast_splits + split) * plan.fast_partial_bytes);
@@ -69,7 +70,7 @@ struct DecodeUnit {
   std::int64_t b, h, split, c0, c1;
 };
 
-DecodeUnit unit_at(const Launch& l, const DecodeSplits& sp, std::int64_t unit) {
+DecodeUnit unit_at(const FiaLaunch& l, const DecodeSplits& sp, std::int64_t unit) {
   const std::int64_t B = l.key.batch;
   DecodeUnit u;
   u.b = std::upper_bound(sp.first.begin(), sp.first.begin() + B + 1, unit) - sp.first.begin() - 1;
@@ -82,7 +83,7 @@ DecodeUnit unit_at(const Launch& l, const DecodeSplits& sp, std::int64_t unit) {
 }
 
 // `after`: the first run of the unit this worker computes next (UnitRows::after).
-void decode_unit(const Launch& l, const DecodeSplits& sp, std::int64_t unit, const KvRun& after,
+void decode_unit(const FiaLaunch& l, const DecodeSplits& sp, std::int64_t unit, const KvRun& after,
                  std::byte* slot) {
   const FiaWorkspacePlan& plan = l.p.plan;
   const std::int64_t Sq = l.key.q_seq;
@@ -99,7 +100,7 @@ void decode_unit(const Launch& l, const DecodeSplits& sp, std::int64_t unit, con
     for (std::int64_t s = 0; s < Sq; ++s, ++R) {
       rows[R] = l.row(b, n, s);
       q[R] = qbase + R * plan.fast_dk;
-      if (rows[R].active()) l.load_q(rows[R], q[R], plan.fast_dk);
+      if (rows[R].active()) load_q(l, rows[R], q[R], plan.fast_dk);
       acc[R] = partial(l, (b * l.key.heads + n) * Sq + s, split);
       st[R] = acc[R] + plan.fast_dv;
       std::fill(acc[R], acc[R] + plan.fast_dv, 0.0f);
@@ -115,7 +116,7 @@ void decode_unit(const Launch& l, const DecodeSplits& sp, std::int64_t unit, con
 
 // Combines the splits of rows [begin, end) (r = (b * N + n) * Sq + s) in split order and writes
 // them.
-void merge_rows(const Launch& l, const DecodeSplits& sp, std::int64_t begin, std::int64_t end) {
+void merge_rows(const FiaLaunch& l, const DecodeSplits& sp, std::int64_t begin, std::int64_t end) {
   const std::int64_t N = l.key.heads, Sq = l.key.q_seq, dvp = l.p.plan.fast_dv;
   for (std::int64_t r = begin; r < end; ++r) {
     const std::int64_t s = r % Sq, n = (r / Sq) % N, b = r / Sq / N;
@@ -135,7 +136,10 @@ void merge_rows(const Launch& l, const DecodeSplits& sp, std::int64_t begin, std
   }
 }
 
-void RunDecode(const Launch& l, const ExecContext& ctx) {
+void RunDecode(const FiaLaunch& l, const ExecContext& ctx) {
+  // Every unit serves the group x S rows of one KV head: one path for the whole launch.
+  count_fia_path(UseDirect(l, l.group * l.key.q_seq) ? FiaPath::decode_direct
+                                                     : FiaPath::decode_tiles);
   const DecodeSplits sp = plan_splits(l, ctx.num_threads());
   const std::int64_t units = sp.first[l.key.batch];
   const std::int64_t slots =
@@ -152,7 +156,7 @@ void RunDecode(const Launch& l, const ExecContext& ctx) {
       KvRun after;
       if (following < units) {
         const DecodeUnit f = unit_at(l, sp, following);
-        if (f.c0 < f.c1) after = l.run_at(f.b, f.h, f.c0, std::min(kFastChunk, f.c1 - f.c0));
+        if (f.c0 < f.c1) after = run_at(l, f.b, f.h, f.c0, std::min(kFastChunk, f.c1 - f.c0));
       }
       decode_unit(l, sp, u, after, slot);
       u = following;
@@ -174,7 +178,7 @@ namespace npugraph::ops::attention::fast {
 
 HWY_EXPORT(RunDecode);
 
-void run_fast_decode(const Launch& l, const ExecContext& ctx) {
+void run_fast_decode(const FiaLaunch& l, const ExecContext& ctx) {
   HWY_DYNAMIC_DISPATCH(RunDecode)(l, ctx);
 }
 

@@ -3,7 +3,7 @@
 // so each key/value tile converted to float32 serves group x tile query rows. A unit streams only
 // the KV columns its rows can see (causal, band and sparse modes 2-4 skip whole tiles; ragged
 // batches do no work past their lengths) and writes its rows directly.
-// Note [FIA fast kernels] (fia_fast_launch.hpp) and Note [FIA workspace] (fia_params.hpp).
+// Note [FIA fast kernels] (fia_fast.hpp) and Note [FIA workspace] (fia_params.hpp).
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "ops/attention/fia_fast_prefill.cpp"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
@@ -28,7 +28,7 @@ struct PrefillUnit {
 // The units: per batch and KV head, tiles of the query positions, the latest (most columns under
 // a causal mask) first. TND/NTD tokens past the last batch belong to no batch: their rows (empty)
 // go to units of the last batch.
-std::vector<PrefillUnit> plan_units(const Launch& l) {
+std::vector<PrefillUnit> plan_units(const FiaLaunch& l) {
   const std::int64_t B = l.key.batch, kvn = l.key.kv_heads, tile = l.p.plan.fast_tile;
   std::vector<PrefillUnit> units;
   auto add = [&](std::int64_t b, std::int64_t from, std::int64_t to) {
@@ -50,7 +50,7 @@ std::vector<PrefillUnit> plan_units(const Launch& l) {
   return units;
 }
 
-void prefill_unit(const Launch& l, const PrefillUnit& u, std::byte* slot) {
+void prefill_unit(const FiaLaunch& l, const PrefillUnit& u, std::byte* slot) {
   const FiaWorkspacePlan& plan = l.p.plan;
   Row rows[kMaxUnitRows];
   float* q[kMaxUnitRows];
@@ -69,7 +69,7 @@ void prefill_unit(const Launch& l, const PrefillUnit& u, std::byte* slot) {
       st[R][0] = -std::numeric_limits<float>::infinity();
       st[R][1] = 0.0f;
       if (!rows[R].active()) continue;
-      l.load_q(rows[R], q[R], plan.fast_dk);
+      load_q(l, rows[R], q[R], plan.fast_dk);
       std::fill(acc[R], acc[R] + plan.fast_dv, 0.0f);
       c0 = std::min(c0, rows[R].lo);
       c1 = std::max(c1, rows[R].hi);
@@ -83,7 +83,7 @@ void prefill_unit(const Launch& l, const PrefillUnit& u, std::byte* slot) {
   for (std::int64_t r = 0; r < R; ++r) l.finish(rows[r], acc[r], st[r][0], st[r][1]);
 }
 
-void RunPrefill(const Launch& l, const ExecContext& ctx) {
+void RunPrefill(const FiaLaunch& l, const ExecContext& ctx) {
   const std::vector<PrefillUnit> units = plan_units(l);
   const auto count = static_cast<std::int64_t>(units.size());
   const std::int64_t slots =
@@ -105,7 +105,7 @@ namespace npugraph::ops::attention::fast {
 
 HWY_EXPORT(RunPrefill);
 
-void run_fast_prefill(const Launch& l, const ExecContext& ctx) {
+void run_fast_prefill(const FiaLaunch& l, const ExecContext& ctx) {
   HWY_DYNAMIC_DISPATCH(RunPrefill)(l, ctx);
 }
 

@@ -1,6 +1,6 @@
-// FIA internals shared by the host side (fia_args/fia_layout/fia_mask/fia_quant/fia_plan), the CPU
-// kernel (fia_kernel.cpp), the update check (fia_update.cpp) and tests: the parameter block, the
-// workspace plan and the host planning entry point.
+// FIA's parameter block: the plain bytes one launch carries, written by the host (fia_block.cpp
+// fills what fia_plan.cpp planned), read by the kernels through FiaLaunch (fia_launch.hpp) and
+// compared by the update check (fia_update.cpp). The operator's semantics: docs/fia.md.
 //
 // Note [FIA parameter block]
 // One launch = one block: a fixed header (FiaParams) followed by a tail of 4*B int64 values: the
@@ -9,7 +9,7 @@
 // decode rule applied), so the kernel never sees FiaOptions. Everything a task update may change
 // lives here: those lengths, the shared-prefix length, the scale, pre/next tokens, the tensors'
 // addresses and strides. The header's FiaShapeKey holds everything the shapes, dtypes, layout and
-// flags decide (tensor signatures, options that are not host values, derived sizes); the parallel
+// flags decide (tensor signatures, options that are not host values, derived sizes); the workspace
 // plan is a pure function of it, and fia_check_update refuses a block whose key differs from the
 // captured one, so the plan of the captured launch stays valid. The block is trivially copyable,
 // 8-byte aligned, and holds no pointers to host memory other than the tensors' data.
@@ -27,12 +27,12 @@
 // quant_scale2/quant_offset2 are (-, n, -, d) over the output channel.
 //
 // Note [FIA workspace]
-// plan_workspace() is the one function that sizes and lays out the workspace (fia_workspace_bytes
-// and the launch both call it); it reads only the FiaShapeKey, so an update (same key) keeps a
-// valid plan and the size get_max_workspace promises is enough for any lengths and any thread
-// count. The workspace starts at align_up(workspace, kWorkspaceAlign) (kWorkspaceAlign bytes of
-// slack let any base address be aligned) and holds one of two layouts, whichever the launch's
-// kernel mode uses; the total is the larger of the two.
+// plan_workspace() (fia_plan.cpp) is the one function that sizes and lays out the workspace
+// (fia_workspace_bytes and every launch take it from the plan); it reads only the FiaShapeKey, so
+// an update (same key) keeps a valid plan and the size fia_max_workspace promises is enough for any
+// lengths and any thread count. The workspace starts at align_up(workspace, kWorkspaceAlign)
+// (kWorkspaceAlign bytes of slack let any base address be aligned) and holds one of two layouts,
+// whichever the launch's kernel uses; the total is the larger of the two.
 //   - simple kernel: the query rows (row r = (b * N + n) * Sq + s, or t * N + n for TND/NTD) split
 //     into `chunks` parallel chunks of `grain` rows; chunk c owns the scratch at c * chunk_bytes,
 //     float32 arrays: the query row (Dk), its rope part (Dr), one key row (Dk), its rope part
@@ -61,12 +61,16 @@
 #include <vector>
 
 #include "npugraph/dtype.hpp"
-#include "npugraph/ops/fia.hpp"
+#include "npugraph/kernel.hpp"
 
 namespace npugraph::ops::attention {
 
+// Every FIA message starts with the op's name.
+inline constexpr const char* kOp = "fused_infer_attention_score: ";
+
 enum class FiaLayout : std::uint8_t { bsh, bsnd, bnsd, nsd, tnd, ntd, nbsd /* output only */ };
 const char* layout_name(FiaLayout layout);
+// TND/NTD: one token dimension, cumulative lengths, B = the number of lengths.
 inline bool is_token_layout(FiaLayout l) { return l == FiaLayout::tnd || l == FiaLayout::ntd; }
 
 enum class FiaKvStore : std::uint8_t { contiguous, paged_bsh, paged_bnsd };
@@ -82,7 +86,7 @@ inline constexpr std::int64_t kCompressedMask = 2048;    // the compressed mask 
 // Unbounded band: |pre|, |next| are clamped to this so that i - pre and i + next never overflow.
 inline constexpr std::int64_t kBandLimit = std::int64_t{1} << 60;
 
-// Fast kernels (Note [FIA fast kernels]).
+// Fast kernels (Note [FIA fast kernels] in fia_fast.hpp).
 inline constexpr std::int64_t kFastChunk = 64;     // KV columns per tile
 inline constexpr std::int64_t kFastPad = 16;       // float32 row padding (the widest vector)
 inline constexpr std::int64_t kFastSlots = 64;     // scratch slots (threads used) at most
@@ -92,7 +96,7 @@ inline constexpr std::int64_t kDecodeMaxSeq = 4;   // query S up to this runs th
 inline constexpr std::int64_t kPrefillRows = 64;   // query rows (heads x positions) per prefill unit
 inline constexpr std::int64_t kMinSplit = 256;     // KV columns per decode split at least
 inline constexpr std::int64_t kMaxSplits = 32;     // decode splits per (batch, KV head) at most
-inline constexpr std::int64_t kMaxHeadDim = 512;   // D at most (fia_layout.cpp checks it)
+inline constexpr std::int64_t kMaxHeadDim = 512;   // D at most (fia_plan_layout.cpp checks it)
 
 struct FiaWorkspacePlan {
   // Simple kernel.
@@ -115,8 +119,6 @@ struct FiaWorkspacePlan {
   std::int64_t fast_partial_bytes = 0;   // one (row, split) record
   std::int64_t total_bytes = 0;  // kWorkspaceAlign + max(simple layout, fast layout)
 };
-struct FiaShapeKey;
-FiaWorkspacePlan plan_workspace(const FiaShapeKey& key);
 
 // A tensor's dtype and shape, as compared by fia_check_update (rank -1: undefined).
 struct FiaTensorSig {
@@ -149,6 +151,10 @@ struct FiaShapeKey {
                num_blocks = 0, max_blocks = 0;
   // Derived modes.
   std::int64_t decode = 0, kv_store = 0, mask_kind = 0, anchor = 0, out_int8 = 0;
+
+  const FiaTensorSig& of(FiaArg a) const { return sig[static_cast<int>(a)]; }
+  bool token() const { return is_token_layout(static_cast<FiaLayout>(layout_in)); }
+  bool paged() const { return kv_store != static_cast<std::int64_t>(FiaKvStore::contiguous); }
 };
 
 struct FiaView {
@@ -189,6 +195,11 @@ inline std::size_t fia_block_bytes(std::int64_t batch) {
   return sizeof(FiaParams) + kFiaTailArrays * static_cast<std::size_t>(batch) * sizeof(std::int64_t);
 }
 
+// The batch count of an FIA block, or 0 when `block` is not one (magic, header size, batch >= 1,
+// total size). Reads the three fields only: the storage need not be aligned. The kernel
+// (FiaLaunch) and the update check both decode blocks through it.
+std::int64_t fia_block_batch(std::span<const std::byte> block);
+
 // A parameter block under construction: inline storage for small batches, the heap beyond.
 class FiaParamBuffer {
  public:
@@ -197,6 +208,7 @@ class FiaParamBuffer {
   // Sizes the buffer for `batch` and default-initialises the header.
   FiaParams& reset(std::int64_t batch);
   FiaParams& header() { return *reinterpret_cast<FiaParams*>(base()); }
+  const FiaParams& header() const { return *reinterpret_cast<const FiaParams*>(base()); }
   std::int64_t* tail(std::size_t array) {
     return reinterpret_cast<std::int64_t*>(base() + sizeof(FiaParams)) + array * batch_;
   }
@@ -218,27 +230,7 @@ class FiaParamBuffer {
   std::int64_t batch_ = 0;
 };
 
-// Validates every argument of the `.out` form and fills `buffer` with the launch's block.
-// `lse_zero`: see FiaParams::lse_zero (only the eager form passes one).
-void build_fia_params(const Tensor& query, const Tensor& key, const Tensor& value,
-                      const FiaOptions& options, const Tensor& workspace,
-                      const Tensor& attention_out, const Tensor& softmax_lse, float* lse_zero,
-                      FiaParamBuffer& buffer);
-
-// The shapes of a call, after checking everything they depend on (no outputs, no host values
-// beyond TND/NTD's batch count).
-struct FiaOutputInfo {
-  FiaWorkspacePlan plan;
-  Shape out_shape, lse_shape;
-  DType out_dtype = DType::f32;
-};
-FiaOutputInfo plan_outputs(const Tensor& query, const Tensor& key, const Tensor& value,
-                           const FiaOptions& options);
-
-// Copies a block's header out (its storage need not be aligned); false if it is not an FIA block.
-bool read_fia_header(const void* params, std::size_t size, FiaParams& p);
-
-// The kernel's two functions (also reachable through fia_kernel()).
+// The kernel's two functions (reachable through fia_kernel()): fia_kernel.cpp, fia_update.cpp.
 void fia_cpu_kernel(const void* params, std::size_t size, const ExecContext& ctx);
 std::string fia_check_update(std::span<const std::byte> captured, std::span<const std::byte> updated);
 

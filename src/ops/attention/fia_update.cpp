@@ -1,6 +1,8 @@
-// FIA under task update: which new parameter blocks may replace a captured one (DESIGN §3.5, §3.6).
-// Host values may change; anything the shapes, dtypes, layout or flags decide (FiaShapeKey) may not,
-// and the message names the first difference.
+// FIA under task update (docs/semantics.md §5): which new parameter blocks may replace a captured
+// one (docs/fia.md, "What an update may change"; the check_update contract: docs/adding_an_op.md).
+// Host values may change; anything the plan decided from the shapes, dtypes, layout or flags (the
+// FiaShapeKey and the workspace plan it wrote into the block) may not, and the message names the
+// first difference as "<argument> is not updatable (captured with X, updated with Y)".
 #include <cstddef>
 #include <cstring>
 #include <string>
@@ -32,10 +34,6 @@ constexpr NamedField kOptions[] = {
     {"value_antiquant_mode", &FiaShapeKey::value_antiquant_mode},
 };
 
-}  // namespace
-
-namespace {
-
 // The fields of a block's header the check reads, copied out (the storage need not be aligned).
 // Copying only these keeps the check cheap: it runs for every task of every update.
 template <class T>
@@ -45,48 +43,47 @@ T field_at(std::span<const std::byte> block, std::size_t offset) {
   return v;
 }
 
-bool is_fia_block(std::span<const std::byte> b) {
-  if (b.size() < sizeof(FiaParams)) return false;
-  return field_at<std::uint32_t>(b, offsetof(FiaParams, magic)) == kFiaMagic &&
-         field_at<std::uint32_t>(b, offsetof(FiaParams, header_bytes)) == sizeof(FiaParams) &&
-         field_at<std::int64_t>(b, offsetof(FiaParams, key) + offsetof(FiaShapeKey, batch)) >= 1 &&
-         b.size() == fia_block_bytes(field_at<std::int64_t>(
-                         b, offsetof(FiaParams, key) + offsetof(FiaShapeKey, batch)));
+template <class A, class B>
+std::string not_updatable(const char* what, const A& captured, const B& updated) {
+  return detail::cat(what, " is not updatable (captured with ", captured, ", updated with ",
+                     updated, ")");
 }
+
+const char* bool_text(std::int64_t x) { return x ? "true" : "false"; }
 
 // Explains how two different keys differ (the rare path: copies them out).
 std::string key_difference(std::span<const std::byte> captured, std::span<const std::byte> updated) {
   const auto x = field_at<FiaShapeKey>(captured, offsetof(FiaParams, key));
   const auto y = field_at<FiaShapeKey>(updated, offsetof(FiaParams, key));
   if (x.layout_in != y.layout_in || x.layout_out != y.layout_out)
-    return detail::cat("input_layout changed from ", layout_text(x), " to ", layout_text(y));
-  if (x.heads != y.heads) return detail::cat("num_heads changed from ", x.heads, " to ", y.heads);
-  if (x.kv_heads != y.kv_heads)
-    return detail::cat("num_key_value_heads changed from ", x.kv_heads, " to ", y.kv_heads);
+    return not_updatable("input_layout", layout_text(x), layout_text(y));
+  if (x.heads != y.heads) return not_updatable("num_heads", x.heads, y.heads);
+  if (x.kv_heads != y.kv_heads) return not_updatable("num_key_value_heads", x.kv_heads, y.kv_heads);
   for (int i = 0; i < static_cast<int>(FiaArg::count); ++i)
     if (std::memcmp(&x.sig[i], &y.sig[i], sizeof(FiaTensorSig)) != 0)
-      return detail::cat(arg_name(static_cast<FiaArg>(i)), " changed from ", sig_text(x.sig[i]),
-                         " to ", sig_text(y.sig[i]));
+      return not_updatable(arg_name(static_cast<FiaArg>(i)), sig_text(x.sig[i]),
+                           sig_text(y.sig[i]));
   for (const NamedField& f : kOptions)
-    if (x.*f.field != y.*f.field)
-      return detail::cat(f.name, " changed from ", x.*f.field, " to ", y.*f.field);
+    if (x.*f.field != y.*f.field) return not_updatable(f.name, x.*f.field, y.*f.field);
   if (x.lse_flag != y.lse_flag)
-    return detail::cat("softmax_lse_flag changed from ", x.lse_flag ? "true" : "false", " to ",
-                       y.lse_flag ? "true" : "false");
+    return not_updatable("softmax_lse_flag", bool_text(x.lse_flag), bool_text(y.lse_flag));
   if (x.batch != y.batch)
-    return detail::cat("the batch count (the number of actual_seq_lengths with input_layout ",
-                       layout_text(x), ") changed from ", x.batch, " to ", y.batch);
+    return not_updatable(detail::cat("the batch count (the number of actual_seq_lengths with "
+                                     "input_layout ", layout_text(x), ")").c_str(),
+                         x.batch, y.batch);
   if (x.out_int8 != y.out_int8)
-    return "the output dtype changed (quant_scale2 given in one call only)";
-  return "the shapes changed";  // a derived field; unreachable when the named ones are equal
+    return not_updatable("the output dtype (int8 with quant_scale2)",
+                         x.out_int8 ? "int8" : "the query's", y.out_int8 ? "int8" : "the query's");
+  return "the shapes are not updatable";  // a derived field; unreachable when the named ones are equal
 }
+
 }  // namespace
 
 std::string fia_check_update(std::span<const std::byte> captured,
                              std::span<const std::byte> updated) {
-  if (!is_fia_block(captured))
+  if (fia_block_batch(captured) == 0)
     return "the captured parameter block is not a fused_infer_attention_score block";
-  if (!is_fia_block(updated))
+  if (fia_block_batch(updated) == 0)
     return "the new parameter block is not a fused_infer_attention_score block";
   constexpr std::size_t kKey = offsetof(FiaParams, key), kPlan = offsetof(FiaParams, plan);
   if (std::memcmp(captured.data() + kKey, updated.data() + kKey, sizeof(FiaShapeKey)) != 0)

@@ -1,24 +1,15 @@
-// FIA masking: sparse_mode and the band it implies, atten_mask (full and compressed forms),
-// pse_shift, inner_precise, and the left-padding tensors.
-#include <algorithm>
-
-#include "ops/attention/fia_args.hpp"
+// The plan's mask stage (Note [FIA plan]): sparse_mode, inner_precise, atten_mask (full and
+// compressed forms), pse_shift and the left-padding tensors' shapes; the mask and pse views. What
+// the host values decide (the band, the padding starts, the extents the lengths need) is the
+// block's: fia_block.cpp.
+#include "ops/attention/fia_plan.hpp"
 
 namespace npugraph::ops::attention {
 namespace {
 
 bool is_mask_dtype(DType t) { return t == DType::boolean || t == DType::i8 || t == DType::u8; }
 
-// The left padding is effective with its lengths (torch_npu: "otherwise right padding"); query
-// padding is ignored by decode.
-bool q_padding_effective(const FiaCall& c) {
-  return c.q_padding && !c.decode && !c.o.actual_seq_lengths.empty();
-}
-bool kv_padding_effective(const FiaCall& c) {
-  return c.kv_padding && !c.o.actual_seq_lengths_kv.empty();
-}
-
-void check_padding_tensor(const FiaCall& c, const Tensor& t, const char* name) {
+void check_padding_tensor(const FiaPlan& c, const Tensor& t, const char* name) {
   if (!t.defined()) return;
   check_same_device(t, name, c.q);
   NG_CHECK_ARG(t.dtype() == DType::i64 && t.numel() == 1, kOp, name, " = ", TensorText{t},
@@ -36,7 +27,7 @@ struct MaskDims {
   int b = -1, i = -1, j = -1;
 };
 
-MaskDims check_full_mask(const FiaCall& c, const Tensor& m) {
+MaskDims check_full_mask(const FiaPlan& c, const Tensor& m) {
   const int rank = m.dim();
   const std::int64_t B = c.key.batch;
   MaskDims d;
@@ -65,7 +56,7 @@ MaskDims check_full_mask(const FiaCall& c, const Tensor& m) {
   return d;
 }
 
-void check_compressed_mask(const FiaCall& c, const Tensor& m) {
+void check_compressed_mask(const FiaPlan& c, const Tensor& m) {
   const int rank = m.dim();
   bool ok = rank >= 2 && rank <= 4 && m.size(-1) == kCompressedMask &&
             m.size(-2) == kCompressedMask;
@@ -74,27 +65,35 @@ void check_compressed_mask(const FiaCall& c, const Tensor& m) {
                " takes the compressed mask [2048, 2048], [1, 2048, 2048] or [1, 1, 2048, 2048]");
 }
 
-// The mask's or pse's KV extent the kernel may index: the shared prefix plus the key (paged: the
-// blocks the actual lengths use).
-std::int64_t kv_extent(const FiaCall& c, const std::int64_t* actual_kv, std::int64_t prefix_len) {
-  if (!c.paged) return prefix_len + c.key_s;
-  std::int64_t most = 0;
-  for (std::int64_t b = 0; b < c.key.batch; ++b) most = std::max(most, actual_kv[b]);
-  return ceil_div(most, c.key.block_size) * c.key.block_size;
-}
-
-void check_padding_values(const FiaCall& c, const Tensor& t, const char* name,
-                          const char* lengths_name, std::int64_t seq, const std::int64_t* actual) {
-  const std::int64_t pad = std::max<std::int64_t>(0, *t.data_ptr<std::int64_t>());
-  for (std::int64_t b = 0; b < c.key.batch; ++b)
-    NG_CHECK_ARG(seq - pad - actual[b] >= 0, kOp, name, " = ", pad,
-                 ": batch ", b, "'s valid rows would start at S - ", name, " - ", lengths_name,
-                 "[", b, "] = ", seq, " - ", pad, " - ", actual[b], " < 0");
+// The views of a full mask and of pse_shift (Note [FIA views]); their KV extents are checked
+// against the actual lengths by the block (fia_block.cpp).
+void make_mask_views(const FiaPlan& c) {
+  FiaParams& p = c.header;
+  const Tensor& m = c.o.atten_mask;
+  if (static_cast<FiaMaskKind>(c.key.mask_kind) == FiaMaskKind::full) {
+    const int rank = m.dim();
+    p.mask.data = m.data();
+    if (c.decode) {
+      p.mask.stride[0] = m.size(0) == 1 ? 0 : m.stride(0);
+    } else {
+      p.mask.stride[0] = rank >= 3 && m.size(0) != 1 ? m.stride(0) : 0;
+      p.mask.stride[2] = m.stride(rank - 2);
+    }
+    p.mask.stride[3] = m.stride(rank - 1);
+  }
+  const Tensor& pse = c.o.pse_shift;
+  if (pse.defined()) {
+    p.pse.data = pse.data();
+    p.pse.stride[0] = pse.size(0) == 1 ? 0 : pse.stride(0);
+    p.pse.stride[1] = pse.stride(1);
+    p.pse.stride[2] = pse.stride(2);
+    p.pse.stride[3] = pse.stride(3);
+  }
 }
 
 }  // namespace
 
-void check_mask_shapes(FiaCall& c) {
+void plan_mask(FiaPlan& c) {
   const FiaOptions& o = c.o;
   NG_CHECK_ARG(o.sparse_mode >= 0 && o.sparse_mode <= 4, kOp, "sparse_mode = ", o.sparse_mode,
                ": must be in [0, 4] (5-8, prefix/global/dilated/block_local, are not supported)");
@@ -150,86 +149,11 @@ void check_mask_shapes(FiaCall& c) {
                  ": its Sq dimension (", pse.size(2), ") must be >= the query's S (", c.key.q_seq,
                  ")");
   }
+  make_mask_views(c);
   set_sig(c.key, FiaArg::pse_shift, pse);
   set_sig(c.key, FiaArg::atten_mask, m);
   set_sig(c.key, FiaArg::query_padding_size, o.query_padding_size);
   set_sig(c.key, FiaArg::kv_padding_size, o.kv_padding_size);
-}
-
-FiaBand resolve_band(const FiaCall& c) {
-  FiaBand band;
-  if (c.decode) return band;
-  const FiaOptions& o = c.o;
-  switch (o.sparse_mode) {
-    case 0:
-      // pre/next apply with a full mask only, and not under left padding (torch_npu).
-      if (o.atten_mask.defined() && !q_padding_effective(c) && !kv_padding_effective(c)) {
-        band.pre = o.pre_tokens;
-        band.next = o.next_tokens;
-      }
-      break;
-    case 2: band.next = 0; break;
-    case 3: band.next = 0; band.anchor = true; break;
-    case 4:
-      band.pre = o.pre_tokens;
-      band.next = o.next_tokens;
-      band.anchor = true;
-      break;
-    default: break;
-  }
-  return band;
-}
-
-FiaBand finish_mask(const FiaCall& c, const std::int64_t* actual_q,
-                    const std::int64_t* actual_kv, std::int64_t prefix_len, FiaParams& p) {
-  const FiaOptions& o = c.o;
-  if (q_padding_effective(c)) {
-    check_padding_values(c, o.query_padding_size, "query_padding_size", "actual_seq_lengths",
-                         c.key.q_seq, actual_q);
-    p.q_padding = o.query_padding_size.data_ptr<std::int64_t>();
-  }
-  if (kv_padding_effective(c)) {
-    check_padding_values(c, o.kv_padding_size, "kv_padding_size", "actual_seq_lengths_kv",
-                         c.key_s, actual_kv);
-    p.kv_padding = o.kv_padding_size.data_ptr<std::int64_t>();
-  }
-
-  const FiaBand band = resolve_band(c);
-  p.pre_tokens = std::clamp(band.pre, -kBandLimit, kBandLimit);
-  p.next_tokens = std::clamp(band.next, -kBandLimit, kBandLimit);
-
-  const Tensor& m = o.atten_mask;
-  const bool need_extent =
-      static_cast<FiaMaskKind>(c.key.mask_kind) == FiaMaskKind::full || o.pse_shift.defined();
-  const std::int64_t extent = need_extent ? kv_extent(c, actual_kv, prefix_len) : 0;
-  if (static_cast<FiaMaskKind>(c.key.mask_kind) == FiaMaskKind::full) {
-    NG_CHECK_ARG(m.size(-1) >= extent, kOp, "atten_mask = ", TensorText{m},
-                 ": its Skv dimension (", m.size(-1), ") must be >= ",
-                 c.paged ? "the blocks the actual KV lengths use (" : "the shared prefix plus the key's S (",
-                 extent, ")");
-    const int rank = m.dim();
-    p.mask.data = m.data();
-    if (c.decode) {
-      p.mask.stride[0] = m.size(0) == 1 ? 0 : m.stride(0);
-    } else {
-      p.mask.stride[0] = rank >= 3 && m.size(0) != 1 ? m.stride(0) : 0;
-      p.mask.stride[2] = m.stride(rank - 2);
-    }
-    p.mask.stride[3] = m.stride(rank - 1);
-  }
-  const Tensor& pse = o.pse_shift;
-  if (pse.defined()) {
-    NG_CHECK_ARG(pse.size(3) >= extent, kOp, "pse_shift = ", TensorText{pse},
-                 ": its Skv dimension (", pse.size(3), ") must be >= ",
-                 c.paged ? "the blocks the actual KV lengths use (" : "the shared prefix plus the key's S (",
-                 extent, ")");
-    p.pse.data = pse.data();
-    p.pse.stride[0] = pse.size(0) == 1 ? 0 : pse.stride(0);
-    p.pse.stride[1] = pse.stride(1);
-    p.pse.stride[2] = pse.stride(2);
-    p.pse.stride[3] = pse.stride(3);
-  }
-  return band;
 }
 
 }  // namespace npugraph::ops::attention

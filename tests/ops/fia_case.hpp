@@ -1,6 +1,8 @@
-// One FIA scenario, built consistently for the kernel (tensors + FiaOptions) and for the reference
-// (RefArgs + RefInputs), and the parity check with its error bounds. Used by the parity suite, the
-// update tests and the paged tests.
+// FIA's parity harness (docs/adding_an_op.md, "The parity harness"): one FIA scenario, built
+// consistently for the kernel (tensors + FiaOptions) and for the reference (RefArgs + RefInputs,
+// fia_reference.hpp), and the parity check with its error bounds. Used by the parity suite, the
+// update tests, the fast-kernel tests and the paged tests; with the FIA tests' shared helpers
+// (layout shapes, the compressed mask, and the host tensors of tests/support).
 //
 // Error bounds (inputs uniform in [-1, 1), so |out| < 1.5 even with dequantised int8 values): the
 // kernel reads the same rounded inputs as the reference (the conversions are exact), computes in
@@ -15,10 +17,34 @@
 #include <cstdint>
 #include <string>
 
-#include "ops/test_fia_reference.hpp"
-#include "ops/test_fia_util.hpp"
+#include "npugraph/npugraph.hpp"
+#include "ops/fia_reference.hpp"
+#include "support/bitwise.hpp"
+#include "support/host_tensors.hpp"
+#include "support/throws.hpp"
 
 namespace fia_test {
+
+using npugraph::DType;
+using npugraph::Shape;
+using npugraph::Tensor;
+using ngtest::bitwise_equal;
+using ngtest::filled_tensor;
+using ngtest::host_tensor;
+using ngtest::int_tensor;
+using ngtest::random_tensor;
+using ngtest::read_back;
+using ngtest::round_to;
+using ngtest::throws;
+
+// The shape of a (b, heads, seq, d) tensor in `layout` (BSH, BSND, BNSD, NSD, TND, NTD, NBSD;
+// TND/NTD: seq is T and B is ignored; NSD: B must be 1).
+Shape layout_shape(const std::string& layout, std::int64_t B, std::int64_t heads, std::int64_t seq,
+                   std::int64_t D);
+
+// torch_npu's compressed mask for sparse_mode 2-4: bool [2048, 2048], 1 above the diagonal
+// (built once; shared).
+const Tensor& compressed_mask();
 
 enum class Kv : std::uint8_t { contiguous, paged_bsh, paged_bnsd };
 enum class Lengths : std::uint8_t { full, ragged, broadcast };

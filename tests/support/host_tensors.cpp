@@ -1,4 +1,4 @@
-#include "ops/test_fia_util.hpp"
+#include "support/host_tensors.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -7,18 +7,7 @@
 #include <random>
 #include <stdexcept>
 
-namespace fia_test {
-
-Shape layout_shape(const std::string& layout, std::int64_t B, std::int64_t heads, std::int64_t seq,
-                   std::int64_t D) {
-  if (layout == "BNSD") return {B, heads, seq, D};
-  if (layout == "BSND") return {B, seq, heads, D};
-  if (layout == "BSH") return {B, seq, heads * D};
-  if (layout == "NSD" || layout == "NTD") return {heads, seq, D};
-  if (layout == "TND") return {seq, heads, D};
-  if (layout == "NBSD") return {heads, B, seq, D};
-  throw std::invalid_argument("layout_shape: " + layout);
-}
+namespace ngtest {
 
 double round_to(double x, DType dtype) {
   switch (dtype) {
@@ -123,37 +112,15 @@ std::vector<double> read_back(const Tensor& t) {
   return out;
 }
 
-bool bitwise_equal(const Tensor& a, const Tensor& b) {
-  return a.dtype() == b.dtype() && a.shape() == b.shape() && a.nbytes() == b.nbytes() &&
-         std::memcmp(a.data(), b.data(), a.nbytes()) == 0;
+Tensor f32_tensor(const std::vector<float>& values) {
+  Tensor t = npugraph::empty({static_cast<std::int64_t>(values.size())}, npugraph::f32);
+  std::memcpy(t.data(), values.data(), values.size() * sizeof(float));
+  return t;
 }
 
-const Tensor& compressed_mask() {
-  static const Tensor mask = [] {
-    constexpr std::int64_t S = 2048;
-    Tensor t = owned_tensor({S, S}, DType::boolean);
-    auto* p = static_cast<std::uint8_t*>(t.data());
-    for (std::int64_t i = 0; i < S; ++i)
-      for (std::int64_t j = 0; j < S; ++j) p[i * S + j] = j > i ? 1 : 0;
-    return t;
-  }();
-  return mask;
+std::vector<float> values_of(const Tensor& t) {
+  const float* p = t.data_ptr<float>();
+  return std::vector<float>(p, p + t.numel());
 }
 
-::testing::AssertionResult throws_arg_error(const std::function<void()>& f,
-                                            std::initializer_list<std::string> parts) {
-  try {
-    f();
-  } catch (const npugraph::ArgumentError& e) {
-    const std::string what = e.what();
-    for (const std::string& p : parts)
-      if (what.find(p) == std::string::npos)
-        return ::testing::AssertionFailure() << "message \"" << what << "\" lacks \"" << p << "\"";
-    return ::testing::AssertionSuccess() << what;
-  } catch (const std::exception& e) {
-    return ::testing::AssertionFailure() << "threw something else than ArgumentError: " << e.what();
-  }
-  return ::testing::AssertionFailure() << "did not throw";
-}
-
-}  // namespace fia_test
+}  // namespace ngtest

@@ -1,4 +1,4 @@
-#include "ops/test_fia_reference.hpp"
+#include "ops/fia_reference.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -1,10 +1,10 @@
-// FIA quantisation: antiquant parameters of int8 key/value (combined and separate, every mode
-// torch_npu documents) and the int8 output of quant_scale2 / quant_offset2.
-#include <algorithm>
+// The plan's quantisation stage (Note [FIA plan]): antiquant parameters of int8 key/value
+// (combined and separate, every mode torch_npu documents) and the int8 output of quant_scale2 /
+// quant_offset2, with their views. The int8 output's rule on rows a band leaves empty depends on
+// host values: fia_block.cpp.
 #include <initializer_list>
-#include <utility>
 
-#include "ops/attention/fia_args.hpp"
+#include "ops/attention/fia_plan.hpp"
 
 namespace npugraph::ops::attention {
 namespace {
@@ -19,7 +19,7 @@ struct ParamSpec {
   int lead;
 };
 
-FiaView param_view(const FiaCall& c, const ParamSpec& s) {
+FiaView param_view(const FiaPlan& c, const ParamSpec& s) {
   const Tensor& t = s.t;
   const FiaShapeKey& k = c.key;
   const std::int64_t N = k.kv_heads, D = s.d, H = N * D, B = k.batch;
@@ -109,7 +109,8 @@ void check_offset_matches(const Tensor& offset, const char* name, const Tensor& 
                TensorText{scale});
 }
 
-void check_separate(FiaCall& c, FiaParams& p) {
+void check_separate(FiaPlan& c) {
+  FiaParams& p = c.header;
   const FiaOptions& o = c.o;
   const std::int64_t km = o.key_antiquant_mode, vm = o.value_antiquant_mode;
   const std::int64_t max_mode = c.decode ? 5 : 1;
@@ -151,7 +152,8 @@ void check_separate(FiaCall& c, FiaParams& p) {
   c.key.value_antiquant_mode = vm;
 }
 
-void check_combined(FiaCall& c, FiaParams& p) {
+void check_combined(FiaPlan& c) {
+  FiaParams& p = c.header;
   const FiaOptions& o = c.o;
   const std::int64_t m = o.antiquant_mode;
   NG_CHECK_ARG(m == 0 || m == 1, kOp, "antiquant_mode = ", m, ": must be 0 (per-channel or "
@@ -177,7 +179,7 @@ void check_combined(FiaCall& c, FiaParams& p) {
   c.key.key_antiquant_mode = c.key.value_antiquant_mode = m;
 }
 
-void check_antiquant(FiaCall& c, FiaParams& p) {
+void check_antiquant(FiaPlan& c) {
   const FiaOptions& o = c.o;
   const bool separate = o.key_antiquant_scale.defined() || o.key_antiquant_offset.defined() ||
                         o.value_antiquant_scale.defined() || o.value_antiquant_offset.defined();
@@ -199,8 +201,8 @@ void check_antiquant(FiaCall& c, FiaParams& p) {
                ": int8 key/value need antiquant_scale, or key_antiquant_scale and "
                "value_antiquant_scale");
   // Separate parameters win over the combined ones (torch_npu).
-  if (separate) check_separate(c, p);
-  else check_combined(c, p);
+  if (separate) check_separate(c);
+  else check_combined(c);
   const bool per_token = c.key.key_antiquant_mode != 0 && c.key.key_antiquant_mode != 2;
   const bool v_per_token = c.key.value_antiquant_mode != 0 && c.key.value_antiquant_mode != 2;
   NG_CHECK_ARG(!(c.prefix && (per_token || v_per_token)), kOp, "key_shared_prefix = ",
@@ -208,7 +210,8 @@ void check_antiquant(FiaCall& c, FiaParams& p) {
                ": a shared prefix is not supported with per-token antiquant parameters");
 }
 
-void check_quant_out(FiaCall& c, FiaParams& p) {
+void check_quant_out(FiaPlan& c) {
+  FiaParams& p = c.header;
   const FiaOptions& o = c.o;
   const Tensor& s = o.quant_scale2;
   const Tensor& z = o.quant_offset2;
@@ -248,12 +251,12 @@ void check_quant_out(FiaCall& c, FiaParams& p) {
 
 }  // namespace
 
-void check_quant_shapes(FiaCall& c, FiaParams& p) {
+void plan_quant(FiaPlan& c) {
   const FiaOptions& o = c.o;
   NG_CHECK_ARG(o.antiquant_mode == 0 || o.antiquant_mode == 1, kOp, "antiquant_mode = ",
                o.antiquant_mode, ": must be 0 (per-channel or per-tensor) or 1 (per-token)");
-  check_antiquant(c, p);
-  check_quant_out(c, p);
+  check_antiquant(c);
+  check_quant_out(c);
   set_sig(c.key, FiaArg::antiquant_scale, o.antiquant_scale);
   set_sig(c.key, FiaArg::antiquant_offset, o.antiquant_offset);
   set_sig(c.key, FiaArg::key_antiquant_scale, o.key_antiquant_scale);
@@ -266,35 +269,6 @@ void check_quant_shapes(FiaCall& c, FiaParams& p) {
     c.key.antiquant_mode = o.antiquant_mode;
     c.key.key_antiquant_mode = o.key_antiquant_mode;
     c.key.value_antiquant_mode = o.value_antiquant_mode;
-  }
-}
-
-void finish_quant(const FiaCall& c, const FiaBand& band, const std::int64_t* actual_q,
-                  const std::int64_t* actual_kv, std::int64_t prefix_len) {
-  if (!c.key.out_int8 || c.decode) return;
-  const FiaOptions& o = c.o;
-  if (o.sparse_mode == 4)
-    NG_CHECK_ARG(o.pre_tokens >= 0 && o.next_tokens >= 0, kOp, "pre_tokens = ", o.pre_tokens,
-                 ", next_tokens = ", o.next_tokens,
-                 ": sparse_mode 4 with an int8 output (quant_scale2) needs both >= 0");
-  if (!o.quant_offset2.defined()) return;
-  // With an offset, a valid row that sees nothing would not quantise to the offset: torch_npu
-  // rejects the band settings that leave such rows; the band slides with i, so rows 0 and
-  // Lq - 1 are the worst.
-  for (std::int64_t b = 0; b < c.key.batch; ++b) {
-    const std::int64_t lq = actual_q[b], lkv = prefix_len + actual_kv[b];
-    if (lq == 0 || lkv == 0) continue;
-    const std::int64_t shift = band.anchor ? lkv - lq : 0;
-    const std::int64_t pre = std::clamp(band.pre, -kBandLimit, kBandLimit);
-    const std::int64_t next = std::clamp(band.next, -kBandLimit, kBandLimit);
-    const bool first_ok = shift + next >= 0;
-    const bool last_ok = lq - 1 + shift - pre <= lkv - 1;
-    const bool width_ok = pre + next >= 0;
-    NG_CHECK_ARG(first_ok && last_ok && width_ok, kOp, "quant_offset2 = ",
-                 TensorText{o.quant_offset2}, ": with sparse_mode = ", o.sparse_mode,
-                 ", pre_tokens = ", o.pre_tokens, ", next_tokens = ", o.next_tokens,
-                 " some query rows of batch ", b, " (actual lengths ", lq, " and ", lkv,
-                 ") see no key; an int8 output with quant_offset2 does not allow that");
   }
 }
 

@@ -1,9 +1,10 @@
-#include "ops/test_fia_case.hpp"
+#include "ops/fia_case.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <numeric>
 #include <random>
+#include <stdexcept>
 
 namespace fia_test {
 namespace {
@@ -65,6 +66,29 @@ I64 cumulative(const I64& lens) {
 }
 
 }  // namespace
+
+Shape layout_shape(const std::string& layout, std::int64_t B, std::int64_t heads, std::int64_t seq,
+                   std::int64_t D) {
+  if (layout == "BNSD") return {B, heads, seq, D};
+  if (layout == "BSND") return {B, seq, heads, D};
+  if (layout == "BSH") return {B, seq, heads * D};
+  if (layout == "NSD" || layout == "NTD") return {heads, seq, D};
+  if (layout == "TND") return {seq, heads, D};
+  if (layout == "NBSD") return {heads, B, seq, D};
+  throw std::invalid_argument("layout_shape: " + layout);
+}
+
+const Tensor& compressed_mask() {
+  static const Tensor mask = [] {
+    constexpr std::int64_t S = 2048;
+    Tensor t = filled_tensor({S, S}, DType::boolean, 0);
+    auto* p = static_cast<std::uint8_t*>(t.data());
+    for (std::int64_t i = 0; i < S; ++i)
+      for (std::int64_t j = i + 1; j < S; ++j) p[i * S + j] = 1;
+    return t;
+  }();
+  return mask;
+}
 
 std::string FiaCase::name() const {
   std::string s = layout + "_" + std::string(ng::dtype_name(dtype)) + "_gqa" + std::to_string(gqa);
@@ -367,6 +391,7 @@ void expect_parity(const FiaBuilt& b) {
   EXPECT_EQ(r.attention_out.shape(), ng::ops::fia_output_shape(b.q, b.k, b.v, b.opt));
   EXPECT_EQ(r.softmax_lse.shape(), ng::ops::fia_lse_shape(b.q, b.k, b.v, b.opt));
   EXPECT_EQ(r.attention_out.dtype(), b.opt.quant_scale2.defined() ? DType::i8 : b.q.dtype());
+  EXPECT_EQ(r.attention_out.dtype(), ng::ops::fia_output_dtype(b.q, b.k, b.v, b.opt));
   expect_matches(b, r.attention_out, r.softmax_lse);
 }
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "ops/test_fia_util.hpp"
+#include "ops/fia_case.hpp"
 
 namespace fia_test {
 

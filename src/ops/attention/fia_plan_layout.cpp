@@ -1,83 +1,13 @@
-// FIA layouts: parsing input_layout, reading query/key/value (and rope, shared prefix, paged
-// caches) as (b, n, s, d), the output and lse shapes, and the views the kernel indexes with.
-#include <limits>
-#include <cstring>
+// The plan's first stage (Note [FIA plan]): parsing input_layout, reading query/key/value (and
+// rope, shared prefix, paged caches) as (b, n, s, d), and the views the kernel indexes them with.
 #include <initializer_list>
-#include <iterator>
+#include <limits>
 #include <string_view>
 #include <utility>
 
-#include "ops/attention/fia_args.hpp"
+#include "ops/attention/fia_plan.hpp"
 
 namespace npugraph::ops::attention {
-
-std::ostream& operator<<(std::ostream& os, const ListText& l) {
-  os << '[';
-  for (std::size_t i = 0; i < l.values.size(); ++i) {
-    if (i == 16) {
-      os << ", ... (" << l.values.size() << " values)";
-      break;
-    }
-    os << (i ? ", " : "") << l.values[i];
-  }
-  return os << ']';
-}
-
-std::ostream& operator<<(std::ostream& os, const TensorText& x) {
-  if (!x.t.defined()) return os << "undefined";
-  os << dtype_name(x.t.dtype()) << '[';
-  for (int i = 0; i < x.t.dim(); ++i) os << (i ? ", " : "") << x.t.shape()[i];
-  return os << ']';
-}
-
-void set_sig(FiaShapeKey& key, FiaArg a, const Tensor& t) {
-  if (!t.defined()) return;
-  FiaTensorSig& s = key.sig[static_cast<int>(a)];
-  s.rank = t.dim();
-  s.dtype = t.dtype();
-  for (int i = 0; i < t.dim() && i < 4; ++i) s.dims[i] = t.shape()[i];
-}
-
-std::string sig_text(const FiaTensorSig& s) {
-  if (s.rank < 0) return "undefined";
-  std::string r(dtype_name(s.dtype));
-  r += '[';
-  for (int i = 0; i < s.rank; ++i) r += (i ? ", " : "") + std::to_string(s.dims[i]);
-  return r + ']';
-}
-
-const char* arg_name(FiaArg a) {
-  static constexpr const char* kNames[] = {
-      "query", "key", "value", "query_rope", "key_rope", "key_shared_prefix",
-      "value_shared_prefix", "pse_shift", "atten_mask", "block_table", "query_padding_size",
-      "kv_padding_size", "antiquant_scale", "antiquant_offset", "key_antiquant_scale",
-      "key_antiquant_offset", "value_antiquant_scale", "value_antiquant_offset", "quant_scale2",
-      "quant_offset2"};
-  static_assert(std::size(kNames) == static_cast<std::size_t>(FiaArg::count));
-  return kNames[static_cast<int>(a)];
-}
-
-const char* layout_name(FiaLayout layout) {
-  switch (layout) {
-    case FiaLayout::bsh: return "BSH";
-    case FiaLayout::bsnd: return "BSND";
-    case FiaLayout::bnsd: return "BNSD";
-    case FiaLayout::nsd: return "NSD";
-    case FiaLayout::tnd: return "TND";
-    case FiaLayout::ntd: return "NTD";
-    case FiaLayout::nbsd: return "NBSD";
-  }
-  return "?";
-}
-
-void check_defined(const Tensor& t, const char* name) {
-  NG_CHECK_ARG(t.defined(), kOp, name, " = undefined: must be a defined tensor");
-}
-
-void check_same_device(const Tensor& t, const char* name, const Tensor& q) {
-  NG_CHECK_ARG(t.device() == q.device(), kOp, name, " = ", TensorText{t},
-               ": must be on the query's device ", q.device().str(), ", not ", t.device().str());
-}
 
 namespace {
 
@@ -176,7 +106,7 @@ Dims split_paged(const Tensor& t, const char* name, FiaKvStore store, std::int64
   return r;
 }
 
-void check_dtypes(FiaCall& c) {
+void check_dtypes(FiaPlan& c) {
   const DType qt = c.q.dtype();
   NG_CHECK_ARG(qt != DType::i8, kOp, "query = ", TensorText{c.q},
                ": an int8 query (full quantisation with dequant_scale1, quant_scale1, "
@@ -199,7 +129,7 @@ void check_dtypes(FiaCall& c) {
                  ": belongs to an int8 query (full quantisation), which is not supported on CPU");
 }
 
-void check_heads(FiaCall& c) {
+void check_heads(FiaPlan& c) {
   const FiaOptions& o = c.o;
   NG_CHECK_ARG(o.num_heads >= 1 && o.num_heads <= 256, kOp, "num_heads = ", o.num_heads,
                ": must be in [1, 256]");
@@ -216,7 +146,7 @@ void check_heads(FiaCall& c) {
 }
 
 // Paged KV: block_table and block_size together; the table's shape; the block_size rule.
-void check_paged(FiaCall& c) {
+void check_paged(FiaPlan& c) {
   const FiaOptions& o = c.o;
   c.paged = o.block_table.defined();
   if (!c.paged) {
@@ -252,7 +182,7 @@ void check_paged(FiaCall& c) {
 }
 
 // key/value (contiguous or paged): KV_N, S, D of key and D of value.
-void check_kv(FiaCall& c) {
+void check_kv(FiaPlan& c) {
   const std::int64_t kvh = c.key.kv_heads;
   Dims kd, vd;
   if (c.paged) {
@@ -287,7 +217,7 @@ void check_kv(FiaCall& c) {
 }
 
 // query_rope / key_rope: the query's / key's shapes with their own D.
-void check_rope(FiaCall& c) {
+void check_rope(FiaPlan& c) {
   const FiaOptions& o = c.o;
   NG_CHECK_ARG(!o.key_rope_antiquant_scale.defined(), kOp, "key_rope_antiquant_scale = ",
                TensorText{o.key_rope_antiquant_scale},
@@ -328,7 +258,7 @@ void check_rope(FiaCall& c) {
 }
 
 // key_shared_prefix / value_shared_prefix: the key's layout with B = 1, the key's dtype.
-void check_prefix(FiaCall& c) {
+void check_prefix(FiaPlan& c) {
   const FiaOptions& o = c.o;
   const Tensor& kp = o.key_shared_prefix;
   const Tensor& vp = o.value_shared_prefix;
@@ -370,7 +300,60 @@ void check_prefix(FiaCall& c) {
 
 }  // namespace
 
-void check_core_shapes(FiaCall& c) {
+// The element strides of t as (b, n, s, d) in layout l (BSH: d = H / N).
+FiaView view_of(const Tensor& t, FiaLayout l, std::int64_t d) {
+  FiaView v;
+  if (!t.defined()) return v;
+  v.data = t.data();
+  const Shape& st = t.strides();
+  auto set = [&](std::int64_t b, std::int64_t n, std::int64_t s, std::int64_t dd) {
+    v.stride[0] = b; v.stride[1] = n; v.stride[2] = s; v.stride[3] = dd;
+  };
+  switch (l) {
+    case FiaLayout::bsh: set(st[0], d * st[2], st[1], st[2]); break;
+    case FiaLayout::bsnd: set(st[0], st[2], st[1], st[3]); break;
+    case FiaLayout::bnsd: set(st[0], st[1], st[2], st[3]); break;
+    case FiaLayout::nsd: set(0, st[0], st[1], st[2]); break;
+    case FiaLayout::tnd: set(0, st[1], st[0], st[2]); break;
+    case FiaLayout::ntd: set(0, st[0], st[1], st[2]); break;
+    case FiaLayout::nbsd: set(st[1], st[0], st[2], st[3]); break;
+  }
+  return v;
+}
+
+namespace {
+
+// A KV-side tensor: the input layout, or a paged cache (block, n, row, d).
+FiaView kv_view_of(const FiaPlan& c, const Tensor& t, std::int64_t d) {
+  switch (static_cast<FiaKvStore>(c.key.kv_store)) {
+    case FiaKvStore::contiguous: return view_of(t, c.in, d);
+    case FiaKvStore::paged_bsh: return view_of(t, FiaLayout::bsh, d);
+    case FiaKvStore::paged_bnsd: return view_of(t, FiaLayout::bnsd, d);
+  }
+  return {};
+}
+
+// The views of query, key, value, rope, prefix and block_table (Note [FIA views]).
+void make_input_views(const FiaPlan& c) {
+  const FiaShapeKey& k = c.key;
+  FiaParams& p = c.header;
+  p.q = view_of(c.q, c.in, k.dk);
+  p.q_rope = view_of(c.o.query_rope, c.in, k.dr);
+  p.k = kv_view_of(c, c.k, k.dk);
+  p.v = kv_view_of(c, c.v, k.dv);
+  p.k_rope = kv_view_of(c, c.o.key_rope, k.dr);
+  p.k_prefix = view_of(c.o.key_shared_prefix, c.in, k.dk);
+  p.v_prefix = view_of(c.o.value_shared_prefix, c.in, k.dv);
+  if (c.paged) {
+    p.block_table.data = c.o.block_table.data();
+    p.block_table.stride[0] = c.o.block_table.stride(0);
+    p.block_table.stride[2] = c.o.block_table.stride(1);
+  }
+}
+
+}  // namespace
+
+void plan_layout(FiaPlan& c) {
   const FiaOptions& o = c.o;
   bool found = false;
   for (const LayoutPair& l : kLayouts)
@@ -424,77 +407,7 @@ void check_core_shapes(FiaCall& c) {
   set_sig(c.key, FiaArg::key_shared_prefix, o.key_shared_prefix);
   set_sig(c.key, FiaArg::value_shared_prefix, o.value_shared_prefix);
   set_sig(c.key, FiaArg::block_table, o.block_table);
-}
-
-Shape output_shape(const FiaCall& c) {
-  const std::int64_t B = c.key.batch, N = c.key.heads, S = c.key.q_seq, D = c.key.dv;
-  switch (c.out) {
-    case FiaLayout::bsh: return {B, S, N * D};
-    case FiaLayout::bsnd: return {B, S, N, D};
-    case FiaLayout::bnsd: return {B, N, S, D};
-    case FiaLayout::nsd: return {N, S, D};
-    case FiaLayout::tnd: return {S, N, D};
-    case FiaLayout::ntd: return {N, S, D};
-    case FiaLayout::nbsd: return {N, B, S, D};
-  }
-  return {};
-}
-
-Shape lse_shape(const FiaCall& c) {
-  if (c.token) return {c.key.q_seq, c.key.heads, 1};
-  return {c.in == FiaLayout::nsd ? 1 : c.key.batch, c.key.heads, c.key.q_seq, 1};
-}
-
-namespace {
-
-// The element strides of t as (b, n, s, d) in layout l (BSH: d = H / N).
-FiaView view_of(const Tensor& t, FiaLayout l, std::int64_t d) {
-  FiaView v;
-  if (!t.defined()) return v;
-  v.data = t.data();
-  const Shape& st = t.strides();
-  auto set = [&](std::int64_t b, std::int64_t n, std::int64_t s, std::int64_t dd) {
-    v.stride[0] = b; v.stride[1] = n; v.stride[2] = s; v.stride[3] = dd;
-  };
-  switch (l) {
-    case FiaLayout::bsh: set(st[0], d * st[2], st[1], st[2]); break;
-    case FiaLayout::bsnd: set(st[0], st[2], st[1], st[3]); break;
-    case FiaLayout::bnsd: set(st[0], st[1], st[2], st[3]); break;
-    case FiaLayout::nsd: set(0, st[0], st[1], st[2]); break;
-    case FiaLayout::tnd: set(0, st[1], st[0], st[2]); break;
-    case FiaLayout::ntd: set(0, st[0], st[1], st[2]); break;
-    case FiaLayout::nbsd: set(st[1], st[0], st[2], st[3]); break;
-  }
-  return v;
-}
-
-// A KV-side tensor: the input layout, or a paged cache (block, n, row, d).
-FiaView kv_view_of(const FiaCall& c, const Tensor& t, std::int64_t d) {
-  switch (static_cast<FiaKvStore>(c.key.kv_store)) {
-    case FiaKvStore::contiguous: return view_of(t, c.in, d);
-    case FiaKvStore::paged_bsh: return view_of(t, FiaLayout::bsh, d);
-    case FiaKvStore::paged_bnsd: return view_of(t, FiaLayout::bnsd, d);
-  }
-  return {};
-}
-
-}  // namespace
-
-void make_core_views(const FiaCall& c, const Tensor& attention_out, FiaParams& p) {
-  const FiaShapeKey& k = c.key;
-  p.q = view_of(c.q, c.in, k.dk);
-  p.q_rope = view_of(c.o.query_rope, c.in, k.dr);
-  p.k = kv_view_of(c, c.k, k.dk);
-  p.v = kv_view_of(c, c.v, k.dv);
-  p.k_rope = kv_view_of(c, c.o.key_rope, k.dr);
-  p.k_prefix = view_of(c.o.key_shared_prefix, c.in, k.dk);
-  p.v_prefix = view_of(c.o.value_shared_prefix, c.in, k.dv);
-  p.out = view_of(attention_out, c.out, k.dv);
-  if (c.paged) {
-    p.block_table.data = c.o.block_table.data();
-    p.block_table.stride[0] = c.o.block_table.stride(0);
-    p.block_table.stride[2] = c.o.block_table.stride(1);
-  }
+  make_input_views(c);
 }
 
 }  // namespace npugraph::ops::attention

@@ -1,0 +1,129 @@
+// FIA's plan: every check that the shapes, dtypes, layout and flags decide, run once per call, and
+// what they decide (Note [FIA plan]). The operator's semantics: docs/fia.md.
+//
+// Note [FIA plan]
+// A call goes params -> plan -> block -> launch:
+//   plan_fia (fia_plan.cpp, with the checks of fia_plan_layout.cpp, fia_plan_mask.cpp and
+//     fia_plan_quant.cpp) reads the tensors' shapes and dtypes and the options that are not host
+//     values. It writes the static part of the parameter block in place (the FiaShapeKey, the
+//     workspace plan and the views of the inputs) and returns the FiaPlan: the call's derived
+//     flags and its output contract (attention_out's shape and dtype, softmax_lse's shape, the
+//     workspace size). It never reads a host value (the lengths, scale, pre/next tokens) nor a
+//     tensor's contents, and allocates nothing.
+//   build_block (fia_block.cpp) checks the outputs and the workspace against the plan and adds
+//     what the host values decide (the tail, the band, the padding, the extents they imply).
+// Everything that needs the shapes takes them from the one plan: the eager form allocates its
+// outputs and workspace from it, fia_workspace_bytes / fia_output_shape / fia_lse_shape /
+// fia_output_dtype read it, the public FiaPlan (the Python auto-dispatch recording) keeps it, and
+// the update check compares the key and the workspace plan it wrote into the block.
+//
+// Every message reads "fused_infer_attention_score: <argument> = <value>: <rule>". Message parts are
+// only formatted when a check fails, and nothing here allocates for batches up to
+// FiaParamBuffer::kInlineBatch, so re-planning a task for an update stays cheap.
+#pragma once
+
+#include <cstdint>
+#include <ostream>
+#include <vector>
+
+#include "npugraph/error.hpp"
+#include "npugraph/ops/fia.hpp"
+#include "ops/attention/fia_params.hpp"
+
+namespace npugraph::ops::attention {
+
+// "[1, 2, 3]" for messages (at most 16 values).
+struct ListText {
+  const std::vector<std::int64_t>& values;
+};
+std::ostream& operator<<(std::ostream& os, const ListText& l);
+
+// "float16[1, 32, 1, 128]", or "undefined".
+struct TensorText {
+  const Tensor& t;
+};
+std::ostream& operator<<(std::ostream& os, const TensorText& x);
+
+inline std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+inline std::int64_t align_up(std::int64_t a, std::int64_t b) { return ceil_div(a, b) * b; }
+
+// One call's plan (Note [FIA plan]). It refers to the call's arguments and to the header it fills:
+// it lives within one call (the public ops::FiaPlan keeps copies of both).
+struct FiaPlan {
+  const Tensor& q;
+  const Tensor& k;
+  const Tensor& v;
+  const FiaOptions& o;
+  FiaParams& header;  // written in place: the launch's block header (or a scratch one)
+  FiaShapeKey& key;   // header.key
+
+  // What the checks found.
+  FiaLayout in = FiaLayout::bsh, out = FiaLayout::bsh;
+  bool token = false;    // TND/NTD
+  bool decode = false;   // query S == 1, not TND/NTD
+  bool paged = false;
+  bool int8_kv = false;
+  bool prefix = false;
+  bool rope = false;
+  bool q_padding = false, kv_padding = false;  // the tensors are given (effective or not)
+  DType q_dtype = DType::f32, kv_dtype = DType::f32;
+  std::int64_t key_s = 0;  // the key's S (or T) dimension; 0 when paged
+
+  // The output contract.
+  Shape out_shape, lse_shape;
+  DType out_dtype = DType::f32;
+
+  FiaPlan(const Tensor& query, const Tensor& key_, const Tensor& value, const FiaOptions& options,
+          FiaParams& h)
+      : q(query), k(key_), v(value), o(options), header(h), key(h.key) {}
+  FiaPlan(const FiaPlan&) = delete;
+  FiaPlan& operator=(const FiaPlan&) = delete;
+
+  const FiaWorkspacePlan& workspace() const { return header.plan; }
+};
+
+// Plans a call into `header` (default-initialised, e.g. FiaParamBuffer::reset): Note [FIA plan].
+// Throws ArgumentError naming the argument, the value and the rule.
+void plan_fia(FiaPlan& plan);
+
+// The plan's stages, in order (each reads what the earlier ones found).
+// fia_plan_layout.cpp: layout, heads, dtypes and the shapes of query, key, value, query_rope,
+// key_rope, the shared prefix and the paged caches (block_table's shape and block_size included);
+// the views of those inputs.
+void plan_layout(FiaPlan& c);
+// fia_plan_mask.cpp: sparse_mode, inner_precise, atten_mask, pse_shift and the padding tensors'
+// shapes; the mask and pse views.
+void plan_mask(FiaPlan& c);
+// fia_plan_quant.cpp: antiquant parameters and the quantised output (dtypes and shapes); their
+// views.
+void plan_quant(FiaPlan& c);
+
+// The views of a tensor as (b, n, s, d) in layout l (BSH: d = H / N): Note [FIA views].
+FiaView view_of(const Tensor& t, FiaLayout l, std::int64_t d);
+
+// Shared checks.
+void set_sig(FiaShapeKey& key, FiaArg a, const Tensor& t);  // undefined tensors keep rank -1
+void check_defined(const Tensor& t, const char* name);
+void check_same_device(const Tensor& t, const char* name, const Tensor& q);
+
+// The workspace plan of a shape key (Note [FIA workspace]).
+FiaWorkspacePlan plan_workspace(const FiaShapeKey& key);
+
+// Plans the call and fills `buffer` with the launch's block: everything the `.out` form does
+// before it launches. `lse_zero`: see FiaParams::lse_zero (only the eager form passes one).
+void build_fia_params(const Tensor& query, const Tensor& key, const Tensor& value,
+                      const FiaOptions& options, const Tensor& workspace,
+                      const Tensor& attention_out, const Tensor& softmax_lse, float* lse_zero,
+                      FiaParamBuffer& buffer);
+
+// fia_block.cpp: checks the outputs and the workspace against `plan` and writes the rest of the
+// block: the outputs' views, the host values and what they decide (Note [FIA plan]). `buffer`'s
+// header must hold the plan's static part (the plan was built into it, or it is a copy).
+void build_block(const FiaPlan& plan, const Tensor& workspace, const Tensor& attention_out,
+                 const Tensor& softmax_lse, float* lse_zero, FiaParamBuffer& buffer);
+
+// The B a block for these arguments holds (the tail's size), read the way plan_layout reads it;
+// a call plan_layout rejects never launches, whatever B this guessed.
+std::int64_t block_batch(const Tensor& q, const FiaOptions& o);
+
+}  // namespace npugraph::ops::attention
