@@ -9,8 +9,10 @@
 #include <vector>
 
 #include "npugraph/npugraph.hpp"
-#include "ops/test_fia_util.hpp"
-#include "test_util.hpp"
+#include "support/bitwise.hpp"
+#include "support/diagnostics.hpp"
+#include "support/host_tensors.hpp"
+#include "support/throws.hpp"
 
 using namespace npugraph;
 
@@ -140,7 +142,7 @@ TEST(LaunchOrderUpdate, MixedWithStreamOrderTheLaterUpdateWins) {
 // The seed's FIA: replays queued behind a gate, each launched after a launch-ordered update of the
 // actual length; every replay's output is bitwise the eager output for the length it was launched with.
 TEST(LaunchOrderUpdate, FiaReplaysMatchEagerForTheLengthTheyWereLaunchedWith) {
-  using fia_test::random_tensor;
+  using ngtest::random_tensor;
   std::vector<double> qv, kv, vv;
   const Tensor q = random_tensor(qv, {1, 4, 1, 16}, f16, 1), k = random_tensor(kv, {1, 4, 8, 16}, f16, 2),
                v = random_tensor(vv, {1, 4, 8, 16}, f16, 3);

@@ -10,7 +10,8 @@
 #include "llm/gguf_writer.hpp"
 #include "npugraph/dtype.hpp"
 #include "npugraph/llm/gguf.hpp"
-#include "test_util.hpp"
+#include "npugraph/error.hpp"
+#include "support/throws.hpp"
 
 using namespace npugraph;
 using namespace npugraph::llm;
@@ -57,7 +58,7 @@ GgufWriter small_writer() {
 
 // Runs f, which must throw ArgumentError mentioning every part.
 #define EXPECT_ARG_ERROR(stmt, ...) \
-  EXPECT_TRUE(ngtest::throws_with<ArgumentError>([&] { (void)(stmt); }, {__VA_ARGS__}))
+  EXPECT_TRUE(ngtest::throws<ArgumentError>([&] { (void)(stmt); }, {__VA_ARGS__}))
 
 }  // namespace
 
@@ -229,7 +230,7 @@ TEST(GgufCorrupt, EveryTruncationIsAnErrorNamingTheFileUnlessOnlyPaddingIsCut) {
       EXPECT_NO_THROW(GgufFile::from_bytes(cut, name)) << n;
       continue;
     }
-    EXPECT_TRUE(ngtest::throws_with<ArgumentError>([&] { GgufFile::from_bytes(cut, name); },
+    EXPECT_TRUE(ngtest::throws<ArgumentError>([&] { GgufFile::from_bytes(cut, name); },
                                                    {"GGUF file '" + name + "'"}))
         << "cut at " << n;
   }
@@ -237,7 +238,7 @@ TEST(GgufCorrupt, EveryTruncationIsAnErrorNamingTheFileUnlessOnlyPaddingIsCut) {
   for (std::size_t n = 0; n < needed; n += 13) {
     const auto path = ngtest::scratch_dir() / ("cut-" + std::to_string(n) + ".gguf");
     ngtest::write_file(path, Bytes(full.begin(), full.begin() + static_cast<std::ptrdiff_t>(n)));
-    EXPECT_TRUE(ngtest::throws_with<ArgumentError>([&] { GgufFile::open(path); }, {path.string()}))
+    EXPECT_TRUE(ngtest::throws<ArgumentError>([&] { GgufFile::open(path); }, {path.string()}))
         << n;
   }
 }
