@@ -7,7 +7,10 @@
 // checking it is one of these.
 //
 // Dequantisation is ggml's dequantize_row_* bit for bit: the half-float scale converted exactly,
-// then one float multiply (and one float add for Q4_1), never a fused multiply-add:
+// then one float multiply (and one float add for Q4_1). A quant (at most 8 bits) times a half scale
+// (11 significant bits) is exact in float32, so the add rounds once whether or not the compiler
+// fuses it into a multiply-add (GCC contracts in C++ even under -std=c++20): every implementation
+// here, scalar or SIMD, gives ggml's values.
 //   Q4_0  x[j] = float(nibble_j - 8) * d
 //   Q4_1  x[j] = float(nibble_j) * d + m
 //   Q8_0  x[j] = float(q_j) * d

@@ -38,15 +38,16 @@ void linear_cpu(const void* raw, std::size_t size, const ExecContext& ctx) {
 const KernelDef kQuantLinear{.name = "weight_quant_linear", .cpu = linear_cpu};
 const KernelDef kLinear{.name = "linear", .cpu = linear_cpu};
 
-// The plan: weight rows per chunk, a function of the shapes only. GEMV: about 32 chunks of whole
-// register tiles (8 rows at least), at most 256 KiB of weights each; GEMM: one tile of
-// kGemmTileRows rows per chunk.
+// The plan: weight rows per chunk, a function of the shapes only (outputs do not depend on it,
+// Note [Linear kernels]). GEMV: chunks of about 1/32 of the weight bytes, at least 32 KiB (so a
+// chunk's prefetch lead-in is a small part of it) and at most 256 KiB, in whole register tiles
+// (multiples of 8 rows); GEMM: one tile of kGemmTileRows rows per chunk.
 std::int64_t chunk_rows(std::int64_t T, std::int64_t N, std::int64_t row_bytes) {
   if (T > linear_impl::kGemvMaxRows) return linear_impl::kGemmTileRows;
-  constexpr std::int64_t kMaxChunkBytes = 256 << 10;
-  const std::int64_t cap = std::max<std::int64_t>(8, kMaxChunkBytes / std::max<std::int64_t>(row_bytes, 1) / 8 * 8);
-  const std::int64_t rows = ((N + 31) / 32 + 7) / 8 * 8;
-  return std::clamp<std::int64_t>(rows, 8, cap);
+  const std::int64_t total = N * std::max<std::int64_t>(row_bytes, 1);
+  const std::int64_t bytes = std::clamp<std::int64_t>(total / 32, 32 << 10, 256 << 10);
+  const std::int64_t rows = (bytes / std::max<std::int64_t>(row_bytes, 1) + 7) / 8 * 8;
+  return std::max<std::int64_t>(rows, 8);
 }
 
 struct Checked {

@@ -1,9 +1,8 @@
 // QuantWeight's checks, ggml's dequantize_row_* and quantize_row_*_ref for Q4_0, Q4_1 and Q8_0.
 //
-// Dequantisation is one float multiply (and one add for Q4_1) per element, never contracted into a
-// fused multiply-add (the project builds ISO C++, where GCC does not contract), so values are
-// bitwise ggml's; the SIMD kernels (linear_simd.cpp) compute the same operations and therefore the
-// same values.
+// Dequantisation is one float multiply (and one add for Q4_1) per element with an exact product
+// (quant.hpp), so values are bitwise ggml's whether or not the add is fused; the SIMD kernels
+// (linear_simd.cpp) compute the same values.
 #include "npugraph/ops/quant.hpp"
 
 #include <algorithm>

@@ -1,0 +1,220 @@
+// bench_linear: the decode engine's linear layers against this machine's roofline, measured first
+// in the same run (bench/attention/roofline.*).
+//
+//   roofline/dram_read            GBps        streaming read of 1 GiB on every core (best of 5)
+//   roofline/fma_f32              GFLOPs      register-resident SIMD FMA chains on every core
+//   gemv/<fmt>/<N>x<K>/T:<T>      time per call (16 calls on successive weight copies, then one
+//                                 stream synchronize: a decode step's back-to-back layers)
+//                                 GBps, bw_frac          weight bytes read / time, / dram_read
+//                                 probe_GBps, bw_frac_probe   a 256 MiB read probe right before and
+//                                 after the case (mean), and GBps / it (the VM's DRAM rate drifts)
+//                                 GFLOPs                 2 T N K / time
+//   gemv_hot/...                  the same with one weight copy (cache-resident: the kernel's
+//                                 compute ceiling, not a DRAM figure)
+//   gemm/<fmt>/<N>x<K>/T:128      prefill: GFLOPs, peak_frac (of fma_f32)
+// Weight copies total >= 1 GiB (4x this machine's 260 MiB L3) so GEMV weights come from DRAM.
+// Every case runs on the best Highway target and again with AVX2 forced (suffix /avx2, through
+// hwy::SetSupportedTargetsForTest); `target` reports which ran (the HWY_* bit).
+#include <benchmark/benchmark.h>
+
+#include <chrono>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <hwy/targets.h>
+
+#include "attention/roofline.hpp"
+#include "npugraph/npugraph.hpp"
+
+namespace npugraph_bench {
+namespace {
+
+namespace ng = npugraph;
+using ng::ops::QuantType;
+
+void BM_dram_read(benchmark::State& state) {
+  double best = 0;
+  for (auto _ : state) best = best_read_bandwidth();
+  note_read_bandwidth(best);
+  state.counters["GBps"] = best / 1e9;
+  state.counters["threads"] = roofline_threads();
+}
+
+void BM_fma_peak(benchmark::State& state) {
+  double best = 0;
+  for (auto _ : state) best = best_fma_peak();
+  note_fma_peak(best);
+  state.counters["GFLOPs"] = best / 1e9;
+  state.counters["threads"] = roofline_threads();
+}
+
+struct Spec {
+  const char* fmt;  // "Q4_1", "Q8_0", "Q4_0", "F16"
+  std::int64_t N, K;
+};
+
+bool is_quant(const Spec& s) { return std::strcmp(s.fmt, "F16") != 0; }
+QuantType quant_of(const Spec& s) {
+  return std::strcmp(s.fmt, "Q4_1") == 0 ? QuantType::q4_1
+         : std::strcmp(s.fmt, "Q4_0") == 0 ? QuantType::q4_0 : QuantType::q8_0;
+}
+
+// Copies of one random weight (quantised with ggml's reference quantiser) totalling >= `bytes`.
+struct Weights {
+  std::vector<ng::ops::QuantWeight> q;
+  std::vector<ng::Tensor> f;
+  std::size_t bytes_each = 0;
+  std::size_t count() const { return q.empty() ? f.size() : q.size(); }
+};
+
+Weights make_weights(const Spec& s, std::size_t total) {
+  std::mt19937 gen(1);
+  std::uniform_real_distribution<float> dist(-1, 1);
+  std::vector<float> v(static_cast<std::size_t>(s.N * s.K));
+  for (auto& x : v) x = dist(gen);
+  Weights w;
+  if (is_quant(s)) {
+    const ng::ops::QuantWeight one = ng::ops::quantize(quant_of(s), v, s.N, s.K);
+    w.bytes_each = one.bytes().nbytes();
+    const std::size_t n = std::max<std::size_t>(1, (total + w.bytes_each - 1) / w.bytes_each);
+    for (std::size_t i = 0; i < n; ++i) {
+      ng::Tensor b = ng::empty(one.bytes().shape(), ng::DType::u8);
+      std::memcpy(b.data(), one.bytes().data(), w.bytes_each);
+      w.q.emplace_back(b, one.type(), one.rows(), one.cols());
+    }
+  } else {
+    w.bytes_each = v.size() * 2;
+    const std::size_t n = std::max<std::size_t>(1, (total + w.bytes_each - 1) / w.bytes_each);
+    for (std::size_t i = 0; i < n; ++i) {
+      ng::Tensor t = ng::empty({s.N, s.K}, ng::DType::f16);
+      for (std::size_t j = 0; j < v.size(); ++j) t.data_ptr<ng::half>()[j] = ng::half(v[j]);
+      w.f.push_back(t);
+    }
+  }
+  return w;
+}
+
+// The weights of a case, built once (the cold copies are large) and shared by its variants.
+const Weights& weights_for(const Spec& s, bool hot) {
+  static std::vector<std::pair<std::string, Weights>> cache;
+  const std::string key = std::string(s.fmt) + std::to_string(s.N) + "x" + std::to_string(s.K) + (hot ? "h" : "c");
+  for (auto& [k, w] : cache)
+    if (k == key) return w;
+  // Keep one set of cold copies at a time (1 GiB each).
+  if (!hot)
+    for (auto& [k, w] : cache)
+      if (k.back() == 'c') w = Weights{};
+  cache.emplace_back(key, make_weights(s, hot ? 0 : std::size_t{1} << 30));
+  return cache.back().second;
+}
+
+// Forces AVX2 for the scope (all targets again at its end).
+class TargetScope {
+ public:
+  explicit TargetScope(bool avx2) : forced_(avx2) {
+    if (forced_) hwy::SetSupportedTargetsForTest(HWY_AVX2);
+  }
+  ~TargetScope() {
+    if (forced_) hwy::SetSupportedTargetsForTest(0);
+  }
+  TargetScope(const TargetScope&) = delete;
+  TargetScope& operator=(const TargetScope&) = delete;
+
+ private:
+  bool forced_;
+};
+
+double best_target_bit() {
+  const auto t = hwy::SupportedTargets();
+  return static_cast<double>(t & ~(t - 1));  // the lowest set bit: the best target
+}
+
+void BM_linear(benchmark::State& state, Spec s, std::int64_t T, bool hot, bool avx2) {
+  const Roofline roof = roofline();
+  const TargetScope scope(avx2);
+  const Weights& w = weights_for(s, hot);
+  const ng::Stream stream = ng::current_stream();
+  std::mt19937 gen(2);
+  std::uniform_real_distribution<float> dist(-1, 1);
+  ng::Tensor x = ng::empty({T, s.K}, ng::DType::f32);
+  for (std::int64_t i = 0; i < x.numel(); ++i) x.data_ptr<float>()[i] = dist(gen);
+  ng::Tensor y = ng::empty({T, s.N}, ng::DType::f32);
+  std::size_t i = 0;
+  auto call = [&] {
+    const std::size_t c = i++ % w.count();
+    if (is_quant(s)) ng::ops::weight_quant_linear_out(x, w.q[c], {}, y);
+    else ng::ops::linear_out(x, w.f[c], {}, y);
+  };
+  constexpr int kBatch = 16;
+  for (int k = 0; k < 4; ++k) call();  // warm: first touch of x, y, the pool's threads
+  stream.synchronize();
+  const bool gemv = T <= ng::ops::kLinearGemvMaxRows;
+  constexpr std::size_t kProbeBytes = std::size_t{256} << 20;
+  const double probe0 = gemv && !hot ? measure_read_bandwidth(kProbeBytes, roofline_threads(), 3) : 0;
+  double total = 0;
+  for (auto _ : state) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int k = 0; k < kBatch; ++k) call();
+    stream.synchronize();
+    const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    total += dt;
+    state.SetIterationTime(dt / kBatch);  // reported time: one call
+  }
+  const double per_call = total / static_cast<double>(state.iterations() * kBatch);
+  const double bytes = static_cast<double>(w.bytes_each);
+  const double flops = 2.0 * static_cast<double>(T * s.N * s.K);
+  state.counters["GFLOPs"] = flops / per_call / 1e9;
+  state.counters["us_per_call"] = per_call * 1e6;
+  state.counters["target"] = best_target_bit();
+  if (gemv) {
+    state.counters["GBps"] = bytes / per_call / 1e9;
+    if (!hot) {
+      const double probe = (probe0 + measure_read_bandwidth(kProbeBytes, roofline_threads(), 3)) / 2;
+      state.counters["bw_frac"] = bytes / per_call / roof.read_bytes_per_s;
+      state.counters["probe_GBps"] = probe / 1e9;
+      state.counters["bw_frac_probe"] = bytes / per_call / probe;
+    }
+  } else {
+    state.counters["peak_frac"] = flops / per_call / roof.fma_flops_per_s;
+  }
+}
+
+std::string shape_name(const Spec& s) {
+  return std::string(s.fmt) + "/" + std::to_string(s.N) + "x" + std::to_string(s.K);
+}
+
+const bool registered = [] {
+  benchmark::RegisterBenchmark("roofline/dram_read", BM_dram_read)->Iterations(1)->UseRealTime()
+      ->Unit(benchmark::kMillisecond);
+  benchmark::RegisterBenchmark("roofline/fma_f32", BM_fma_peak)->Iterations(1)->UseRealTime()
+      ->Unit(benchmark::kMillisecond);
+  // SmolLM2-135M's decode GEMVs: gate/up [1536, 576], down [576, 1536], the tied output projection
+  // [49152, 576] in Q8_0; q/o [576, 576] and k/v [192, 576]; a float16 weight for the plain linear.
+  const std::vector<Spec> gemv = {{"Q4_1", 1536, 576}, {"Q4_1", 576, 1536}, {"Q8_0", 49152, 576},
+                                  {"Q4_1", 576, 576},  {"Q4_1", 192, 576},  {"Q4_0", 1536, 576},
+                                  {"F16", 1536, 576}};
+  for (bool avx2 : {false, true}) {
+    const std::string sfx = avx2 ? "/avx2" : "";
+    for (const Spec& s : gemv)
+      for (std::int64_t T : {1, 8}) {
+        benchmark::RegisterBenchmark(
+            ("gemv/" + shape_name(s) + "/T:" + std::to_string(T) + sfx).c_str(),
+            [s, T, avx2](benchmark::State& st) { BM_linear(st, s, T, false, avx2); })
+            ->UseManualTime()->Unit(benchmark::kMicrosecond)->MinTime(0.3);
+      }
+    for (const Spec& s : {Spec{"Q4_1", 1536, 576}, Spec{"Q8_0", 49152, 576}})
+      benchmark::RegisterBenchmark(("gemv_hot/" + shape_name(s) + "/T:1" + sfx).c_str(),
+                                   [s, avx2](benchmark::State& st) { BM_linear(st, s, 1, true, avx2); })
+          ->UseManualTime()->Unit(benchmark::kMicrosecond)->MinTime(0.3);
+    for (const Spec& s : {Spec{"Q4_1", 1536, 576}, Spec{"Q4_1", 576, 1536}})
+      benchmark::RegisterBenchmark(("gemm/" + shape_name(s) + "/T:128" + sfx).c_str(),
+                                   [s, avx2](benchmark::State& st) { BM_linear(st, s, 128, true, avx2); })
+          ->UseManualTime()->Unit(benchmark::kMillisecond)->MinTime(0.3);
+  }
+  return true;
+}();
+
+}  // namespace
+}  // namespace npugraph_bench

@@ -1,0 +1,53 @@
+// Token selection from logits [B, V] (float32, contiguous): argmax, and seeded sampling with
+// temperature, top-k and top-p whose randomness comes from device tensors, so a captured decode
+// step samples anew at every replay without an update.
+//
+// argmax: out[b] = the index of the largest logit of row b (int32); ties give the lowest index;
+// NaN counts as larger than every number (torch.argmax), the first NaN winning.
+//
+// sample: per row b, with u = philox4x32-10(key = seeds[b], counter = (steps[b], b)) as a double
+// in [0, 1) — a counter-based generator, so the draw depends on (seed, step, row) only, never on
+// threads or on other rows:
+//   temperature == 0: argmax (no draw);
+//   else z = logits / temperature; candidates = the top_k largest z (top_k 0: all V), ordered by z
+//   descending then index ascending; p = softmax over the candidates (in double); the top-p
+//   nucleus = the shortest prefix whose probability reaches top_p (top_p >= 1: all candidates);
+//   out[b] = the first candidate of the nucleus whose cumulative probability exceeds u * (nucleus
+//   total). (vLLM's sampler order: temperature, top-k, top-p on the renormalised top-k.)
+// seeds int64 [B]; steps int64 [B]; with advance_steps the kernel adds 1 to steps[b] after drawing
+// (a captured graph then draws a new number every replay with no host work at all).
+// One kernel launch each, capturable; rows run in parallel, each in a fixed order.
+#pragma once
+
+#include <cstdint>
+
+#include "npugraph/kernel.hpp"
+#include "npugraph/tensor.hpp"
+
+namespace npugraph::ops {
+
+void argmax_out(const Tensor& logits, const Tensor& out);
+Tensor argmax(const Tensor& logits);
+
+struct SamplingOptions {
+  double temperature = 1.0;  // >= 0; 0 = greedy
+  std::int64_t top_k = 0;    // 0: no top-k; else 1..V
+  double top_p = 1.0;        // (0, 1]
+  bool advance_steps = false;
+};
+
+void sample_out(const Tensor& logits, const Tensor& seeds, const Tensor& steps, const Tensor& out,
+                const SamplingOptions& options);
+Tensor sample(const Tensor& logits, const Tensor& seeds, const Tensor& steps,
+              const SamplingOptions& options);
+
+// Philox4x32-10 of (key, counter): the generator `sample` draws from (for tests and references).
+void philox4x32(std::uint64_t key, std::uint64_t counter_lo, std::uint64_t counter_hi,
+                std::uint32_t out[4]) noexcept;
+// The uniform double in [0, 1) `sample` uses for (seed, step, row): 53 bits of the first two words.
+double sampling_uniform(std::uint64_t seed, std::uint64_t step, std::uint64_t row) noexcept;
+
+const KernelDef& argmax_kernel();
+const KernelDef& sample_kernel();
+
+}  // namespace npugraph::ops

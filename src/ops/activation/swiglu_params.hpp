@@ -1,0 +1,24 @@
+// The parameter block of the swiglu kernel and its SIMD entry point (swiglu_simd.cpp).
+#pragma once
+
+#include <cstdint>
+
+#include "npugraph/dtype.hpp"
+#include "npugraph/kernel.hpp"
+
+namespace npugraph::ops::swiglu_impl {
+
+struct SwigluParams {
+  const void* gate = nullptr;  // row r at gate + r * in_stride elements
+  const void* up = nullptr;    // row r at up + r * in_stride elements
+  void* out = nullptr;         // row r at out + r * H elements
+  std::int64_t rows = 0, H = 0, in_stride = 0;
+  DType in_dtype = DType::f32, out_dtype = DType::f32;
+};
+
+// out = silu(gate) * up = gate * up / (1 + exp(-gate)), in float32 with Highway's Exp (argument
+// clamped to [-88, 88]); the last partial vector of a row runs zero-padded through the same code,
+// so every element gets the same formula. Rows are chunked by a function of H only.
+void run_swiglu(const SwigluParams& p, const ExecContext& ctx);
+
+}  // namespace npugraph::ops::swiglu_impl

@@ -1,0 +1,111 @@
+// reshape_and_cache: checks, launch, and the kernel (every slot checked before anything is written;
+// tokens written in order, so a slot given twice keeps the later token).
+#include "npugraph/ops/kv_cache.hpp"
+
+#include "npugraph/stream.hpp"
+#include "ops/activation/float_io.hpp"
+
+namespace npugraph::ops {
+namespace {
+
+using namespace detail_llm;
+
+struct CacheParams {
+  const void* key = nullptr;
+  const void* value = nullptr;
+  void* key_cache = nullptr;
+  void* value_cache = nullptr;
+  const std::int32_t* slots = nullptr;
+  std::int64_t T = 0, H = 0, capacity = 0;
+  DType kv_dtype = DType::f32, cache_dtype = DType::f16;
+};
+
+template <class TI, class TC>
+void write(const CacheParams& p) {
+  for (std::int64_t t = 0; t < p.T; ++t) {
+    const std::int64_t slot = p.slots[t];
+    if (slot < 0) continue;
+    for (std::int64_t i = 0; i < p.H; ++i) {
+      store<TC>(p.key_cache, slot * p.H + i, load<TI>(p.key, t * p.H + i));
+      store<TC>(p.value_cache, slot * p.H + i, load<TI>(p.value, t * p.H + i));
+    }
+  }
+}
+
+void cache_cpu(const void* raw, std::size_t size, const ExecContext&) {
+  const auto& p = params_of<CacheParams>(raw, size, "reshape_and_cache");
+  for (std::int64_t t = 0; t < p.T; ++t)
+    if (p.slots[t] >= p.capacity)
+      NG_THROW(TaskError, "reshape_and_cache: slot_mapping[", t, "] = ", p.slots[t],
+               ": outside the cache's ", p.capacity,
+               " slots (num_blocks * block_size; negative skips a token) (nothing written)");
+  // One token is a few hundred elements: written in one pass on this thread, in token order.
+  dispatch_float(p.kv_dtype, [&](auto ti) {
+    dispatch_float(p.cache_dtype, [&](auto tc) { write<decltype(ti), decltype(tc)>(p); });
+  });
+}
+
+const KernelDef kCache{.name = "reshape_and_cache", .cpu = cache_cpu};
+
+// [T, KV_N, D] or [T, KV_N * D] -> the per-token element count.
+std::int64_t token_elems(const char* arg, const Tensor& t) {
+  check_float("reshape_and_cache", arg, t);
+  NG_CHECK_ARG(t.dim() == 3 || t.dim() == 2, "reshape_and_cache: ", arg, " = ", t.str(),
+               ": must be [tokens, kv_heads, head_dim] or [tokens, kv_heads * head_dim]");
+  return t.numel() / std::max<std::int64_t>(1, t.size(0));
+}
+
+// [num_blocks, block_size, H] or [num_blocks, block_size, KV_N, D] -> the slot count.
+std::int64_t cache_slots(const char* arg, const Tensor& c, std::int64_t H, const Tensor& key) {
+  constexpr const char* op = "reshape_and_cache";
+  check_float(op, arg, c);
+  NG_CHECK_ARG((c.dim() == 3 || c.dim() == 4) && c.size(0) > 0 && c.size(1) > 0, op, ": ", arg,
+               " = ", c.str(),
+               ": must be [num_blocks, block_size, kv_heads * head_dim] or [num_blocks, block_size, kv_heads, head_dim]");
+  const std::int64_t per_slot = c.numel() / (c.size(0) * c.size(1));
+  NG_CHECK_ARG(per_slot == H, op, ": ", arg, " = ", c.str(), ": its slots must hold the ", H,
+               " elements of a token of key = ", key.str());
+  return c.size(0) * c.size(1);
+}
+
+}  // namespace
+
+const KernelDef& reshape_and_cache_kernel() { return kCache; }
+
+void reshape_and_cache(const Tensor& key, const Tensor& value, const Tensor& key_cache,
+                       const Tensor& value_cache, const Tensor& slot_mapping) {
+  const Stream stream = current_stream(key.device());
+  const UpdateErrorGuard guard(stream);
+  constexpr const char* op = "reshape_and_cache";
+  const std::int64_t H = token_elems("key", key);
+  token_elems("value", value);
+  NG_CHECK_ARG(value.shape() == key.shape() && value.dtype() == key.dtype(), op, ": value = ",
+               value.str(), ": must have the shape and dtype of key = ", key.str());
+  const std::int64_t slots = cache_slots("key_cache", key_cache, H, key);
+  cache_slots("value_cache", value_cache, H, key);
+  NG_CHECK_ARG(value_cache.shape() == key_cache.shape() && value_cache.dtype() == key_cache.dtype(),
+               op, ": value_cache = ", value_cache.str(), ": must have the shape and dtype of key_cache = ",
+               key_cache.str());
+  NG_CHECK_ARG(key_cache.data() != value_cache.data(), op,
+               ": key_cache and value_cache are the same memory");
+  check_i32(op, "slot_mapping", slot_mapping, key.size(0), "one slot per token of key");
+  for (const auto& [arg, t] : {std::pair<const char*, const Tensor*>{"value", &value},
+                               {"key_cache", &key_cache}, {"value_cache", &value_cache},
+                               {"slot_mapping", &slot_mapping}})
+    check_same_device(op, arg, *t, key);
+  CacheParams p;
+  p.key = key.data();
+  p.value = value.data();
+  p.key_cache = key_cache.data();
+  p.value_cache = value_cache.data();
+  p.slots = slot_mapping.data_ptr<std::int32_t>();
+  p.T = key.size(0);
+  p.H = H;
+  p.capacity = slots;
+  p.kv_dtype = key.dtype();
+  p.cache_dtype = key_cache.dtype();
+  const Tensor* uses[] = {&key, &value, &key_cache, &value_cache, &slot_mapping};
+  launch(stream, kCache, p, uses);
+}
+
+}  // namespace npugraph::ops

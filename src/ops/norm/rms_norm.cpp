@@ -1,0 +1,193 @@
+// npu_rms_norm / npu_add_rms_norm: checks, launch, and the row kernel.
+#include "npugraph/ops/rms_norm.hpp"
+
+#include <cmath>
+
+#include "npugraph/stream.hpp"
+#include "ops/activation/float_io.hpp"
+
+namespace npugraph::ops {
+namespace {
+
+using namespace detail_llm;
+
+struct RmsNormParams {
+  const void* x1 = nullptr;
+  const void* x2 = nullptr;     // add_rms_norm: the second addend
+  const void* gamma = nullptr;
+  void* y = nullptr;
+  float* rstd = nullptr;        // or null
+  void* x_out = nullptr;        // add_rms_norm: x1 + x2
+  std::int64_t rows = 0, H = 0;
+  double epsilon = 0;
+  DType x_dtype = DType::f32, gamma_dtype = DType::f32, y_dtype = DType::f32,
+        x_out_dtype = DType::f32;
+};
+
+// Rows per chunk: about 16K elements, a function of H only.
+std::int64_t grain(std::int64_t H) { return std::max<std::int64_t>(1, (1 << 14) / std::max<std::int64_t>(H, 1)); }
+
+template <class TX, class TG, class TY, class TO, bool kAdd>
+void rows_kernel(const RmsNormParams& p, std::int64_t r0, std::int64_t r1) {
+  const std::int64_t H = p.H;
+  for (std::int64_t r = r0; r < r1; ++r) {
+    const std::int64_t base = r * H;
+    // The row as float32 (for add: x1 + x2 rounded to x_out's dtype, written there first).
+    auto xv = [&](std::int64_t i) {
+      if constexpr (kAdd) return load<TO>(p.x_out, base + i);
+      else return load<TX>(p.x1, base + i);
+    };
+    if constexpr (kAdd)
+      for (std::int64_t i = 0; i < H; ++i)
+        store<TO>(p.x_out, base + i, load<TX>(p.x1, base + i) + load<TX>(p.x2, base + i));
+    double s[4] = {0, 0, 0, 0};
+    std::int64_t i = 0;
+    for (; i + 4 <= H; i += 4)
+      for (int j = 0; j < 4; ++j) {
+        const double v = xv(i + j);
+        s[j] += v * v;
+      }
+    for (; i < H; ++i) {
+      const double v = xv(i);
+      s[0] += v * v;
+    }
+    const double ms = ((s[0] + s[1]) + (s[2] + s[3])) / static_cast<double>(H);
+    const auto rstd = static_cast<float>(1.0 / std::sqrt(ms + p.epsilon));
+    if (p.rstd) p.rstd[r] = rstd;
+    for (std::int64_t k = 0; k < H; ++k) store<TY>(p.y, base + k, (xv(k) * rstd) * load<TG>(p.gamma, k));
+  }
+}
+
+template <bool kAdd>
+void rms_norm_cpu(const void* raw, std::size_t size, const ExecContext& ctx) {
+  const auto& p = params_of<RmsNormParams>(raw, size, kAdd ? "add_rms_norm" : "rms_norm");
+  dispatch_float(p.x_dtype, [&](auto tx) {
+    dispatch_float(p.gamma_dtype, [&](auto tg) {
+      dispatch_float(p.y_dtype, [&](auto ty) {
+        dispatch_float(kAdd ? p.x_out_dtype : p.x_dtype, [&](auto to) {
+          using TX = decltype(tx);
+          using TG = decltype(tg);
+          using TY = decltype(ty);
+          using TO = decltype(to);
+          ctx.parallel_for(p.rows, grain(p.H), [&](std::int64_t b, std::int64_t e) {
+            rows_kernel<TX, TG, TY, TO, kAdd>(p, b, e);
+          });
+        });
+      });
+    });
+  });
+}
+
+const KernelDef kRmsNorm{.name = "rms_norm", .cpu = rms_norm_cpu<false>};
+const KernelDef kAddRmsNorm{.name = "add_rms_norm", .cpu = rms_norm_cpu<true>};
+
+Shape rstd_shape(const Tensor& x) {
+  Shape s = x.shape();
+  s[s.size() - 1] = 1;
+  return s;
+}
+
+// Checks x (as `xname`), gamma, y and rstd; returns the row count.
+std::int64_t check_norm(const char* op, const char* xname, const Tensor& x, const Tensor& gamma,
+                        double epsilon, const Tensor& y, const Tensor& rstd) {
+  check_float(op, xname, x);
+  NG_CHECK_ARG(x.dim() >= 1 && x.size(-1) > 0, op, ": ", xname, " = ", x.str(),
+               ": must have a last dim of positive size");
+  const std::int64_t H = x.size(-1);
+  check_float(op, "gamma", gamma);
+  NG_CHECK_ARG(gamma.dim() == 1 && gamma.size(0) == H, op, ": gamma = ", gamma.str(),
+               ": must have the hidden size ", H, " of ", xname, " = ", x.str());
+  NG_CHECK_ARG(gamma.dtype() == x.dtype() || gamma.dtype() == DType::f32, op, ": gamma = ",
+               gamma.str(), ": must be float32 or the dtype of ", xname, " = ", x.str());
+  check_same_device(op, "gamma", gamma, x);
+  NG_CHECK_ARG(std::isfinite(epsilon) && epsilon >= 0, op, ": epsilon = ", epsilon,
+               ": must be finite and >= 0");
+  check_float(op, "y", y);
+  NG_CHECK_ARG(y.shape() == x.shape(), op, ": y = ", y.str(), ": must have the shape of ", xname,
+               " = ", x.str());
+  check_same_device(op, "y", y, x);
+  if (rstd.defined()) {
+    NG_CHECK_ARG(rstd.dtype() == DType::f32 && rstd.shape() == rstd_shape(x) && rstd.is_contiguous(),
+                 op, ": rstd = ", rstd.str(), ": must be a contiguous float32", rstd_shape(x).str(),
+                 " (", xname, " = ", x.str(), " with its last dim 1)");
+    check_same_device(op, "rstd", rstd, x);
+  }
+  return x.numel() / H;
+}
+
+}  // namespace
+
+const KernelDef& rms_norm_kernel() { return kRmsNorm; }
+const KernelDef& add_rms_norm_kernel() { return kAddRmsNorm; }
+
+void rms_norm_out(const Tensor& x, const Tensor& gamma, double epsilon, const Tensor& y,
+                  const Tensor& rstd) {
+  const Stream stream = current_stream(x.device());
+  const UpdateErrorGuard guard(stream);
+  RmsNormParams p;
+  p.rows = check_norm("rms_norm", "x", x, gamma, epsilon, y, rstd);
+  p.H = x.size(-1);
+  p.x1 = x.data();
+  p.gamma = gamma.data();
+  p.y = y.data();
+  p.rstd = rstd.defined() ? rstd.data_ptr<float>() : nullptr;
+  p.epsilon = epsilon;
+  p.x_dtype = x.dtype();
+  p.gamma_dtype = gamma.dtype();
+  p.y_dtype = y.dtype();
+  const Tensor* uses[] = {&x, &gamma, &y, &rstd};
+  launch(stream, kRmsNorm, p, uses);
+}
+
+RmsNormResult npu_rms_norm(const Tensor& x, const Tensor& gamma, double epsilon) {
+  check_float("rms_norm", "x", x);
+  NG_CHECK_ARG(x.dim() >= 1, "rms_norm: x = ", x.str(), ": must have at least one dim");
+  RmsNormResult r{empty(x.shape(), x.dtype(), x.device()), empty(rstd_shape(x), DType::f32, x.device())};
+  rms_norm_out(x, gamma, epsilon, r.y, r.rstd);
+  return r;
+}
+
+void add_rms_norm_out(const Tensor& x1, const Tensor& x2, const Tensor& gamma, double epsilon,
+                      const Tensor& y, const Tensor& rstd, const Tensor& x_out) {
+  const Stream stream = current_stream(x1.device());
+  const UpdateErrorGuard guard(stream);
+  constexpr const char* op = "add_rms_norm";
+  check_float(op, "x1", x1);
+  check_float(op, "x2", x2);
+  NG_CHECK_ARG(x2.dtype() == x1.dtype() && x2.shape() == x1.shape(), op, ": x2 = ", x2.str(),
+               ": must have the dtype and shape of x1 = ", x1.str());
+  check_same_device(op, "x2", x2, x1);
+  check_float(op, "x", x_out);
+  NG_CHECK_ARG(x_out.shape() == x1.shape(), op, ": x = ", x_out.str(),
+               ": must have the shape of x1 = ", x1.str());
+  check_same_device(op, "x", x_out, x1);
+  RmsNormParams p;
+  p.rows = check_norm(op, "x1", x1, gamma, epsilon, y, rstd);
+  p.H = x1.size(-1);
+  p.x1 = x1.data();
+  p.x2 = x2.data();
+  p.gamma = gamma.data();
+  p.y = y.data();
+  p.rstd = rstd.defined() ? rstd.data_ptr<float>() : nullptr;
+  p.x_out = x_out.data();
+  p.epsilon = epsilon;
+  p.x_dtype = x1.dtype();
+  p.gamma_dtype = gamma.dtype();
+  p.y_dtype = y.dtype();
+  p.x_out_dtype = x_out.dtype();
+  const Tensor* uses[] = {&x1, &x2, &gamma, &y, &rstd, &x_out};
+  launch(stream, kAddRmsNorm, p, uses);
+}
+
+AddRmsNormResult npu_add_rms_norm(const Tensor& x1, const Tensor& x2, const Tensor& gamma,
+                                  double epsilon) {
+  check_float("add_rms_norm", "x1", x1);
+  NG_CHECK_ARG(x1.dim() >= 1, "add_rms_norm: x1 = ", x1.str(), ": must have at least one dim");
+  AddRmsNormResult r{empty(x1.shape(), x1.dtype(), x1.device()),
+                     empty(rstd_shape(x1), DType::f32, x1.device()),
+                     empty(x1.shape(), x1.dtype(), x1.device())};
+  add_rms_norm_out(x1, x2, gamma, epsilon, r.y, r.rstd, r.x);
+  return r;
+}
+
+}  // namespace npugraph::ops

@@ -1,0 +1,123 @@
+// rotary_embedding: checks, launch, and the kernel (Note [RoPE pairing] in rope.hpp).
+#include "npugraph/ops/rope.hpp"
+
+#include <cmath>
+
+#include "npugraph/stream.hpp"
+#include "ops/activation/float_io.hpp"
+
+namespace npugraph::ops {
+namespace {
+
+using namespace detail_llm;
+
+constexpr std::int64_t kMaxHeadDim = 1024;
+
+struct RopeParams {
+  const std::int32_t* positions = nullptr;
+  const void* x = nullptr;
+  void* out = nullptr;
+  std::int64_t T = 0, heads = 0, D = 0, rot = 0;
+  double theta = 0;
+  RopeStyle style = RopeStyle::neox;
+  DType x_dtype = DType::f32, out_dtype = DType::f32;
+};
+
+template <class TX, class TO>
+void rope_tokens(const RopeParams& p, std::int64_t t0, std::int64_t t1) {
+  const std::int64_t half = p.rot / 2;
+  double inv_freq[kMaxHeadDim / 2];
+  for (std::int64_t i = 0; i < half; ++i)
+    inv_freq[i] = std::pow(p.theta, -2.0 * static_cast<double>(i) / static_cast<double>(p.rot));
+  float c[kMaxHeadDim / 2], s[kMaxHeadDim / 2];
+  const bool in_place = p.x == p.out;
+  for (std::int64_t t = t0; t < t1; ++t) {
+    const double pos = p.positions[t];
+    for (std::int64_t i = 0; i < half; ++i) {
+      const double a = pos * inv_freq[i];
+      c[i] = static_cast<float>(std::cos(a));
+      s[i] = static_cast<float>(std::sin(a));
+    }
+    for (std::int64_t h = 0; h < p.heads; ++h) {
+      const std::int64_t base = (t * p.heads + h) * p.D;
+      for (std::int64_t i = 0; i < half; ++i) {
+        const std::int64_t ia = base + (p.style == RopeStyle::neox ? i : 2 * i);
+        const std::int64_t ib = base + (p.style == RopeStyle::neox ? i + half : 2 * i + 1);
+        const float a = load<TX>(p.x, ia), b = load<TX>(p.x, ib);
+        store<TO>(p.out, ia, a * c[i] - b * s[i]);
+        store<TO>(p.out, ib, b * c[i] + a * s[i]);
+      }
+      if (!in_place)
+        for (std::int64_t d = p.rot; d < p.D; ++d) store<TO>(p.out, base + d, load<TX>(p.x, base + d));
+    }
+  }
+}
+
+void rope_cpu(const void* raw, std::size_t size, const ExecContext& ctx) {
+  const auto& p = params_of<RopeParams>(raw, size, "rotary_embedding");
+  const std::int64_t grain = std::max<std::int64_t>(1, 8192 / std::max<std::int64_t>(1, p.heads * p.D));
+  dispatch_float(p.x_dtype, [&](auto tx) {
+    dispatch_float(p.out_dtype, [&](auto to) {
+      ctx.parallel_for(p.T, grain, [&](std::int64_t b, std::int64_t e) {
+        rope_tokens<decltype(tx), decltype(to)>(p, b, e);
+      });
+    });
+  });
+}
+
+const KernelDef kRope{.name = "rotary_embedding", .cpu = rope_cpu};
+
+}  // namespace
+
+const KernelDef& rotary_embedding_kernel() { return kRope; }
+
+void rotary_embedding_out(const Tensor& positions, const Tensor& x, const Tensor& out,
+                          const RopeOptions& options) {
+  const Stream stream = current_stream(x.device());
+  const UpdateErrorGuard guard(stream);
+  constexpr const char* op = "rotary_embedding";
+  check_float(op, "x", x);
+  NG_CHECK_ARG(x.dim() == 3, op, ": x = ", x.str(), ": must be [tokens, heads, head_dim]");
+  const std::int64_t T = x.size(0), D = x.size(2);
+  NG_CHECK_ARG(D > 0 && D <= kMaxHeadDim, op, ": x = ", x.str(), ": head_dim must be in [1, ",
+               kMaxHeadDim, "]");
+  const std::int64_t rot = options.rotary_dim == 0 ? D : options.rotary_dim;
+  NG_CHECK_ARG(rot > 0 && rot <= D && rot % 2 == 0, op, ": rotary_dim = ", options.rotary_dim,
+               ": must be 0 (the head dim) or an even number in [2, ", D, "] (x = ", x.str(), ")");
+  NG_CHECK_ARG(std::isfinite(options.theta) && options.theta > 0, op, ": theta = ", options.theta,
+               ": must be positive and finite");
+  NG_CHECK_ARG(options.style == RopeStyle::neox || options.style == RopeStyle::norm, op,
+               ": style = ", static_cast<int>(options.style), ": must be RopeStyle::neox or ::norm");
+  check_i32(op, "positions", positions, T, "one per token of x");
+  check_same_device(op, "positions", positions, x);
+  check_float(op, "out", out);
+  NG_CHECK_ARG(out.shape() == x.shape(), op, ": out = ", out.str(), ": must have the shape of x = ",
+               x.str());
+  check_same_device(op, "out", out, x);
+  NG_CHECK_ARG(out.data() != x.data() || out.dtype() == x.dtype(), op, ": out = ", out.str(),
+               ": in place (out is x) needs the dtype of x = ", x.str());
+  RopeParams p;
+  p.positions = positions.data_ptr<std::int32_t>();
+  p.x = x.data();
+  p.out = out.data();
+  p.T = T;
+  p.heads = x.size(1);
+  p.D = D;
+  p.rot = rot;
+  p.theta = options.theta;
+  p.style = options.style;
+  p.x_dtype = x.dtype();
+  p.out_dtype = out.dtype();
+  const Tensor* uses[] = {&positions, &x, &out};
+  launch(stream, kRope, p, uses);
+}
+
+Tensor rotary_embedding(const Tensor& positions, const Tensor& x, const RopeOptions& options,
+                        DType out_dtype) {
+  check_float("rotary_embedding", "x", x);
+  Tensor out = empty(x.shape(), out_dtype, x.device());
+  rotary_embedding_out(positions, x, out, options);
+  return out;
+}
+
+}  // namespace npugraph::ops
