@@ -11,7 +11,15 @@
 #include <vector>
 
 #include "npugraph/npugraph.hpp"
-#include "test_util.hpp"
+#include "support/bitwise.hpp"
+#include "support/throws.hpp"
+
+// stmt must throw ArgumentError whose message contains every part.
+#define EXPECT_ARG_ERROR(stmt, ...) \
+  EXPECT_TRUE(ngtest::throws<::npugraph::ArgumentError>([&] { stmt; }, {__VA_ARGS__}))
+// The same for a TaskError (a kernel's run-time failure raised by a synchronize).
+#define EXPECT_TASK_ERROR(stmt, ...) \
+  EXPECT_TRUE(ngtest::throws<::npugraph::TaskError>([&] { stmt; }, {__VA_ARGS__}))
 
 namespace llm_ops_test {
 

@@ -1,0 +1,259 @@
+// argmax (ties, NaN) and sample: Philox4x32-10 known answers (Random123's kat_vectors), greedy at
+// temperature 0, the support of top-k / top-p exactly the reference's, the draw equal to an
+// independent reference's for the same uniform, frequencies following the distribution,
+// reproducibility and thread independence, steps read (and advanced) by the kernel so a captured
+// graph draws anew each replay, argument errors.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <numeric>
+#include <set>
+
+#include "npugraph/ops/sampling.hpp"
+#include "ops/llm/llm_ops_util.hpp"
+
+namespace llm_ops_test {
+namespace {
+
+using ng::ops::SamplingOptions;
+
+Tensor i64_tensor(const std::vector<std::int64_t>& v) {
+  Tensor t = ng::empty({static_cast<std::int64_t>(v.size())}, DType::i64);
+  std::memcpy(t.data(), v.data(), v.size() * sizeof(std::int64_t));
+  return t;
+}
+
+std::vector<std::int32_t> ints(const Tensor& t) {
+  const auto* p = t.data_ptr<std::int32_t>();
+  return {p, p + t.numel()};
+}
+
+TEST(Sampling, PhiloxKnownAnswers) {
+  // Random123 kat_vectors, philox4x32 10 rounds: (counter words, key words) -> output words.
+  std::uint32_t r[4];
+  ng::ops::philox4x32(0, 0, 0, r);
+  EXPECT_EQ(r[0], 0x6627e8d5u);
+  EXPECT_EQ(r[1], 0xe169c58du);
+  EXPECT_EQ(r[2], 0xbc57ac4cu);
+  EXPECT_EQ(r[3], 0x9b00dbd8u);
+  ng::ops::philox4x32(~0ull, ~0ull, ~0ull, r);
+  EXPECT_EQ(r[0], 0x408f276du);
+  EXPECT_EQ(r[1], 0x41c83b0eu);
+  EXPECT_EQ(r[2], 0xa20bc7c6u);
+  EXPECT_EQ(r[3], 0x6d5451fdu);
+  // counter = 243f6a88 85a308d3 13198a2e 03707344, key = a4093822 299f31d0 (digits of pi).
+  ng::ops::philox4x32(0x299f31d0a4093822ull, 0x85a308d3243f6a88ull, 0x0370734413198a2eull, r);
+  EXPECT_EQ(r[0], 0xd16cfe09u);
+  EXPECT_EQ(r[1], 0x94fdccebu);
+  EXPECT_EQ(r[2], 0x5001e420u);
+  EXPECT_EQ(r[3], 0x24126ea1u);
+  const double u = ng::ops::sampling_uniform(1, 2, 3);
+  EXPECT_GE(u, 0.0);
+  EXPECT_LT(u, 1.0);
+}
+
+TEST(Sampling, ArgmaxTiesAndNaN) {
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  const Tensor logits = make_tensor({1, 3, 3, 2,   -inf, -inf, -inf, -inf,   0, nan, 5, nan,
+                                     -1, -2, -3, -4,   7, 7, 7, 7},
+                                    {5, 4});
+  const Tensor out = ng::ops::argmax(logits);
+  ng::device_synchronize();
+  EXPECT_EQ(ints(out), (std::vector<std::int32_t>{1, 0, 1, 0, 0}));
+  const Tensor big = random_tensor({3, 49152}, 1);
+  const auto v = floats(big);
+  const Tensor o = ng::ops::argmax(big);
+  ng::device_synchronize();
+  for (int b = 0; b < 3; ++b)
+    EXPECT_EQ(ints(o)[b], std::max_element(v.begin() + b * 49152, v.begin() + (b + 1) * 49152) - (v.begin() + b * 49152));
+}
+
+// The header's definition, written independently: the candidates sorted by (logit desc, index
+// asc) with std::stable_sort; probabilities in double; the nucleus; the first cumulative > u * mass.
+std::int32_t reference_sample(const std::vector<float>& row, const SamplingOptions& o, double u,
+                              std::vector<std::int32_t>* support = nullptr) {
+  const auto V = static_cast<std::int64_t>(row.size());
+  std::vector<std::int32_t> idx(V);
+  std::iota(idx.begin(), idx.end(), 0);
+  const std::int64_t k = o.top_k > 0 ? o.top_k : V;
+  const bool truncate = k < V || o.top_p < 1;
+  if (truncate)
+    std::stable_sort(idx.begin(), idx.end(), [&](std::int32_t a, std::int32_t b) { return row[a] > row[b]; });
+  const double mx = *std::max_element(row.begin(), row.end());
+  std::vector<double> w(V);
+  for (std::int64_t j = 0; j < V; ++j) w[j] = std::exp((row[j] - mx) / o.temperature);
+  double total = 0;
+  for (std::int64_t i = 0; i < k; ++i) total += w[idx[i]];
+  std::int64_t n = k;
+  if (o.top_p < 1) {
+    double m = 0;
+    for (n = 0; n < k;) {
+      m += w[idx[n++]];
+      if (m >= o.top_p * total) break;
+    }
+  }
+  if (support) support->assign(idx.begin(), idx.begin() + n);
+  double mass = 0;
+  for (std::int64_t i = 0; i < n; ++i) mass += w[idx[i]];
+  double cum = 0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    cum += w[idx[i]];
+    if (cum > u * mass) return idx[i];
+  }
+  return idx[n - 1];
+}
+
+TEST(Sampling, TemperatureZeroIsArgmaxAndTopKOneToo) {
+  const Tensor logits = random_tensor({4, 1000}, 2, DType::f32, -5, 5);
+  const Tensor seeds = i64_tensor({1, 2, 3, 4}), steps = i64_tensor({0, 0, 0, 0});
+  const Tensor g = ng::ops::sample(logits, seeds, steps, {.temperature = 0});
+  const Tensor k1 = ng::ops::sample(logits, seeds, steps, {.temperature = 0.7, .top_k = 1});
+  const Tensor a = ng::ops::argmax(logits);
+  ng::device_synchronize();
+  EXPECT_EQ(ints(g), ints(a));
+  EXPECT_EQ(ints(k1), ints(a));
+}
+
+TEST(Sampling, DrawsEqualTheReference) {
+  const std::int64_t B = 6, V = 3000;
+  const Tensor logits = random_tensor({B, V}, 3, DType::f32, -4, 4);
+  const auto lv = floats(logits);
+  std::vector<std::int64_t> seed_v(B), step_v(B);
+  for (std::int64_t b = 0; b < B; ++b) {
+    seed_v[b] = 1000 + b;
+    step_v[b] = 7 * b;
+  }
+  const Tensor seeds = i64_tensor(seed_v), steps = i64_tensor(step_v);
+  for (const SamplingOptions& o : {SamplingOptions{.temperature = 1.0}, SamplingOptions{.temperature = 0.8, .top_k = 40},
+                                   SamplingOptions{.temperature = 1.3, .top_p = 0.9},
+                                   SamplingOptions{.temperature = 0.6, .top_k = 200, .top_p = 0.5},
+                                   SamplingOptions{.temperature = 2.0, .top_k = V}}) {
+    const Tensor out = ng::ops::sample(logits, seeds, steps, o);
+    ng::device_synchronize();
+    for (std::int64_t b = 0; b < B; ++b) {
+      const std::vector<float> row(lv.begin() + b * V, lv.begin() + (b + 1) * V);
+      const double u = ng::ops::sampling_uniform(seed_v[b], step_v[b], b);
+      EXPECT_EQ(ints(out)[b], reference_sample(row, o, u))
+          << "row " << b << " T=" << o.temperature << " k=" << o.top_k << " p=" << o.top_p;
+    }
+  }
+}
+
+TEST(Sampling, FrequenciesFollowTheTruncatedDistribution) {
+  // Logits log(1..6): p ~ 1..6 over 21. top_k = 4 keeps {5, 4, 3, 2} (p ~ 6, 5, 4, 3 over 18);
+  // top_p = 0.6 of those keeps the first prefix reaching 10.8 of 18: {5, 4} (11).
+  std::vector<float> row(6);
+  for (int j = 0; j < 6; ++j) row[j] = std::log(static_cast<float>(j + 1));
+  const Tensor logits = make_tensor(row, {1, 6});
+  const Tensor seeds = i64_tensor({42});
+  const int n = 6000;
+  std::map<int, int> all, topk, nucleus;
+  for (int s = 0; s < n; ++s) {
+    const Tensor steps = i64_tensor({s});
+    const Tensor a = ng::ops::sample(logits, seeds, steps, {.temperature = 1});
+    const Tensor b = ng::ops::sample(logits, seeds, steps, {.temperature = 1, .top_k = 4});
+    const Tensor c = ng::ops::sample(logits, seeds, steps, {.temperature = 1, .top_k = 4, .top_p = 0.6});
+    ng::device_synchronize();
+    ++all[ints(a)[0]];
+    ++topk[ints(b)[0]];
+    ++nucleus[ints(c)[0]];
+  }
+  for (int j = 0; j < 6; ++j) EXPECT_NEAR(all[j] / double(n), (j + 1) / 21.0, 0.02) << j;
+  EXPECT_EQ(topk.count(0) + topk.count(1), 0u);
+  for (int j = 2; j < 6; ++j) EXPECT_NEAR(topk[j] / double(n), (j + 1) / 18.0, 0.02) << j;
+  EXPECT_EQ(nucleus.size(), 2u);
+  EXPECT_NEAR(nucleus[5] / double(n), 6 / 11.0, 0.02);
+  EXPECT_NEAR(nucleus[4] / double(n), 5 / 11.0, 0.02);
+}
+
+TEST(Sampling, NucleusSupportIsExactWithATiedFlatTail) {
+  // 300 equal logits and one larger: the nucleus needs more than the first sorted prefix of 64.
+  std::vector<float> row(301, 0.0f);
+  row[150] = 3.0f;
+  const SamplingOptions o{.temperature = 1, .top_p = 0.95};
+  std::vector<std::int32_t> support;
+  reference_sample(row, o, 0.5, &support);
+  ASSERT_GT(support.size(), 64u);
+  const Tensor logits = make_tensor(row, {1, 301});
+  const Tensor seeds = i64_tensor({9});
+  std::map<int, int> seen;
+  for (int s = 0; s < 400; ++s) {
+    const Tensor out = ng::ops::sample(logits, seeds, i64_tensor({s}), o);
+    ng::device_synchronize();
+    ++seen[ints(out)[0]];
+    EXPECT_EQ(ints(out)[0], reference_sample(row, o, ng::ops::sampling_uniform(9, s, 0)));
+  }
+  for (const auto& [j, count] : seen)
+    EXPECT_NE(std::find(support.begin(), support.end(), j), support.end()) << j;
+}
+
+TEST(Sampling, ReproducibleAndIndependentOfThreadsAndOtherRows) {
+  const Tensor logits = random_tensor({8, 5000}, 4);
+  const Tensor seeds = i64_tensor({1, 2, 3, 4, 5, 6, 7, 8}), steps = i64_tensor({3, 3, 3, 3, 3, 3, 3, 3});
+  const SamplingOptions o{.temperature = 1.1, .top_k = 50, .top_p = 0.9};
+  const Tensor a = ng::ops::sample(logits, seeds, steps, o);
+  const ng::Stream one = ng::Stream::create(ng::Device::cpu(), {.num_threads = 1});
+  Tensor b;
+  {
+    ng::StreamGuard on(one);
+    b = ng::ops::sample(logits, seeds, steps, o);
+  }
+  // Row 5 alone (its own row index 5 is part of the counter: use a view of the same rows).
+  ng::device_synchronize();
+  EXPECT_TRUE(ngtest::bitwise_equal(a, b));
+  const Tensor again = ng::ops::sample(logits, seeds, steps, o);
+  ng::device_synchronize();
+  EXPECT_TRUE(ngtest::bitwise_equal(a, again));
+}
+
+TEST(Sampling, CapturedGraphAdvancesStepsAndDrawsAnew) {
+  const Tensor logits = random_tensor({2, 500}, 5, DType::f32, -1, 1);
+  const Tensor seeds = i64_tensor({11, 12}), steps = i64_tensor({0, 100});
+  const Tensor out = ng::empty({2}, DType::i32);
+  const SamplingOptions o{.temperature = 1.5, .advance_steps = true};
+  ng::Graph g;
+  {
+    ng::CaptureScope c(g);
+    ng::ops::sample_out(logits, seeds, steps, out, o);
+  }
+  const auto lv = floats(logits);
+  std::set<std::int32_t> drawn;
+  for (int r = 0; r < 20; ++r) {
+    g.replay();
+    ng::device_synchronize();
+    for (int b = 0; b < 2; ++b) {
+      const std::vector<float> row(lv.begin() + b * 500, lv.begin() + (b + 1) * 500);
+      const std::int64_t step = (b == 0 ? 0 : 100) + r;
+      EXPECT_EQ(ints(out)[b], reference_sample(row, o, ng::ops::sampling_uniform(11 + b, step, b)));
+    }
+    drawn.insert(ints(out)[0]);
+  }
+  EXPECT_EQ(steps.data_ptr<std::int64_t>()[0], 20);
+  EXPECT_EQ(steps.data_ptr<std::int64_t>()[1], 120);
+  EXPECT_GT(drawn.size(), 5u);  // different draws across replays, no update
+}
+
+TEST(Sampling, ArgumentErrors) {
+  const Tensor logits = ng::empty({2, 10}, DType::f32);
+  const Tensor seeds = i64_tensor({1, 2}), steps = i64_tensor({0, 0});
+  const Tensor out = ng::empty({2}, DType::i32);
+  using ng::ops::sample_out;
+  EXPECT_ARG_ERROR(ng::ops::argmax_out(ng::empty({10}, DType::f32), out),
+                   "argmax: logits = float32[10]: must be a contiguous float32 [batch, vocab]");
+  EXPECT_ARG_ERROR(ng::ops::argmax_out(logits, ng::empty({3}, DType::i32)),
+                   "argmax: out = int32[3]: must have 2 elements (one token per row of logits)");
+  EXPECT_ARG_ERROR(sample_out(logits, seeds, steps, out, {.temperature = -1}),
+                   "sample: temperature = -1: must be finite and >= 0");
+  EXPECT_ARG_ERROR(sample_out(logits, seeds, steps, out, {.top_k = 11}), "sample: top_k = 11: must be in [0, 10]");
+  EXPECT_ARG_ERROR(sample_out(logits, seeds, steps, out, {.top_p = 0}), "sample: top_p = 0: must be in (0, 1]");
+  EXPECT_ARG_ERROR(sample_out(logits, int_tensor({1, 2}, {2}), steps, out, {}),
+                   "sample: seeds = int32[2]: must be a contiguous int64 tensor of 2 elements");
+  EXPECT_ARG_ERROR(sample_out(logits, seeds, i64_tensor({0}), out, {}),
+                   "sample: steps = int64[1]: must be a contiguous int64 tensor of 2 elements");
+}
+
+}  // namespace
+}  // namespace llm_ops_test
