@@ -1,6 +1,6 @@
-// Parity of fused_infer_attention_score against the fp64 reference (test_fia_reference.hpp): one
+// Parity of fused_infer_attention_score against the fp64 reference (fia_reference.hpp): one
 // parameterized suite whose case names read layout_dtype_gqa_mask_kv[_leftPad]_lengths[_features].
-// Error bounds: see test_fia_case.hpp.
+// Error bounds: see fia_case.hpp.
 //
 //   Core:     every layout and output form x every mask mode (none, 0 with a full mask and band,
 //             1, 2, 3, 4, decode, decode with a mask) x KV storage (contiguous, left padding,

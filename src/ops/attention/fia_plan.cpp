@@ -132,10 +132,12 @@ Shape lse_shape(const FiaPlan& c) {
 }  // namespace
 
 std::int64_t block_batch(const Tensor& q, const FiaOptions& o) {
-  const std::string& l = o.input_layout;
-  std::int64_t b = 1;
-  if (l.starts_with("TND") || l.starts_with("NTD")) b = static_cast<std::int64_t>(o.actual_seq_lengths.size());
-  else if (l != "NSD" && q.defined() && q.dim() > 0) b = q.size(0);
+  FiaLayout in = FiaLayout::bsh, out = FiaLayout::bsh;
+  std::int64_t b = 1;  // NSD, and a layout plan_layout rejects
+  if (parse_layout(o.input_layout, in, out)) {
+    if (is_token_layout(in)) b = static_cast<std::int64_t>(o.actual_seq_lengths.size());
+    else if (in != FiaLayout::nsd && q.defined() && q.dim() > 0) b = q.size(0);
+  }
   // Clamped: plan_layout rejects B > 65536 before the tail would be used.
   return std::clamp<std::int64_t>(b, 1, 65537);
 }

@@ -24,6 +24,7 @@
 
 #include <cstdint>
 #include <ostream>
+#include <string_view>
 #include <vector>
 
 #include "npugraph/error.hpp"
@@ -98,6 +99,8 @@ void plan_mask(FiaPlan& c);
 // views.
 void plan_quant(FiaPlan& c);
 
+// input_layout's input and output layouts (fia_plan_layout.cpp); false for an unknown name.
+bool parse_layout(std::string_view name, FiaLayout& in, FiaLayout& out);
 // The views of a tensor as (b, n, s, d) in layout l (BSH: d = H / N): Note [FIA views].
 FiaView view_of(const Tensor& t, FiaLayout l, std::int64_t d);
 

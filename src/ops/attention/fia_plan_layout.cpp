@@ -8,7 +8,6 @@
 #include "ops/attention/fia_plan.hpp"
 
 namespace npugraph::ops::attention {
-
 namespace {
 
 struct LayoutPair {
@@ -24,6 +23,20 @@ constexpr LayoutPair kLayouts[] = {
     {"TND_NTD", FiaLayout::tnd, FiaLayout::ntd},      {"BSH_NBSD", FiaLayout::bsh, FiaLayout::nbsd},
     {"BSND_NBSD", FiaLayout::bsnd, FiaLayout::nbsd},  {"BNSD_NBSD", FiaLayout::bnsd, FiaLayout::nbsd},
 };
+
+}  // namespace
+
+bool parse_layout(std::string_view name, FiaLayout& in, FiaLayout& out) {
+  for (const LayoutPair& l : kLayouts)
+    if (l.name == name) {
+      in = l.in;
+      out = l.out;
+      return true;
+    }
+  return false;
+}
+
+namespace {
 
 const char* rank_text(FiaLayout l) {
   switch (l) {
@@ -355,15 +368,7 @@ void make_input_views(const FiaPlan& c) {
 
 void plan_layout(FiaPlan& c) {
   const FiaOptions& o = c.o;
-  bool found = false;
-  for (const LayoutPair& l : kLayouts)
-    if (l.name == o.input_layout) {
-      c.in = l.in;
-      c.out = l.out;
-      found = true;
-      break;
-    }
-  NG_CHECK_ARG(found, kOp, "input_layout = \"", o.input_layout,
+  NG_CHECK_ARG(parse_layout(o.input_layout, c.in, c.out), kOp, "input_layout = \"", o.input_layout,
                "\": must be BSH, BSND, BNSD, NSD, TND, NTD, or one of the output forms "
                "BNSD_BSND, BSH_BNSD, BSND_BNSD, NTD_TND, TND_NTD, BSH_NBSD, BSND_NBSD, BNSD_NBSD");
   c.token = is_token_layout(c.in);
