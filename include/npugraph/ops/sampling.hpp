@@ -9,11 +9,17 @@
 // in [0, 1) — a counter-based generator, so the draw depends on (seed, step, row) only, never on
 // threads or on other rows:
 //   temperature == 0: argmax (no draw);
-//   else z = logits / temperature; candidates = the top_k largest z (top_k 0: all V), ordered by z
-//   descending then index ascending; p = softmax over the candidates (in double); the top-p
-//   nucleus = the shortest prefix whose probability reaches top_p (top_p >= 1: all candidates);
-//   out[b] = the first candidate of the nucleus whose cumulative probability exceeds u * (nucleus
-//   total). (vLLM's sampler order: temperature, top-k, top-p on the renormalised top-k.)
+//   else, with z_j = logits[b, j] (NaN as -inf) and w_j = exp((z_j - max z) * (1 / temperature))
+//   in float32 (the unnormalised probabilities):
+//     order: z descending, then index ascending (a strict order, so the sets below are unique);
+//     top-k: the first top_k of that order (top_k 0: all V);
+//     top-p: of those, the shortest prefix whose mass (sum of w, in double) reaches top_p times
+//            the top-k mass (top_p 1: all of them);
+//     draw:  the kept tokens walked in index order: the first whose cumulative w exceeds
+//            u * (their total w).
+//   (vLLM's sampler order: temperature, top-k, then top-p on the renormalised top-k.)
+//   Cost per row: top-k by one pass with a k-heap (no sort of V); top-p alone by a 4096-bucket
+//   histogram of z (no sort of V); w computed for the kept candidates, or all V when top-k is off.
 // seeds int64 [B]; steps int64 [B]; with advance_steps the kernel adds 1 to steps[b] after drawing
 // (a captured graph then draws a new number every replay with no host work at all).
 // One kernel launch each, capturable; rows run in parallel, each in a fixed order.

@@ -2,6 +2,7 @@
 #include "npugraph/ops/sampling.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -63,21 +64,26 @@ struct SampleParams {
   bool advance_steps = false;
 };
 
+float max_of(const float* x, std::int64_t V);
+
 // The index of the largest value (ties: the lowest index; the first NaN wins, as torch.argmax).
+// The maximum in one vectorisable pass (NaN compares false; sum(x * 0) turns NaN if any x is NaN
+// or infinite, which sends the row to an exact scan), then the first index holding it.
 std::int32_t argmax_row(const float* x, std::int64_t V) {
-  std::int64_t best = 0;
-  float bv = x[0];
-  if (std::isnan(bv)) return 0;
-  for (std::int64_t j = 1; j < V; ++j) {
-    const float v = x[j];
-    if (v > bv) {
-      bv = v;
-      best = j;
-    } else if (std::isnan(v)) {
-      return static_cast<std::int32_t>(j);
-    }
-  }
-  return static_cast<std::int32_t>(best);
+  const float best = max_of(x, V);
+  float probe[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  std::int64_t j = 0;
+  for (; j + 8 <= V; j += 8)
+    for (int l = 0; l < 8; ++l) probe[l] += x[j + l] * 0.0f;
+  for (; j < V; ++j) probe[0] += x[j] * 0.0f;
+  float any = 0;
+  for (float v : probe) any += v;
+  if (any != any)  // a NaN or an infinity somewhere
+    for (std::int64_t i = 0; i < V; ++i)
+      if (std::isnan(x[i])) return static_cast<std::int32_t>(i);
+  for (std::int64_t i = 0; i < V; ++i)
+    if (x[i] == best) return static_cast<std::int32_t>(i);
+  return 0;  // every value -inf
 }
 
 void argmax_cpu(const void* raw, std::size_t size, const ExecContext& ctx) {
@@ -87,91 +93,148 @@ void argmax_cpu(const void* raw, std::size_t size, const ExecContext& ctx) {
   });
 }
 
-// One row of `sample` (the header's definition), in a fixed order.
-std::int32_t sample_row(const SampleParams& p, std::int64_t row, std::vector<std::int32_t>& idx,
-                        std::vector<double>& prob) {
+// Order-preserving unsigned key of a float (NaN excluded): larger floats, larger keys.
+std::uint32_t order_key(float f) {
+  const auto bits = std::bit_cast<std::uint32_t>(f);
+  return bits & 0x80000000u ? ~bits : bits | 0x80000000u;
+}
+
+struct Scratch {
+  std::vector<std::int32_t> idx;
+  std::vector<float> w;
+  std::vector<double> bucket_mass;
+};
+
+// The largest of x[0, V) with NaN as -inf (8 independent lanes).
+float max_of(const float* x, std::int64_t V) {
+  float m[8];
+  for (float& v : m) v = -std::numeric_limits<float>::infinity();
+  std::int64_t j = 0;
+  for (; j + 8 <= V; j += 8)
+    for (int l = 0; l < 8; ++l) m[l] = x[j + l] > m[l] ? x[j + l] : m[l];  // NaN compares false
+  for (; j < V; ++j) m[0] = x[j] > m[0] ? x[j] : m[0];
+  float best = m[0];
+  for (float v : m) best = v > best ? v : best;
+  return best;
+}
+
+// One row of `sample` (the header's definition).
+std::int32_t sample_row(const SampleParams& p, std::int64_t row, Scratch& s) {
   const float* x = p.logits + row * p.V;
   const std::int64_t V = p.V;
   if (p.temperature == 0) return argmax_row(x, V);
-  // NaN logits are never drawn; a row with nothing finite to draw from falls back to argmax.
-  auto z = [&](std::int64_t j) {
-    const float v = x[j];
-    return std::isnan(v) ? -std::numeric_limits<float>::infinity() : v;
-  };
-  float max = -std::numeric_limits<float>::infinity();
-  for (std::int64_t j = 0; j < V; ++j) max = std::max(max, z(j));
-  if (!std::isfinite(max)) return argmax_row(x, V);
-  const double inv_t = 1.0 / p.temperature;
-  auto weight = [&](std::int64_t j) { return std::exp((static_cast<double>(z(j)) - max) * inv_t); };
-  const std::int64_t k = p.top_k > 0 ? std::min(p.top_k, V) : V;
-  const bool truncate = k < V || p.top_p < 1.0;
-  const double u = sampling_uniform(static_cast<std::uint64_t>(p.seeds[row]),
-                                    static_cast<std::uint64_t>(p.steps[row]),
-                                    static_cast<std::uint64_t>(row));
-  if (!truncate) {  // the whole vocabulary, walked in index order
-    double total = 0;
-    prob.resize(static_cast<std::size_t>(V));
-    for (std::int64_t j = 0; j < V; ++j) total += (prob[j] = weight(j));
-    const double target = u * total;
-    double cum = 0;
-    for (std::int64_t j = 0; j < V; ++j) {
-      cum += prob[j];
-      if (cum > target && prob[j] > 0) return static_cast<std::int32_t>(j);
-    }
-    return argmax_row(x, V);
-  }
-  // Candidates in descending logit order, ties by index: a strict total order, so the set and
-  // order are the same whatever the selection algorithm does.
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  auto z = [&](std::int64_t j) { return std::isnan(x[j]) ? kNegInf : x[j]; };
+  // z descending, then index ascending.
   auto before = [&](std::int32_t a, std::int32_t b) {
     const float za = z(a), zb = z(b);
     return za > zb || (za == zb && a < b);
   };
-  idx.resize(static_cast<std::size_t>(V));
-  for (std::int64_t j = 0; j < V; ++j) idx[j] = static_cast<std::int32_t>(j);
-  double total = 0;  // the probability mass the nucleus is measured against
+  const std::int64_t k = p.top_k > 0 ? std::min(p.top_k, V) : V;
+  const bool all_p = p.top_p >= 1.0;
+  std::vector<std::int32_t>& kept = s.idx;
+  kept.clear();
+  float max = kNegInf;
   if (k < V) {
-    std::nth_element(idx.begin(), idx.begin() + k, idx.end(), before);
-    for (std::int64_t i = 0; i < k; ++i) total += weight(idx[i]);
+    // top-k in one pass: a heap of the best k so far with its worst on top; a later index with an
+    // equal z never displaces it (index ascending breaks ties), nor does a NaN (compares false).
+    kept.reserve(static_cast<std::size_t>(k));
+    for (std::int64_t j = 0; j < k; ++j) kept.push_back(static_cast<std::int32_t>(j));
+    std::make_heap(kept.begin(), kept.end(), before);
+    float worst = z(kept.front());
+    for (std::int64_t j = k; j < V; ++j) {
+      if (!(x[j] > worst)) continue;
+      std::pop_heap(kept.begin(), kept.end(), before);
+      kept.back() = static_cast<std::int32_t>(j);
+      std::push_heap(kept.begin(), kept.end(), before);
+      worst = z(kept.front());
+    }
+    for (std::int32_t j : kept) max = std::max(max, z(j));
   } else {
-    for (std::int64_t j = 0; j < V; ++j) total += weight(j);
+    max = max_of(x, V);
   }
-  // Sort a prefix large enough to hold the nucleus: grown by 8x until its mass reaches top_p
-  // (top_p = 1: the nucleus is all k candidates).
-  const bool all = p.top_p >= 1.0;
-  std::int64_t sorted = all ? k : std::min<std::int64_t>(k, 64);
-  for (;;) {
-    if (sorted < k) std::nth_element(idx.begin(), idx.begin() + sorted, idx.begin() + k, before);
-    std::sort(idx.begin(), idx.begin() + sorted, before);
-    if (all) break;
+  if (!std::isfinite(max)) return argmax_row(x, V);  // nothing finite to draw from
+  const auto inv_t = static_cast<float>(1.0 / p.temperature);
+  auto weight = [&](std::int64_t j) { return std::exp((z(j) - max) * inv_t); };
+  const double u = sampling_uniform(static_cast<std::uint64_t>(p.seeds[row]),
+                                    static_cast<std::uint64_t>(p.steps[row]),
+                                    static_cast<std::uint64_t>(row));
+  if (k == V) {
+    // Every token's weight; top-p (if on) marks the kept ones: the mass of each of 4096 buckets of
+    // z (the top 12 bits of its order key), walked from the top to the bucket where the mass
+    // reaches top_p; that bucket alone is sorted.
+    s.w.resize(static_cast<std::size_t>(V));
+    double total = 0;
+    for (std::int64_t j = 0; j < V; ++j) total += (s.w[j] = weight(j));
+    if (!all_p) {
+      s.bucket_mass.assign(4096, 0.0);
+      for (std::int64_t j = 0; j < V; ++j) s.bucket_mass[order_key(z(j)) >> 20] += s.w[j];
+      const double goal = p.top_p * total;
+      double cum = 0;
+      std::uint32_t boundary = 0;
+      for (std::uint32_t b = 4096; b-- > 0;) {
+        if (cum + s.bucket_mass[b] >= goal || b == 0) {
+          boundary = b;
+          break;
+        }
+        cum += s.bucket_mass[b];
+      }
+      std::vector<std::int32_t>& edge = kept;  // the boundary bucket, in order
+      for (std::int64_t j = 0; j < V; ++j)
+        if (order_key(z(j)) >> 20 == boundary) edge.push_back(static_cast<std::int32_t>(j));
+      std::sort(edge.begin(), edge.end(), before);
+      std::size_t n = 0;
+      while (n < edge.size() && (cum < goal || n == 0)) cum += s.w[edge[n++]];
+      // Dropped: lower buckets and the rest of the boundary bucket (weight 0 in the walk).
+      for (std::size_t i = n; i < edge.size(); ++i) s.w[edge[i]] = 0;
+      for (std::int64_t j = 0; j < V; ++j)
+        if (order_key(z(j)) >> 20 < boundary) s.w[j] = 0;
+      total = 0;
+      for (std::int64_t j = 0; j < V; ++j) total += s.w[j];
+    }
+    // The draw: tokens in index order.
+    const double target = u * total;
+    double cum = 0;
+    std::int32_t last = 0;
+    for (std::int64_t j = 0; j < V; ++j) {
+      if (s.w[j] == 0) continue;
+      cum += s.w[j];
+      last = static_cast<std::int32_t>(j);
+      if (cum > target) return last;
+    }
+    return last;
+  }
+  if (!all_p) {  // the top-p prefix of the top-k, in order
+    std::sort(kept.begin(), kept.end(), before);
     double mass = 0;
-    for (std::int64_t i = 0; i < sorted; ++i) mass += weight(idx[i]);
-    if (sorted == k || (!all && mass >= p.top_p * total)) break;
-    sorted = std::min(k, sorted * 8);
+    for (std::int32_t j : kept) mass += weight(j);
+    double cum = 0;
+    std::size_t n = 0;
+    while (n < kept.size()) {
+      cum += weight(kept[n++]);
+      if (cum >= p.top_p * mass) break;
+    }
+    kept.resize(n);
   }
-  prob.resize(static_cast<std::size_t>(sorted));
-  double nucleus = 0;
-  std::int64_t n = 0;
-  for (; n < sorted;) {
-    nucleus += (prob[n] = weight(idx[n]));
-    ++n;
-    if (!all && nucleus >= p.top_p * total) break;
-  }
-  const double target = u * nucleus;
+  // The draw: the kept tokens in index order.
+  std::sort(kept.begin(), kept.end());
+  double mass = 0;
+  for (std::int32_t j : kept) mass += weight(j);
+  const double target = u * mass;
   double cum = 0;
-  for (std::int64_t i = 0; i < n; ++i) {
-    cum += prob[i];
-    if (cum > target) return idx[i];
+  for (std::int32_t j : kept) {
+    cum += weight(j);
+    if (cum > target) return j;
   }
-  return idx[n - 1];
+  return kept.back();
 }
 
 void sample_cpu(const void* raw, std::size_t size, const ExecContext& ctx) {
   const auto& p = params_of<SampleParams>(raw, size, "sample");
   ctx.parallel_for(p.B, 1, [&](std::int64_t b, std::int64_t e) {
-    std::vector<std::int32_t> idx;
-    std::vector<double> prob;
+    Scratch scratch;
     for (std::int64_t r = b; r < e; ++r) {
-      p.out[r] = sample_row(p, r, idx, prob);
+      p.out[r] = sample_row(p, r, scratch);
       if (p.advance_steps) p.steps[r] += 1;
     }
   });

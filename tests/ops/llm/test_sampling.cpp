@@ -71,39 +71,45 @@ TEST(Sampling, ArgmaxTiesAndNaN) {
     EXPECT_EQ(ints(o)[b], std::max_element(v.begin() + b * 49152, v.begin() + (b + 1) * 49152) - (v.begin() + b * 49152));
 }
 
-// The header's definition, written independently: the candidates sorted by (logit desc, index
-// asc) with std::stable_sort; probabilities in double; the nucleus; the first cumulative > u * mass.
+// The header's definition, written independently: every token sorted by (logit desc, index asc)
+// with std::stable_sort; w = exp((z - max) / T) in float32; the top-k prefix, its top-p prefix
+// (masses in double, in that order); the kept tokens walked in index order.
 std::int32_t reference_sample(const std::vector<float>& row, const SamplingOptions& o, double u,
                               std::vector<std::int32_t>* support = nullptr) {
   const auto V = static_cast<std::int64_t>(row.size());
   std::vector<std::int32_t> idx(V);
   std::iota(idx.begin(), idx.end(), 0);
+  std::stable_sort(idx.begin(), idx.end(), [&](std::int32_t a, std::int32_t b) { return row[a] > row[b]; });
+  const float mx = *std::max_element(row.begin(), row.end());
+  const auto inv_t = static_cast<float>(1.0 / o.temperature);
+  std::vector<float> w(V);
+  for (std::int64_t j = 0; j < V; ++j) w[j] = std::exp((row[j] - mx) * inv_t);
   const std::int64_t k = o.top_k > 0 ? o.top_k : V;
-  const bool truncate = k < V || o.top_p < 1;
-  if (truncate)
-    std::stable_sort(idx.begin(), idx.end(), [&](std::int32_t a, std::int32_t b) { return row[a] > row[b]; });
-  const double mx = *std::max_element(row.begin(), row.end());
-  std::vector<double> w(V);
-  for (std::int64_t j = 0; j < V; ++j) w[j] = std::exp((row[j] - mx) / o.temperature);
-  double total = 0;
-  for (std::int64_t i = 0; i < k; ++i) total += w[idx[i]];
   std::int64_t n = k;
   if (o.top_p < 1) {
+    double total = 0;
+    if (k < V) {
+      for (std::int64_t i = 0; i < k; ++i) total += w[idx[i]];
+    } else {
+      for (std::int64_t j = 0; j < V; ++j) total += w[j];  // the kernel sums all V in index order
+    }
     double m = 0;
     for (n = 0; n < k;) {
       m += w[idx[n++]];
       if (m >= o.top_p * total) break;
     }
   }
-  if (support) support->assign(idx.begin(), idx.begin() + n);
+  std::vector<std::int32_t> kept(idx.begin(), idx.begin() + n);
+  std::sort(kept.begin(), kept.end());
+  if (support) *support = kept;
   double mass = 0;
-  for (std::int64_t i = 0; i < n; ++i) mass += w[idx[i]];
+  for (std::int32_t j : kept) mass += w[j];
   double cum = 0;
-  for (std::int64_t i = 0; i < n; ++i) {
-    cum += w[idx[i]];
-    if (cum > u * mass) return idx[i];
+  for (std::int32_t j : kept) {
+    cum += w[j];
+    if (cum > u * mass) return j;
   }
-  return idx[n - 1];
+  return kept.back();
 }
 
 TEST(Sampling, TemperatureZeroIsArgmaxAndTopKOneToo) {
