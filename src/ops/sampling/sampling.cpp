@@ -9,6 +9,7 @@
 
 #include "npugraph/stream.hpp"
 #include "ops/activation/float_io.hpp"
+#include "ops/sampling/sampling_weights.hpp"
 
 namespace npugraph::ops {
 
@@ -101,7 +102,7 @@ std::uint32_t order_key(float f) {
 
 struct Scratch {
   std::vector<std::int32_t> idx;
-  std::vector<float> w;
+  std::vector<float> w, zk, wk;
   std::vector<double> bucket_mass;
 };
 
@@ -155,7 +156,6 @@ std::int32_t sample_row(const SampleParams& p, std::int64_t row, Scratch& s) {
   }
   if (!std::isfinite(max)) return argmax_row(x, V);  // nothing finite to draw from
   const auto inv_t = static_cast<float>(1.0 / p.temperature);
-  auto weight = [&](std::int64_t j) { return std::exp((z(j) - max) * inv_t); };
   const double u = sampling_uniform(static_cast<std::uint64_t>(p.seeds[row]),
                                     static_cast<std::uint64_t>(p.steps[row]),
                                     static_cast<std::uint64_t>(row));
@@ -164,8 +164,9 @@ std::int32_t sample_row(const SampleParams& p, std::int64_t row, Scratch& s) {
     // z (the top 12 bits of its order key), walked from the top to the bucket where the mass
     // reaches top_p; that bucket alone is sorted.
     s.w.resize(static_cast<std::size_t>(V));
+    sampling_impl::exp_weights(x, V, max, inv_t, s.w.data());
     double total = 0;
-    for (std::int64_t j = 0; j < V; ++j) total += (s.w[j] = weight(j));
+    for (std::int64_t j = 0; j < V; ++j) total += s.w[j];
     if (!all_p) {
       s.bucket_mass.assign(4096, 0.0);
       for (std::int64_t j = 0; j < V; ++j) s.bucket_mass[order_key(z(j)) >> 20] += s.w[j];
@@ -204,29 +205,36 @@ std::int32_t sample_row(const SampleParams& p, std::int64_t row, Scratch& s) {
     }
     return last;
   }
+  // The weights of the top-k, in heap order first, then (with top-p) in descending order.
+  if (!all_p) std::sort(kept.begin(), kept.end(), before);
+  const std::size_t nk = kept.size();
+  s.zk.resize(nk);
+  s.wk.resize(nk);
+  for (std::size_t i = 0; i < nk; ++i) s.zk[i] = x[kept[i]];
+  sampling_impl::exp_weights(s.zk.data(), static_cast<std::int64_t>(nk), max, inv_t, s.wk.data());
+  std::size_t n = nk;
   if (!all_p) {  // the top-p prefix of the top-k, in order
-    std::sort(kept.begin(), kept.end(), before);
     double mass = 0;
-    for (std::int32_t j : kept) mass += weight(j);
+    for (std::size_t i = 0; i < nk; ++i) mass += s.wk[i];
     double cum = 0;
-    std::size_t n = 0;
-    while (n < kept.size()) {
-      cum += weight(kept[n++]);
+    for (n = 0; n < nk;) {
+      cum += s.wk[n++];
       if (cum >= p.top_p * mass) break;
     }
-    kept.resize(n);
   }
-  // The draw: the kept tokens in index order.
-  std::sort(kept.begin(), kept.end());
+  // The draw: the kept tokens in index order (weights carried along).
+  std::vector<std::pair<std::int32_t, float>> byindex(n);
+  for (std::size_t i = 0; i < n; ++i) byindex[i] = {kept[i], s.wk[i]};
+  std::sort(byindex.begin(), byindex.end());
   double mass = 0;
-  for (std::int32_t j : kept) mass += weight(j);
+  for (const auto& [j, wj] : byindex) mass += wj;
   const double target = u * mass;
   double cum = 0;
-  for (std::int32_t j : kept) {
-    cum += weight(j);
+  for (const auto& [j, wj] : byindex) {
+    cum += wj;
     if (cum > target) return j;
   }
-  return kept.back();
+  return byindex.back().first;
 }
 
 void sample_cpu(const void* raw, std::size_t size, const ExecContext& ctx) {

@@ -14,6 +14,7 @@
 
 #include "npugraph/ops/sampling.hpp"
 #include "ops/llm/llm_ops_util.hpp"
+#include "ops/sampling/sampling_weights.hpp"
 
 namespace llm_ops_test {
 namespace {
@@ -71,9 +72,10 @@ TEST(Sampling, ArgmaxTiesAndNaN) {
     EXPECT_EQ(ints(o)[b], std::max_element(v.begin() + b * 49152, v.begin() + (b + 1) * 49152) - (v.begin() + b * 49152));
 }
 
-// The header's definition, written independently: every token sorted by (logit desc, index asc)
-// with std::stable_sort; w = exp((z - max) / T) in float32; the top-k prefix, its top-p prefix
-// (masses in double, in that order); the kept tokens walked in index order.
+// The header's definition, written independently but for the exp itself (the kernel's vectorised
+// weights, element-wise): every token sorted by (logit desc, index asc) with std::stable_sort; the
+// top-k prefix, its top-p prefix (masses in double, in that order); the kept tokens walked in
+// index order.
 std::int32_t reference_sample(const std::vector<float>& row, const SamplingOptions& o, double u,
                               std::vector<std::int32_t>* support = nullptr) {
   const auto V = static_cast<std::int64_t>(row.size());
@@ -83,7 +85,7 @@ std::int32_t reference_sample(const std::vector<float>& row, const SamplingOptio
   const float mx = *std::max_element(row.begin(), row.end());
   const auto inv_t = static_cast<float>(1.0 / o.temperature);
   std::vector<float> w(V);
-  for (std::int64_t j = 0; j < V; ++j) w[j] = std::exp((row[j] - mx) * inv_t);
+  ng::ops::sampling_impl::exp_weights(row.data(), V, mx, inv_t, w.data());
   const std::int64_t k = o.top_k > 0 ? o.top_k : V;
   std::int64_t n = k;
   if (o.top_p < 1) {
