@@ -52,7 +52,7 @@ auto with_plan(const Tensor& q, const Tensor& k, const Tensor& v, const FiaOptio
 struct FiaPlan::State {
   State(const Tensor& query, const Tensor& key, const Tensor& value, const FiaOptions& options)
       : q(query), k(key), v(value), o(options),
-        plan(q, k, v, o, block.reset(att::block_batch(q, o))) {
+        plan(q, k, v, o, block.start()) {
     att::plan_fia(plan);
   }
   Tensor q, k, v;
@@ -121,7 +121,7 @@ FiaResult fused_infer_attention_score(const Tensor& query, const Tensor& key, co
   const UpdateErrorGuard guard(stream);
   // Plans before allocating anything; the outputs and the workspace come from the plan.
   att::FiaParamBuffer block;
-  att::FiaPlan plan(query, key, value, options, block.reset(att::block_batch(query, options)));
+  att::FiaPlan plan(query, key, value, options, block.start());
   att::plan_fia(plan);
   const Device device = query.device();
   FiaResult r;

@@ -335,6 +335,7 @@ void build_block(const FiaPlan& c, const Tensor& workspace, const Tensor& attent
                  const Tensor& softmax_lse, float* lse_zero, FiaParamBuffer& buffer) {
   const FiaOptions& options = c.o;
   FiaParams& p = buffer.header();
+  buffer.size_tail(c.key.batch);
   const float scale = static_cast<float>(options.scale);
   NG_CHECK_ARG(std::isfinite(scale), kOp, "scale = ", options.scale,
                ": must be finite in float32");

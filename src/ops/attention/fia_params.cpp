@@ -55,16 +55,28 @@ std::int64_t fia_block_batch(std::span<const std::byte> block) {
   return ok ? batch : 0;
 }
 
-FiaParams& FiaParamBuffer::reset(std::int64_t batch) {
+FiaParams& FiaParamBuffer::start() {
+  batch_ = 0;
+  heap_.clear();
+  return *::new (static_cast<void*>(inline_)) FiaParams{};
+}
+
+void FiaParamBuffer::size_tail(std::int64_t batch) {
   batch_ = batch;
-  size_ = fia_block_bytes(batch);
   if (batch <= kInlineBatch) {
     heap_.clear();
     heap_.shrink_to_fit();
   } else {
-    heap_.assign(size_ / sizeof(std::int64_t), 0);
+    heap_.assign(fia_block_bytes(batch) / sizeof(std::int64_t), 0);
   }
-  return *::new (static_cast<void*>(base())) FiaParams{};
+}
+
+std::span<const std::byte> FiaParamBuffer::bytes() {
+  const std::size_t size = fia_block_bytes(batch_);
+  if (heap_.empty()) return {inline_, size};
+  auto* base = reinterpret_cast<std::byte*>(heap_.data());
+  std::memcpy(base, inline_, sizeof(FiaParams));
+  return {base, size};
 }
 
 }  // namespace npugraph::ops::attention

@@ -200,33 +200,37 @@ inline std::size_t fia_block_bytes(std::int64_t batch) {
 // (FiaLaunch) and the update check both decode blocks through it.
 std::int64_t fia_block_batch(std::span<const std::byte> block);
 
-// A parameter block under construction: inline storage for small batches, the heap beyond.
+// A parameter block under construction. The header is written in place by the plan before the
+// batch count is known (start()), the tail is sized once the plan has found it (size_tail()):
+// inline storage for batches up to kInlineBatch (no allocation on the update path), the heap
+// beyond, where bytes() puts the header in front of the tail.
 class FiaParamBuffer {
  public:
   static constexpr std::int64_t kInlineBatch = 64;
 
-  // Sizes the buffer for `batch` and default-initialises the header.
-  FiaParams& reset(std::int64_t batch);
-  FiaParams& header() { return *reinterpret_cast<FiaParams*>(base()); }
-  const FiaParams& header() const { return *reinterpret_cast<const FiaParams*>(base()); }
-  std::int64_t* tail(std::size_t array) {
-    return reinterpret_cast<std::int64_t*>(base() + sizeof(FiaParams)) + array * batch_;
-  }
+  // Default-initialises the header and forgets any tail.
+  FiaParams& start();
+  // Sizes the tail for `batch` (>= 1) value arrays; the header is kept.
+  void size_tail(std::int64_t batch);
+
+  FiaParams& header() { return *reinterpret_cast<FiaParams*>(inline_); }
+  const FiaParams& header() const { return *reinterpret_cast<const FiaParams*>(inline_); }
+  std::int64_t* tail(std::size_t array) { return tail_base() + array * batch_; }
   std::int64_t* actual_q() { return tail(0); }
   std::int64_t* actual_kv() { return tail(1); }
   std::int64_t* q_start() { return tail(2); }
   std::int64_t* kv_start() { return tail(3); }
-  std::span<const std::byte> bytes() const { return {base(), size_}; }
   std::int64_t batch() const { return batch_; }
+  // The block: the header followed by the tail, contiguous.
+  std::span<const std::byte> bytes();
 
  private:
-  std::byte* base() { return heap_.empty() ? inline_ : reinterpret_cast<std::byte*>(heap_.data()); }
-  const std::byte* base() const {
-    return heap_.empty() ? inline_ : reinterpret_cast<const std::byte*>(heap_.data());
+  std::int64_t* tail_base() {
+    return reinterpret_cast<std::int64_t*>(
+        (heap_.empty() ? inline_ : reinterpret_cast<std::byte*>(heap_.data())) + sizeof(FiaParams));
   }
   alignas(16) std::byte inline_[sizeof(FiaParams) + kFiaTailArrays * kInlineBatch * sizeof(std::int64_t)];
-  std::vector<std::int64_t> heap_;
-  std::size_t size_ = 0;
+  std::vector<std::int64_t> heap_;  // larger batches: room for the header, then the tail
   std::int64_t batch_ = 0;
 };
 

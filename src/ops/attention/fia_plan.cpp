@@ -131,17 +131,6 @@ Shape lse_shape(const FiaPlan& c) {
 
 }  // namespace
 
-std::int64_t block_batch(const Tensor& q, const FiaOptions& o) {
-  FiaLayout in = FiaLayout::bsh, out = FiaLayout::bsh;
-  std::int64_t b = 1;  // NSD, and a layout plan_layout rejects
-  if (parse_layout(o.input_layout, in, out)) {
-    if (is_token_layout(in)) b = static_cast<std::int64_t>(o.actual_seq_lengths.size());
-    else if (in != FiaLayout::nsd && q.defined() && q.dim() > 0) b = q.size(0);
-  }
-  // Clamped: plan_layout rejects B > 65536 before the tail would be used.
-  return std::clamp<std::int64_t>(b, 1, 65537);
-}
-
 void plan_fia(FiaPlan& c) {
   plan_layout(c);
   plan_mask(c);
@@ -157,10 +146,8 @@ void build_fia_params(const Tensor& query, const Tensor& key, const Tensor& valu
                       const FiaOptions& options, const Tensor& workspace,
                       const Tensor& attention_out, const Tensor& softmax_lse, float* lse_zero,
                       FiaParamBuffer& buffer) {
-  FiaPlan plan(query, key, value, options, buffer.reset(block_batch(query, options)));
+  FiaPlan plan(query, key, value, options, buffer.start());
   plan_fia(plan);
-  NG_CHECK_AS(InternalError, plan.key.batch == buffer.batch(), kOp, "batch ", plan.key.batch,
-              " != the block's ", buffer.batch());
   build_block(plan, workspace, attention_out, softmax_lse, lse_zero, buffer);
 }
 

@@ -83,7 +83,7 @@ struct FiaPlan {
   const FiaWorkspacePlan& workspace() const { return header.plan; }
 };
 
-// Plans a call into `header` (default-initialised, e.g. FiaParamBuffer::reset): Note [FIA plan].
+// Plans a call into `header` (default-initialised: FiaParamBuffer::start()): Note [FIA plan].
 // Throws ArgumentError naming the argument, the value and the rule.
 void plan_fia(FiaPlan& plan);
 
@@ -120,13 +120,10 @@ void build_fia_params(const Tensor& query, const Tensor& key, const Tensor& valu
                       FiaParamBuffer& buffer);
 
 // fia_block.cpp: checks the outputs and the workspace against `plan` and writes the rest of the
-// block: the outputs' views, the host values and what they decide (Note [FIA plan]). `buffer`'s
-// header must hold the plan's static part (the plan was built into it, or it is a copy).
+// block: the outputs' views, the tail (sized here for the plan's batch count), the host values and
+// what they decide (Note [FIA plan]). `buffer`'s header must hold the plan's static part (the plan
+// was built into it, or it is a copy).
 void build_block(const FiaPlan& plan, const Tensor& workspace, const Tensor& attention_out,
                  const Tensor& softmax_lse, float* lse_zero, FiaParamBuffer& buffer);
-
-// The B a block for these arguments holds (the tail's size), read the way plan_layout reads it;
-// a call plan_layout rejects never launches, whatever B this guessed.
-std::int64_t block_batch(const Tensor& q, const FiaOptions& o);
 
 }  // namespace npugraph::ops::attention
