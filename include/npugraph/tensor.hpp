@@ -80,6 +80,8 @@ class Tensor {
 
   // A contiguous tensor with the same elements seen under a new shape (numel must match).
   Tensor view(Shape shape) const;
+  // Elements [start, start + length) along `dim`, sharing the storage (torch.narrow).
+  Tensor narrow(int dim, std::int64_t start, std::int64_t length) const;
   // "float16[1, 32, 1, 128]"
   std::string str() const;
 

@@ -29,9 +29,11 @@ from ._graph import graph as _graph
 npu = _C.npu
 npu.graph = _graph  # the capture context, with its torch-op check (Note in _graph.py)
 _sys.modules[__name__ + ".npu"] = npu
+llm = _C.llm  # the decode engine: npugraph.llm.Engine(model_path).generate([...])
+_sys.modules[__name__ + ".llm"] = llm
 
 __all__ = [
     "ArgumentError", "Error", "StateError", "TaskError", "UnsupportedError", "WaitTimeoutError",
-    "_npu_fused_infer_attention_score_get_max_workspace", "empty", "memory_stats", "npu",
+    "_npu_fused_infer_attention_score_get_max_workspace", "empty", "llm", "memory_stats", "npu",
     "npu_fused_infer_attention_score", "zeros",
 ]

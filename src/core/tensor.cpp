@@ -83,6 +83,19 @@ Tensor Tensor::view(Shape shape) const {
   return Tensor(storage_, offset_, shape, contiguous_strides(shape), dtype_);
 }
 
+Tensor Tensor::narrow(int d, std::int64_t start, std::int64_t length) const {
+  NG_CHECK_ARG(defined(), "narrow: the tensor is undefined");
+  const int n = dim();
+  NG_CHECK_ARG(d >= -n && d < n, "narrow: dim = ", d, ": must be in [", -n, ", ", n, ") for ", str());
+  if (d < 0) d += n;
+  NG_CHECK_ARG(start >= 0 && length >= 0 && start <= shape_[d] - length, "narrow: start = ", start,
+               ", length = ", length, ": must lie within dim ", d, " of ", str());
+  Shape shape = shape_;
+  shape[d] = length;
+  return Tensor(storage_, offset_ + start * strides_[d] * static_cast<std::int64_t>(element_size()), shape,
+                strides_, dtype_);
+}
+
 std::string Tensor::str() const {
   if (!defined()) return "undefined";
   return std::string(dtype_name(dtype_)) + shape_.str();

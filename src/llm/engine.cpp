@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <algorithm>
 #include <deque>
 
 #include "llm/runner.hpp"
@@ -24,7 +25,8 @@ void check_options(const EngineOptions& o) {
   NG_CHECK_ARG(o.max_batch >= 1 && o.max_batch <= 16, "max_batch = ", o.max_batch, ": must be in [1, 16]");
   NG_CHECK_ARG(o.block_size >= 128 && o.block_size <= 512 && o.block_size % 128 == 0, "block_size = ",
                o.block_size, ": must be 128, 256, 384 or 512 (FIA's paged prefill)");
-  NG_CHECK_ARG(o.max_context >= 2, "max_context = ", o.max_context, ": must be at least 2 tokens");
+  NG_CHECK_ARG(o.max_context == 0 || o.max_context >= 2, "max_context = ", o.max_context,
+               ": must be at least 2 tokens (0: the model's context, at most 2048)");
   NG_CHECK_ARG(o.prefill_chunk >= 1 && o.prefill_chunk <= 2048, "prefill_chunk = ", o.prefill_chunk,
                ": must be in [1, 2048]");
   NG_CHECK_ARG(o.threads >= 0, "threads = ", o.threads, ": must be >= 0 (0: every core)");
@@ -48,6 +50,7 @@ struct Active {
 Engine::Engine(EngineOptions options) : options_(std::move(options)) {
   check_options(options_);
   model_ = LlamaModel::load(options_.model);
+  if (options_.max_context == 0) options_.max_context = std::min<std::int64_t>(model_->config().context, 2048);
   NG_CHECK_ARG(options_.max_context <= model_->config().context, "max_context = ", options_.max_context,
                ": the model was trained for ", model_->config().context, " tokens");
   runner_ = std::make_unique<ModelRunner>(model_, options_);
@@ -56,6 +59,7 @@ Engine::Engine(EngineOptions options) : options_(std::move(options)) {
 Engine::~Engine() = default;
 
 const LlamaModel& Engine::model() const { return *model_; }
+std::int64_t Engine::vocab() const { return model_->config().vocab; }
 
 std::vector<Result> Engine::generate(std::span<const Request> requests,
                                      const std::function<void(std::size_t, std::string_view)>& on_text) {
@@ -84,8 +88,9 @@ std::vector<Result> Engine::generate(std::span<const Request> requests,
     a.seq.tokens.push_back(id);
     a.seq.generated += 1;
     a.result.tokens.push_back(id);
-    if (options_.keep_logits)
-      a.result.logits_hashes.push_back(fnv1a(logits, static_cast<std::size_t>(model_->config().vocab) * 4));
+    const auto vocab = static_cast<std::size_t>(model_->config().vocab);
+    if (options_.keep_logits) a.result.logits_hashes.push_back(fnv1a(logits, vocab * sizeof(float)));
+    if (options_.keep_full_logits) a.result.logits.insert(a.result.logits.end(), logits, logits + vocab);
     const bool stop = tok.is_end_of_generation(id);
     if (!stop) {
       const std::string piece = a.decoder->push(id);

@@ -143,7 +143,7 @@ ops::FiaOptions ModelRunner::attention_options(const Rows& r) const {
   o.scale = 1.0 / std::sqrt(static_cast<double>(c.head_dim));
   o.input_layout = "BSH";
   o.block_size = options_.block_size;
-  if (r.prefill) {  // bottom-right causal over the cached prefix and this chunk
+  if (r.prefill && r.q_len > 1) {  // bottom-right causal over the cached prefix and this chunk
     o.actual_seq_lengths = {r.q_len};
     o.sparse_mode = 3;
     o.atten_mask = mask_;

@@ -33,7 +33,7 @@ struct EngineOptions {
   std::filesystem::path model;           // a Llama-architecture GGUF file
   int threads = 0;                       // compute threads (0: every core)
   std::int64_t max_batch = 16;           // sequences decoded together (1..16)
-  std::int64_t max_context = 2048;       // tokens per sequence, prompt included
+  std::int64_t max_context = 0;          // tokens per sequence, prompt included (0: the model's, at most 2048)
   std::int64_t block_size = 128;         // KV cache block (a multiple of 128, for FIA's prefill)
   std::int64_t prefill_chunk = 256;      // prompt tokens per prefill pass
   StepMode mode = StepMode::graph;
@@ -42,6 +42,7 @@ struct EngineOptions {
   std::int64_t top_k = 0;                // 0: no top-k
   double top_p = 1.0;
   bool keep_logits = false;              // keep a hash of every step's logits (graph vs eager checks)
+  bool keep_full_logits = false;         // keep every step's logits row (reference checks; vocab floats each)
 };
 
 struct Request {
@@ -65,6 +66,8 @@ struct Result {
   bool stopped = false;  // ended on an end-of-generation token (else max_tokens or the context)
   // With keep_logits: per generated token, a 64-bit hash of its logits row's bytes.
   std::vector<std::uint64_t> logits_hashes;
+  // With keep_full_logits: per generated token, the logits row it was chosen from (vocab floats).
+  std::vector<float> logits;
 };
 
 struct RunStats {
@@ -91,6 +94,7 @@ class Engine {
   // The last generate()'s timings.
   const RunStats& stats() const { return stats_; }
   const LlamaModel& model() const;
+  std::int64_t vocab() const;
   const EngineOptions& options() const { return options_; }
 
  private:

@@ -1,0 +1,192 @@
+// npugraph-generate: text from a Llama-architecture GGUF model on npugraph, eager and/or graph mode.
+//
+//   npugraph-generate [--model PATH] --prompt TEXT [--max-tokens N] [--batch B] [--mode graph|eager|both]
+//                     [--order update-first|replay-first] [--threads T] [--temperature X] [--top-k K]
+//                     [--top-p P] [--seed S] [--max-context N] [--raw]
+//
+// Streams request 0's text as it is generated (a progress bar for --batch > 1), then prints a
+// summary per mode: prefill and decode tokens/s, ms per step, the host time per step split into input
+// writes, update and launch, and with --mode both whether graph and eager logits were bitwise equal.
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <iostream>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "npugraph/error.hpp"
+#include "npugraph/llm/engine.hpp"
+
+namespace {
+
+namespace llm = npugraph::llm;
+
+struct Args {
+  std::string model, prompt;
+  std::int64_t max_tokens = 64, batch = 1, max_context = 0, top_k = 0;
+  std::string mode = "both", order = "update-first";
+  int threads = 0;
+  double temperature = 0.0, top_p = 1.0;
+  std::uint64_t seed = 0;
+  bool raw = false;
+};
+
+[[noreturn]] void usage(const std::string& error) {
+  std::fprintf(stderr,
+               "%s%snpugraph-generate [--model PATH] --prompt TEXT [--max-tokens N] [--batch B]\n"
+               "                  [--mode graph|eager|both] [--order update-first|replay-first]\n"
+               "                  [--threads T] [--temperature X] [--top-k K] [--top-p P] [--seed S]\n"
+               "                  [--max-context N] [--raw]\n"
+               "  --model defaults to the SmolLM2-135M-Instruct Q4_1 file `make setup` fetches.\n",
+               error.c_str(), error.empty() ? "" : "\n\n");
+  std::exit(2);
+}
+
+std::string default_model() {
+  if (const char* m = std::getenv("NPUGRAPH_MODEL"); m && *m) return m;
+  std::string dir;
+  if (const char* d = std::getenv("NPUGRAPH_MODEL_DIR"); d && *d) {
+    dir = d;
+  } else {
+    const char* xdg = std::getenv("XDG_CACHE_HOME");
+    const char* home = std::getenv("HOME");
+    dir = (xdg && *xdg ? std::string(xdg) : std::string(home ? home : "") + "/.cache") + "/npugraph/models";
+  }
+  return dir + "/SmolLM2-135M-Instruct.Q4_1.gguf";
+}
+
+template <class T>
+T number(const std::string& flag, const std::string& text) {
+  try {
+    std::size_t used = 0;
+    T v;
+    if constexpr (std::is_floating_point_v<T>) v = static_cast<T>(std::stod(text, &used));
+    else v = static_cast<T>(std::stoll(text, &used));
+    if (used != text.size()) throw std::invalid_argument(text);
+    return v;
+  } catch (const std::exception&) {
+    usage(flag + " " + text + ": not a number");
+  }
+}
+
+Args parse(int argc, char** argv) {
+  Args a;
+  a.model = default_model();
+  for (int i = 1; i < argc; ++i) {
+    const std::string f = argv[i];
+    if (f == "--help" || f == "-h") usage("");
+    if (f == "--raw") {
+      a.raw = true;
+      continue;
+    }
+    if (i + 1 >= argc) usage(f + ": needs a value");
+    const std::string v = argv[++i];
+    if (f == "--model") a.model = v;
+    else if (f == "--prompt") a.prompt = v;
+    else if (f == "--max-tokens") a.max_tokens = number<std::int64_t>(f, v);
+    else if (f == "--batch") a.batch = number<std::int64_t>(f, v);
+    else if (f == "--mode") a.mode = v;
+    else if (f == "--order") a.order = v;
+    else if (f == "--threads") a.threads = number<int>(f, v);
+    else if (f == "--temperature") a.temperature = number<double>(f, v);
+    else if (f == "--top-k") a.top_k = number<std::int64_t>(f, v);
+    else if (f == "--top-p") a.top_p = number<double>(f, v);
+    else if (f == "--seed") a.seed = number<std::uint64_t>(f, v);
+    else if (f == "--max-context") a.max_context = number<std::int64_t>(f, v);
+    else usage("unknown option " + f);
+  }
+  if (a.prompt.empty()) usage("--prompt is required (and must not be empty)");
+  if (a.batch < 1 || a.batch > 64) usage("--batch " + std::to_string(a.batch) + ": must be in [1, 64]");
+  if (a.mode != "graph" && a.mode != "eager" && a.mode != "both") usage("--mode " + a.mode + ": graph, eager or both");
+  if (a.order != "update-first" && a.order != "replay-first") usage("--order " + a.order + ": update-first or replay-first");
+  return a;
+}
+
+struct Run {
+  std::string name;
+  llm::RunStats stats;
+  std::vector<llm::Result> results;
+};
+
+Run run(const Args& a, llm::StepMode mode, bool show) {
+  llm::Engine engine({.model = a.model, .threads = a.threads, .max_batch = std::min<std::int64_t>(a.batch, 16),
+                      .max_context = a.max_context, .mode = mode,
+                      .order = a.order == "update-first" ? llm::GraphOrder::update_then_replay
+                                                         : llm::GraphOrder::replay_then_update,
+                      .temperature = a.temperature, .top_k = a.top_k, .top_p = a.top_p, .keep_logits = true});
+  std::vector<llm::Request> requests;
+  for (std::int64_t i = 0; i < a.batch; ++i)
+    requests.push_back({.prompt = a.prompt, .max_tokens = a.max_tokens, .chat = !a.raw,
+                        .seed = a.seed + static_cast<std::uint64_t>(i)});
+  std::int64_t done = 0;
+  const std::int64_t total = a.batch * a.max_tokens;
+  auto on_text = [&](std::size_t i, std::string_view text) {
+    if (!show) return;
+    if (a.batch == 1) {
+      std::cout << text << std::flush;
+    } else if (i == 0 || ++done % 8 == 0) {
+      const int width = 40, filled = static_cast<int>(width * std::min<std::int64_t>(done, total) / total);
+      std::fprintf(stderr, "\r[%s%s] %lld/%lld tokens", std::string(filled, '#').c_str(),
+                   std::string(width - filled, '.').c_str(), static_cast<long long>(done),
+                   static_cast<long long>(total));
+    }
+  };
+  Run r{mode == llm::StepMode::graph ? "graph" : "eager", {}, engine.generate(requests, on_text)};
+  r.stats = engine.stats();
+  if (show && a.batch > 1) {
+    std::fprintf(stderr, "\n");
+    for (std::size_t i = 0; i < r.results.size(); ++i) std::cout << "[" << i << "] " << r.results[i].text << "\n";
+  }
+  if (show) std::cout << "\n";
+  return r;
+}
+
+void summary(const std::vector<Run>& runs) {
+  std::printf("\n%-6s %12s %12s %10s %10s %10s %10s %10s\n", "mode", "prefill t/s", "decode t/s", "ms/step",
+              "inputs us", "update us", "launch us", "host %");
+  for (const Run& r : runs) {
+    const auto& s = r.stats;
+    const double steps = s.decode_steps ? static_cast<double>(s.decode_steps) : 1.0;
+    const double host = s.host.inputs + s.host.update + s.host.launch;
+    std::printf("%-6s %12.1f %12.1f %10.2f %10.1f %10.1f %10.1f %9.2f%%\n", r.name.c_str(),
+                s.prefill_seconds > 0 ? s.prefill_tokens / s.prefill_seconds : 0.0,
+                s.decode_seconds > 0 ? s.decode_tokens / s.decode_seconds : 0.0, 1e3 * s.decode_seconds / steps,
+                1e6 * s.host.inputs / steps, 1e6 * s.host.update / steps, 1e6 * s.host.launch / steps,
+                s.decode_seconds > 0 ? 100.0 * host / s.decode_seconds : 0.0);
+  }
+  if (runs.size() == 2) {
+    std::size_t steps = 0, equal = 0, first_diff = 0;
+    bool tokens_equal = true;
+    for (std::size_t i = 0; i < runs[0].results.size(); ++i) {
+      const auto &e = runs[0].results[i], &g = runs[1].results[i];
+      tokens_equal = tokens_equal && e.tokens == g.tokens;
+      for (std::size_t k = 0; k < std::min(e.logits_hashes.size(), g.logits_hashes.size()); ++k) {
+        ++steps;
+        if (e.logits_hashes[k] == g.logits_hashes[k]) ++equal;
+        else if (!first_diff) first_diff = k + 1;
+      }
+    }
+    std::printf("graph vs eager: %s logits at %zu of %zu steps%s; tokens %s\n",
+                equal == steps ? "bitwise-identical" : "DIFFERENT", equal, steps,
+                first_diff ? (" (first difference at token " + std::to_string(first_diff) + ")").c_str() : "",
+                tokens_equal ? "identical" : "DIFFERENT");
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Args a = parse(argc, argv);
+  try {
+    std::vector<Run> runs;
+    if (a.mode != "graph") runs.push_back(run(a, llm::StepMode::eager, true));
+    if (a.mode != "eager") runs.push_back(run(a, llm::StepMode::graph, a.mode == "graph"));
+    summary(runs);
+  } catch (const npugraph::Error& e) {
+    std::fprintf(stderr, "npugraph-generate: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,118 @@
+// npugraph.llm: the decode engine (include/npugraph/llm/engine.hpp) from Python.
+#include <pybind11/numpy.h>
+#include <pybind11/stl.h>
+
+#include <string>
+#include <vector>
+
+#include "bindings.hpp"
+#include "npugraph/error.hpp"
+#include "npugraph/llm/engine.hpp"
+
+namespace npugraph::python {
+namespace {
+
+llm::StepMode mode_arg(const std::string& mode) {
+  if (mode == "graph") return llm::StepMode::graph;
+  if (mode == "eager") return llm::StepMode::eager;
+  NG_THROW(ArgumentError, "mode = '", mode, "': must be 'graph' or 'eager'");
+}
+
+llm::GraphOrder order_arg(const std::string& order) {
+  if (order == "update_then_replay") return llm::GraphOrder::update_then_replay;
+  if (order == "replay_then_update") return llm::GraphOrder::replay_then_update;
+  NG_THROW(ArgumentError, "order = '", order, "': must be 'update_then_replay' or 'replay_then_update'");
+}
+
+py::dict result_dict(const llm::Result& r, std::int64_t vocab) {
+  py::dict d;
+  d["text"] = r.text;
+  d["tokens"] = r.tokens;
+  d["prompt_tokens"] = r.prompt_tokens;
+  d["stopped"] = r.stopped;
+  d["logits_hashes"] = r.logits_hashes;
+  if (!r.logits.empty()) {
+    const auto steps = static_cast<py::ssize_t>(r.logits.size() / static_cast<std::size_t>(vocab));
+    py::array_t<float> a({steps, static_cast<py::ssize_t>(vocab)});
+    std::copy(r.logits.begin(), r.logits.end(), a.mutable_data());
+    d["logits"] = a;
+  }
+  return d;
+}
+
+py::dict stats_dict(const llm::RunStats& s) {
+  py::dict d;
+  d["prefill_tokens"] = s.prefill_tokens;
+  d["prefill_seconds"] = s.prefill_seconds;
+  d["decode_tokens"] = s.decode_tokens;
+  d["decode_steps"] = s.decode_steps;
+  d["decode_seconds"] = s.decode_seconds;
+  d["capture_seconds"] = s.capture_seconds;
+  d["host_inputs_seconds"] = s.host.inputs;
+  d["host_update_seconds"] = s.host.update;
+  d["host_launch_seconds"] = s.host.launch;
+  d["wait_seconds"] = s.host.wait;
+  return d;
+}
+
+}  // namespace
+
+void bind_llm(py::module_& m) {
+  py::module_ llm = m.def_submodule("llm", "The decode engine: a Llama-architecture GGUF model generating text");
+  py::class_<llm::Engine>(llm, "Engine", R"doc(
+Loads a Llama-architecture GGUF model and generates text with continuous batching; each decode step
+is captured once per batch-size bucket and updated in place (mode="graph"), or run op by op
+(mode="eager").
+
+Engine(model, *, threads=0, max_batch=16, max_context=0, mode="graph",
+       order="update_then_replay", temperature=0.0, top_k=0, top_p=1.0,
+       keep_logits=False, keep_full_logits=False)
+)doc")
+      .def(py::init([](const std::string& model, int threads, std::int64_t max_batch, std::int64_t max_context,
+                       const std::string& mode, const std::string& order, double temperature,
+                       std::int64_t top_k, double top_p, bool keep_logits, bool keep_full_logits) {
+             llm::EngineOptions o{.model = model, .threads = threads, .max_batch = max_batch,
+                                  .max_context = max_context, .mode = mode_arg(mode), .order = order_arg(order),
+                                  .temperature = temperature, .top_k = top_k, .top_p = top_p,
+                                  .keep_logits = keep_logits, .keep_full_logits = keep_full_logits};
+             py::gil_scoped_release release;
+             return std::make_unique<llm::Engine>(o);
+           }),
+           py::arg("model"), py::kw_only(), py::arg("threads") = 0, py::arg("max_batch") = 16,
+           py::arg("max_context") = 0, py::arg("mode") = "graph", py::arg("order") = "update_then_replay",
+           py::arg("temperature") = 0.0, py::arg("top_k") = 0, py::arg("top_p") = 1.0,
+           py::arg("keep_logits") = false, py::arg("keep_full_logits") = false)
+      .def("generate",
+           [](llm::Engine& e, const std::vector<std::string>& prompts, std::int64_t max_tokens, bool chat,
+              std::uint64_t seed, py::object on_text) {
+             std::vector<llm::Request> requests;
+             for (std::size_t i = 0; i < prompts.size(); ++i)
+               requests.push_back({.prompt = prompts[i], .max_tokens = max_tokens, .chat = chat,
+                                   .seed = seed + i});
+             std::function<void(std::size_t, std::string_view)> stream;
+             if (!on_text.is_none())
+               stream = [&on_text](std::size_t i, std::string_view text) {
+                 py::gil_scoped_acquire gil;
+                 on_text(i, py::str(text.data(), text.size()));
+               };
+             std::vector<llm::Result> results;
+             {
+               py::gil_scoped_release release;
+               results = e.generate(requests, stream);
+             }
+             py::list out;
+             for (const auto& r : results) out.append(result_dict(r, e.vocab()));
+             return out;
+           },
+           py::arg("prompts"), py::kw_only(), py::arg("max_tokens") = 64, py::arg("chat") = true,
+           py::arg("seed") = 0, py::arg("on_text") = py::none(), R"doc(
+Generates for every prompt (a list of str); returns one dict per prompt: text, tokens,
+prompt_tokens, stopped, logits_hashes (with keep_logits) and logits (numpy [steps, vocab], with
+keep_full_logits). on_text(index, piece) receives each request's text as it is decoded.
+)doc")
+      .def_property_readonly("stats", [](const llm::Engine& e) { return stats_dict(e.stats()); },
+                             "Timings of the last generate(): prefill/decode tokens and seconds, host time split")
+      .def_property_readonly("vocab_size", [](const llm::Engine& e) { return e.vocab(); });
+}
+
+}  // namespace npugraph::python

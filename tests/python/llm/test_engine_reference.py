@@ -1,0 +1,159 @@
+"""The decode engine (npugraph.llm) against an independent numpy forward pass (llama_reference.py,
+weights read by llama.cpp's `gguf` package): logits of every greedy step agree to 1e-3 relative and
+the greedy tokens are the reference's argmax; graph and eager logits are bitwise equal at every step,
+for batch 1 and for a ragged batch of 5. On a tiny random model written here with the gguf
+package's writer (fast), and on the real SmolLM2 file when it is fetched.
+
+    .venv/bin/python -m pytest tests/python/llm/test_engine_reference.py
+"""
+import pathlib
+import sys
+
+import numpy as np
+import pytest
+
+gguf = pytest.importorskip("gguf")
+npugraph = pytest.importorskip("npugraph")
+
+HERE = pathlib.Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from llama_reference import LlamaReference  # noqa: E402
+import make_reference  # noqa: E402
+
+SMOL_TEMPLATE = (
+    "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}{{ "
+    "'<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging "
+    "Face<|im_end|>\n' }}{% endif %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] "
+    "+ '<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' "
+    "}}{% endif %}")
+
+
+def byte_alphabet():
+    """GPT-2's printable stand-in for every byte (the byte-level BPE alphabet)."""
+    keep = list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAD)) + list(range(0xAE, 0x100))
+    extra = 0
+    out = {}
+    for b in range(256):
+        if b in keep:
+            out[b] = chr(b)
+        else:
+            out[b] = chr(256 + extra)
+            extra += 1
+    return [out[b] for b in range(256)]
+
+
+def write_tiny_model(path, layers=2, hidden=64, heads=4, kv_heads=2, ffn=128, seed=3):
+    rng = np.random.default_rng(seed)
+    tokens = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"] + byte_alphabet() + ["he", "ll"]
+    types = [3, 3, 3] + [1] * 258
+    w = gguf.GGUFWriter(str(path), arch="llama")
+    w.add_block_count(layers)
+    w.add_context_length(256)
+    w.add_embedding_length(hidden)
+    w.add_feed_forward_length(ffn)
+    w.add_head_count(heads)
+    w.add_head_count_kv(kv_heads)
+    w.add_rope_freq_base(10000.0)
+    w.add_layer_norm_rms_eps(1e-5)
+    w.add_rope_dimension_count(hidden // heads)
+    w.add_vocab_size(len(tokens))
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre("smollm")
+    w.add_token_list(tokens)
+    w.add_token_types(types)
+    w.add_token_merges(["h e", "l l"])
+    w.add_bos_token_id(1)
+    w.add_eos_token_id(2)
+    w.add_pad_token_id(2)
+    w.add_add_bos_token(False)
+    w.add_chat_template(SMOL_TEMPLATE)
+    qtypes = gguf.GGMLQuantizationType
+
+    def matrix(name, rows, cols, scale, qtype=qtypes.Q4_1):
+        values = (scale * rng.standard_normal((rows, cols))).astype(np.float32)
+        w.add_tensor(name, gguf.quants.quantize(values, qtype), raw_dtype=qtype)
+
+    def norm(name):
+        w.add_tensor(name, (1.0 + 0.1 * rng.standard_normal(hidden)).astype(np.float32))
+
+    kv_dim = hidden // heads * kv_heads
+    s = 1.0 / np.sqrt(hidden)
+    matrix("token_embd.weight", len(tokens), hidden, 1.0, qtypes.Q8_0)
+    norm("output_norm.weight")
+    for i in range(layers):
+        p = f"blk.{i}."
+        norm(p + "attn_norm.weight")
+        matrix(p + "attn_q.weight", hidden, hidden, 2 * s)
+        matrix(p + "attn_k.weight", kv_dim, hidden, 2 * s)
+        matrix(p + "attn_v.weight", kv_dim, hidden, s)
+        matrix(p + "attn_output.weight", hidden, hidden, s)
+        norm(p + "ffn_norm.weight")
+        matrix(p + "ffn_gate.weight", ffn, hidden, s)
+        matrix(p + "ffn_up.weight", ffn, hidden, s)
+        matrix(p + "ffn_down.weight", hidden, ffn, s)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
+def check_against_reference(model, prompt, steps, **engine_args):
+    """Generates `steps` greedy tokens; compares every step's logits with the reference forward."""
+    engine = npugraph.llm.Engine(str(model), keep_full_logits=True, **engine_args)
+    (result,) = engine.generate([prompt], max_tokens=steps)
+    ref = LlamaReference(model)
+    sequence = result["prompt_tokens"] + result["tokens"]
+    expected = ref.logits(sequence[:-1])[len(result["prompt_tokens"]) - 1:]
+    ours = result["logits"].astype(np.float64)
+    assert ours.shape == expected.shape
+    rel = np.abs(ours - expected).max(axis=1) / np.abs(expected).max(axis=1)
+    assert rel.max() <= 1e-3, f"max relative difference {rel.max():.3g} at step {rel.argmax()}"
+    assert result["tokens"] == [int(i) for i in expected.argmax(axis=1)]
+    return result, float(rel.max())
+
+
+def graph_equals_eager(model, prompts, steps, max_batch):
+    runs = {}
+    for mode in ("eager", "graph"):
+        engine = npugraph.llm.Engine(str(model), mode=mode, max_batch=max_batch, keep_full_logits=True)
+        runs[mode] = engine.generate(prompts, max_tokens=steps)
+    for e, g in zip(runs["eager"], runs["graph"]):
+        assert e["tokens"] == g["tokens"]
+        assert e["logits"].tobytes() == g["logits"].tobytes()
+    return runs
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    return write_tiny_model(tmp_path_factory.mktemp("tiny") / "tiny.gguf")
+
+
+def test_tiny_model_logits_match_the_numpy_reference(tiny):
+    for mode in ("graph", "eager"):
+        check_against_reference(tiny, "hello world", 24, mode=mode)
+
+
+def test_tiny_model_graph_and_eager_are_bitwise_equal_for_one_and_a_ragged_five(tiny):
+    graph_equals_eager(tiny, ["hello"], 16, 1)
+    graph_equals_eager(tiny, ["a", "hello there, how are you", "xyz", "the quick brown fox", "ok"], 12, 8)
+
+
+@pytest.fixture(scope="module")
+def smollm():
+    path = make_reference.default_model()
+    if not path.is_file():
+        pytest.skip(f"model not fetched ({path}): run /usr/bin/python3 tools/fetch_model.py")
+    return path
+
+
+def test_smollm2_64_greedy_steps_match_the_numpy_reference(smollm):
+    result, rel = check_against_reference(smollm, "Write a long story about a dragon who loves graphs.", 64)
+    assert len(result["tokens"]) == 64
+    print(f"SmolLM2, 64 greedy steps: max relative logit difference {rel:.2e}; text: {result['text']!r}")
+
+
+def test_smollm2_graph_and_eager_are_bitwise_equal_for_one_and_a_ragged_five(smollm):
+    graph_equals_eager(smollm, ["What is the capital of France?"], 64, 1)
+    graph_equals_eager(smollm, ["Hi", "Write a haiku about graphs.", "What is 2 + 2?",
+                                "Name three colours.", "Explain recursion in one sentence."], 32, 8)
