@@ -1,5 +1,5 @@
 # npugraph — the two commands of a fresh Debian machine:
-#   make demo   installs what is needed, builds, runs the seed example on the CPU backend
+#   make demo   installs what is needed, builds, runs the main job: SmolLM2 generating text on npugraph
 #   make test   builds and runs every test, then again under ASan + UBSan, the runtime suites under
 #               TSan, and each libFuzzer harness for FUZZ_TEST_SECONDS
 #   make fuzz   long libFuzzer runs (FUZZ_SECONDS per harness)
@@ -19,7 +19,7 @@ VENV := .venv
 VENV_PY := $(VENV)/bin/python
 CMAKE_COMMON := -DNPUGRAPH_WERROR=ON -DPython3_EXECUTABLE=$(PYTHON)
 
-.PHONY: all setup packages build demo test test-release test-asan test-tsan test-fuzz fuzz fuzz-build \
+.PHONY: all setup packages build demo seed test test-release test-asan test-tsan test-fuzz fuzz fuzz-build \
         fuzz-regressions bench clean
 
 all: build
@@ -46,7 +46,14 @@ build: setup
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_COMMON) $(CMAKE_FLAGS)
 	cmake --build $(BUILD) -j$(JOBS)
 
+# The main job: SmolLM2-135M-Instruct (fetched by setup) answering a fixed prompt, eager and with the
+# decode step captured once and updated in place every step, then the summary of both.
+DEMO_PROMPT ?= What is a graph in computer science? Answer in two sentences.
 demo: build
+	./$(BUILD)/npugraph-generate --prompt "$(DEMO_PROMPT)" --max-tokens 96 --mode both
+
+# The torch_npu seed example (one attention call captured, updated, replayed).
+seed: build
 	./$(BUILD)/seed_example
 
 test: test-release test-asan test-tsan test-fuzz
