@@ -13,7 +13,7 @@ Each figure is the best of --reps runs (the machine is shared: neighbours only s
 load1 is the 1-minute load average when the runs started. llama.cpp comes from llama-cpp-python
 (tools/requirements-bench.txt), built from source, CPU only, in a benchmark-only venv:
 
-    python3 -m venv --system-site-packages build/bench-venv
+    /usr/bin/python3 -m venv --system-site-packages build/bench-venv
     CMAKE_ARGS="-DGGML_NATIVE=ON -DGGML_BLAS=OFF ..." build/bench-venv/bin/pip install \\
         --no-binary llama-cpp-python -r tools/requirements-bench.txt   (see that file)
     PYTHONPATH=build/python build/bench-venv/bin/python bench/llm/llama_cpp_peer.py \\
