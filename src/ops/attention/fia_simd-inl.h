@@ -142,9 +142,12 @@ HWY_INLINE std::int64_t ActiveRows(const UnitRows& u, std::int64_t j, std::int64
 // most kFastChunk columns that never cross a paged block or the shared prefix. Per run that some
 // row sees: the path's scores, the softmax step, then the path's P·V (or NoPV when no row takes
 // part); the next run (or the worker's next unit's first, u.after) is what the path prefetches.
+// One function per path (not inlined into its caller): the path object is a local, so its
+// members stay in registers across the loop, and each path's loops are compiled on their own.
 template <class Path>
-HWY_INLINE void WalkRuns(const FiaLaunch& l, std::int64_t b, std::int64_t h, const UnitRows& u,
-                         std::int64_t c0, std::int64_t c1, const Tiles& t, Path& path) {
+HWY_NOINLINE void WalkRuns(const FiaLaunch& l, std::int64_t b, std::int64_t h, const UnitRows& u,
+                           std::int64_t c0, std::int64_t c1, const Tiles& t) {
+  Path path(l, t, h);
   const std::int64_t dvp = l.p.plan.fast_dv;
   const float* qa[kMaxUnitRows];
   float* sa[kMaxUnitRows];
@@ -181,13 +184,8 @@ HWY_INLINE bool UseDirect(const FiaLaunch& l, std::int64_t rows) {
 template <class T, Dq KK, Dq VK>
 void RunRows(const FiaLaunch& l, std::int64_t b, std::int64_t h, const UnitRows& u,
              std::int64_t c0, std::int64_t c1, const Tiles& t) {
-  if (UseDirect(l, u.count)) {
-    DirectPath<T, KK, VK> path(l, t, h);
-    WalkRuns(l, b, h, u, c0, c1, t, path);
-  } else {
-    TilePath<T, KK, VK> path(l, t, h);
-    WalkRuns(l, b, h, u, c0, c1, t, path);
-  }
+  if (UseDirect(l, u.count)) WalkRuns<DirectPath<T, KK, VK>>(l, b, h, u, c0, c1, t);
+  else WalkRuns<TilePath<T, KK, VK>>(l, b, h, u, c0, c1, t);
 }
 
 // The unit's rows over [c0, c1) for the launch's KV dtype and antiquant kinds.
