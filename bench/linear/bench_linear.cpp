@@ -104,11 +104,15 @@ const Weights& weights_for(const Spec& s, bool hot) {
   static std::vector<std::pair<std::string, Weights>> cache;
   const std::string key = std::string(s.fmt) + std::to_string(s.N) + "x" + std::to_string(s.K) + (hot ? "h" : "c");
   for (auto& [k, w] : cache)
-    if (k == key) return w;
-  // Keep one set of cold copies at a time (1 GiB each).
-  if (!hot)
+    if (k == key && w.count() > 0) return w;
+  // Keep one set of cold copies at a time (1 GiB each), their memory handed back first.
+  if (!hot) {
     for (auto& [k, w] : cache)
       if (k.back() == 'c') w = Weights{};
+    ng::empty_cache();
+  }
+  for (auto& [k, w] : cache)
+    if (k == key) return w = make_weights(s, hot ? 0 : std::size_t{1} << 30);
   cache.emplace_back(key, make_weights(s, hot ? 0 : std::size_t{1} << 30));
   return cache.back().second;
 }

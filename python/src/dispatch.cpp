@@ -34,8 +34,7 @@ void reset_graph(PyGraph& g) {
   records.reset();  // may free the records' tensors
 }
 
-bool take_replay_mark(const PyGraph& g) {
-  DispatchRecords* d = g.dispatch.get();
+bool take_replay_mark(const PyGraph& g, DispatchRecords* d) {
   if (!g.auto_dispatch_capture || !d || d->count.load() == 0) return false;
   if (d->updated.exchange(false)) return true;
   if (g.graph.state() != Graph::State::ready) return false;  // replay() says what is wrong
@@ -44,10 +43,6 @@ bool take_replay_mark(const PyGraph& g) {
            "before every replay, but none was made since the capture or the last replay (the replay "
            "would block until the ExternalEvent deadline). Call g.update(cpu_update_input=[{}]) to "
            "re-issue them with their current arguments (or pass new ones), then replay");
-}
-
-void restore_replay_mark(const PyGraph& g) {
-  if (g.dispatch) g.dispatch->updated.store(true);
 }
 
 namespace {
@@ -74,6 +69,12 @@ void update_graph(PyGraph& g, py::handle cpu_update_input) {
                  " is still being captured; update it after its capture ends");
   NG_CHECK_ARG(!d.records.empty(), "NPUGraph.update: graph ", g.graph.id(),
                " recorded no fused_infer_attention_score call during its capture: nothing to update");
+  std::unique_lock<std::mutex> order;
+  {
+    py::gil_scoped_release release;  // a replay holds it without the GIL and never needs the GIL
+    order = std::unique_lock(d.order);
+    if (d.last_replay) d.update_stream.wait(*d.last_replay);  // Note [Updates after replays]
+  }
   update_fia_records(d, cpu_update_input);
   d.updated.store(true);
 }

@@ -19,6 +19,19 @@
 // arguments stay as they were. Only the values the op re-plans are updatable (Update rules in
 // npugraph/ops/fia.hpp); a dict that changes another one is refused as "not updatable".
 //
+// Note [Updates after replays]
+// An update records each call's ExternalEvent; a replay's waits consume them. If an update's records
+// could land while the previous replay still waits, a record would collapse into the unconsumed
+// signal of the same event, the replay would consume it, and the next replay (allowed: an update was
+// made) would wait forever for that event (seen with g.replay(blocking=False) and with updater
+// threads racing a replaying one). So an update's re-issue waits, on the update stream, for an Event
+// recorded after the last replay's launch: its parameters and records come after that replay has run
+// (which is also what a stream-ordered update must not overtake). DispatchRecords::order makes
+// "take the update mark, launch, record last_replay" and "wait on last_replay ... record the events"
+// atomic with respect to each other, so a replay launched during an update belongs to the update
+// before it. Two updates with no replay between collapse their records harmlessly (the next replay
+// waits once per event and the mark is a flag).
+//
 // Threads: the records are shared (std::shared_ptr) by the graph, the capture recording into them
 // (active_dispatch()) and every update in flight, so g.reset() on one thread never frees what another
 // one uses. DispatchRecords::mutex orders who touches them: an update try-locks it (the loser gets a
@@ -63,6 +76,11 @@ struct DispatchRecords {
   Stream update_stream;
   std::uint64_t graph_id = 0;
   std::mutex mutex;                       // see the Note: held by an update, a recorded call, reset
+  // Orders updates after replays (Note [Updates after replays]): held by an update from its wait
+  // on last_replay to its last record, and by a replay from taking the update mark to recording
+  // last_replay. Both lock it with the GIL released.
+  std::mutex order;
+  std::optional<Event> last_replay;        // recorded after each replay's launch (under `order`)
   std::atomic<const char*> busy{nullptr};  // what the last holder of `mutex` did ("updating", ...)
   bool dead = false;                       // the graph was reset (under mutex)
   std::atomic<bool> updated{false};        // a successful update since the capture / last replay
@@ -94,9 +112,9 @@ std::optional<std::pair<Tensor, Tensor>> record_fia(DispatchRecords& d, const Te
 // Frees the graph (g.reset()) once no update or recorded call of its records is in flight.
 void reset_graph(PyGraph& g);
 // Refuses a replay of an auto-dispatch graph that waits for an update nobody made (see the Note);
-// returns whether it consumed an update mark (to restore if the replay is not issued).
-bool take_replay_mark(const PyGraph& g);
-void restore_replay_mark(const PyGraph& g);
+// returns whether it consumed an update mark (to restore if the replay is not issued). d is
+// g.dispatch when g is an auto-dispatch graph, else null; called with d->order held.
+bool take_replay_mark(const PyGraph& g, DispatchRecords* d);
 
 // fia.cpp: NPUGraph.update's FIA part, with d.mutex held and the GIL held: applies
 // cpu_update_input (one dict of FIA keyword arguments per record, or one for all) to the records'

@@ -101,17 +101,23 @@ void bind_graph(py::module_& m, py::module_& npu) {
       .def("replay", [](const PyGraph& g, py::object stream, py::object blocking) {
              const Stream s = stream_arg(stream);
              const bool block = bool_arg(blocking, "blocking");
-             const bool marked = take_replay_mark(g);
-             {
-               py::gil_scoped_release release;
-               try {
-                 g.graph.replay(s);
-               } catch (...) {
-                 if (marked) restore_replay_mark(g);  // nothing was issued: the update still stands
-                 throw;
-               }
-               if (block) s.synchronize();
+             const std::shared_ptr<DispatchRecords> d = g.auto_dispatch_capture ? g.dispatch : nullptr;
+             py::gil_scoped_release release;
+             std::unique_lock<std::mutex> order;  // Note [Updates after replays]
+             if (d) order = std::unique_lock(d->order);
+             const bool marked = take_replay_mark(g, d.get());
+             try {
+               g.graph.replay(s);
+             } catch (...) {
+               if (marked) d->updated.store(true);  // nothing was issued: the update still stands
+               throw;
              }
+             if (d && !s.is_capturing()) {
+               if (!d->last_replay) d->last_replay.emplace();
+               d->last_replay->record(s);
+             }
+             if (order.owns_lock()) order.unlock();
+             if (block) s.synchronize();
            }, py::arg("stream") = py::none(), py::arg("blocking") = true,
            "Replays the graph on `stream` (default: the current one); blocking=True waits for it.")
       .def("reset", &reset_graph,

@@ -195,6 +195,9 @@ void bind_runtime(py::module_& m, py::module_& npu) {
           }, py::arg("seconds"),
           "The wait deadline (seconds) of every ExternalEvent without its own; initially 10 s. Values "
           "above MAX_EXTERNAL_WAIT_DEADLINE (1e8 s) mean that.");
+  npu.def("total_collapsed_records", &total_collapsed_records,
+          "Collapsed records of every ExternalEvent so far (a record that found its event already set; "
+          "each event counts its own in collapsed_records()).");
   npu.def("default_external_wait_deadline", [] { return seconds_of(default_external_wait_deadline()); },
           "The default ExternalEvent wait deadline, in seconds.");
 

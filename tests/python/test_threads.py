@@ -24,3 +24,7 @@ def test_reset_while_another_thread_updates_waits_for_the_update():
 
 def test_two_threads_updating_one_graph_get_a_state_error_never_a_torn_update():
     run_isolated("two_threads_update_one_graph", timeout=300)
+
+
+def test_nonblocking_replays_after_updates_never_collapse_a_record():
+    run_isolated("nonblocking_replays_after_updates", timeout=300)
