@@ -74,6 +74,13 @@ template <class E, class... Args>
 }  // namespace detail
 }  // namespace npugraph
 
+// Note [Check macros are the library's own]
+// NG_CHECK_AS, NG_CHECK_ARG, NG_CHECK_STATE and NG_THROW are how npugraph's sources (src/,
+// python/src/) raise the errors above. No public header uses them in inline code, so they are
+// defined only where the build defines NPUGRAPH_INTERNAL_CHECKS (the npugraph library and the Python
+// module, CMakeLists.txt): including <npugraph/npugraph.hpp> from user code defines no NG_* macro
+// (tests/consumer/ checks it). User code throws or catches the error classes directly.
+#if defined(NPUGRAPH_INTERNAL_CHECKS)
 // Checks evaluate their condition exactly once; the message parts are only formatted on failure.
 #define NG_CHECK_AS(ErrorType, cond, ...)                                                   \
   do {                                                                                      \
@@ -85,3 +92,4 @@ template <class E, class... Args>
 #define NG_CHECK_STATE(cond, ...) NG_CHECK_AS(::npugraph::StateError, cond, __VA_ARGS__)
 #define NG_THROW(ErrorType, ...) \
   ::npugraph::detail::raise<ErrorType>(std::source_location::current(), __VA_ARGS__)
+#endif  // NPUGRAPH_INTERNAL_CHECKS

@@ -33,31 +33,34 @@
 namespace npugraph::ops {
 
 // Keyword arguments, with torch_npu's names, order and defaults. An undefined Tensor is None.
+// Every field has a default member initialiser (`{}` for the tensors and lists): gcc's
+// -Wmissing-field-initializers (-Wextra) skips those, so `FiaOptions{.num_heads = 4, .scale = 0.5}`
+// in user code compiles without warnings (tests/consumer/ builds one with -Wall -Wextra -Werror).
 struct FiaOptions {
-  Tensor pse_shift;
-  Tensor atten_mask;
-  std::vector<std::int64_t> actual_seq_lengths;     // query lengths (host values)
-  std::vector<std::int64_t> actual_seq_lengths_kv;  // key/value lengths (host values)
-  Tensor dequant_scale1;  // int8 query only: rejected
-  Tensor quant_scale1;    // int8 query only: rejected
-  Tensor dequant_scale2;  // int8 query only: rejected
-  Tensor quant_scale2;
-  Tensor quant_offset2;
-  Tensor antiquant_scale;
-  Tensor antiquant_offset;
-  Tensor block_table;
-  Tensor query_padding_size;
-  Tensor kv_padding_size;
-  Tensor key_antiquant_scale;
-  Tensor key_antiquant_offset;
-  Tensor value_antiquant_scale;
-  Tensor value_antiquant_offset;
-  Tensor key_shared_prefix;
-  Tensor value_shared_prefix;
-  std::vector<std::int64_t> actual_shared_prefix_len;  // host value: empty or 1 value
-  Tensor query_rope;
-  Tensor key_rope;
-  Tensor key_rope_antiquant_scale;  // reserved: must be undefined
+  Tensor pse_shift{};
+  Tensor atten_mask{};
+  std::vector<std::int64_t> actual_seq_lengths{};     // query lengths (host values)
+  std::vector<std::int64_t> actual_seq_lengths_kv{};  // key/value lengths (host values)
+  Tensor dequant_scale1{};  // int8 query only: rejected
+  Tensor quant_scale1{};    // int8 query only: rejected
+  Tensor dequant_scale2{};  // int8 query only: rejected
+  Tensor quant_scale2{};
+  Tensor quant_offset2{};
+  Tensor antiquant_scale{};
+  Tensor antiquant_offset{};
+  Tensor block_table{};
+  Tensor query_padding_size{};
+  Tensor kv_padding_size{};
+  Tensor key_antiquant_scale{};
+  Tensor key_antiquant_offset{};
+  Tensor value_antiquant_scale{};
+  Tensor value_antiquant_offset{};
+  Tensor key_shared_prefix{};
+  Tensor value_shared_prefix{};
+  std::vector<std::int64_t> actual_shared_prefix_len{};  // host value: empty or 1 value
+  Tensor query_rope{};
+  Tensor key_rope{};
+  Tensor key_rope_antiquant_scale{};  // reserved: must be undefined
   std::int64_t num_heads = 1;
   double scale = 1.0;
   std::int64_t pre_tokens = 2147483647;
