@@ -17,10 +17,11 @@ PYTHON := /usr/bin/python3
 # pybind11 stay visible; the pinned test packages of tools/requirements-test.txt go into it.
 VENV := .venv
 VENV_PY := $(VENV)/bin/python
-CMAKE_COMMON := -DNPUGRAPH_WERROR=ON -DPython3_EXECUTABLE=$(PYTHON)
+# The module is built for the venv's interpreter (Debian's python3 behind it), the one pip uses too.
+CMAKE_COMMON := -DNPUGRAPH_WERROR=ON -DPython3_EXECUTABLE=$(CURDIR)/$(VENV_PY)
 
 .PHONY: all setup packages build demo seed test test-release test-asan test-tsan test-fuzz fuzz fuzz-build \
-        fuzz-regressions bench clean
+        fuzz-regressions bench clean test-wheel
 
 all: build
 
@@ -56,10 +57,28 @@ demo: build
 seed: build
 	./$(BUILD)/seed_example
 
-test: test-release test-asan test-tsan test-fuzz
+test: test-release test-wheel test-asan test-tsan test-fuzz
 
 test-release: build
 	cd $(BUILD) && ctest --output-on-failure -j$(JOBS)
+
+# The Python package as users get it: `pip wheel .` (scikit-build-core, pyproject.toml) from the
+# Release build folder (nothing is compiled twice), installed into a fresh venv, and the Python
+# tests run against that installed copy, not the build tree.
+WHEEL_DIR := $(BUILD)/wheel
+WHEEL_VENV := $(BUILD)/wheel-venv
+# The build folder's own options, so that scikit-build-core's configure changes nothing there.
+WHEEL_CONFIG := build-dir=$(BUILD) $(foreach o,TESTS BENCH EXAMPLES APPS,cmake.define.NPUGRAPH_BUILD_$(o)=ON) \
+                cmake.define.NPUGRAPH_INSTALL=ON cmake.define.NPUGRAPH_WERROR=ON
+test-wheel: build
+	rm -rf $(WHEEL_DIR) $(WHEEL_VENV)
+	CMAKE_GENERATOR="Unix Makefiles" $(VENV_PY) -m pip wheel -q --disable-pip-version-check --no-deps \
+	  --no-build-isolation -w $(WHEEL_DIR) . \
+	  $(foreach c,$(WHEEL_CONFIG),--config-settings=$(c))
+	$(PYTHON) -m venv --system-site-packages $(WHEEL_VENV)
+	$(WHEEL_VENV)/bin/pip install -q --disable-pip-version-check --no-deps $(WHEEL_DIR)/npugraph-*.whl
+	cd tests/python && env -u PYTHONPATH NPUGRAPH_REQUIRE_INSTALLED=1 ../../$(WHEEL_VENV)/bin/python -m pytest -q \
+	  -p no:cacheprovider test_docs.py test_compat.py test_torch_api.py test_fia.py test_runtime.py
 
 test-asan: setup
 	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_COMMON) \

@@ -71,7 +71,7 @@ class GraphExec {
 };
 
 struct CaptureOptions {
-  PoolHandle pool;               // share a pool (graph_pool_handle()); default: a private one
+  PoolHandle pool{};             // share a pool (graph_pool_handle()); default: a private one
   CaptureMode mode = CaptureMode::global;
 };
 

@@ -21,6 +21,8 @@ struct MemoryStats {
   std::size_t allocated_bytes = 0;  // handed out to live tensors
   std::size_t segments = 0;         // system allocations held
   std::size_t pools = 0;            // live pools (the default pool included)
+  std::size_t peak_allocated_bytes = 0;  // highest allocated_bytes since the last reset_peak_memory_stats
+  std::size_t peak_reserved_bytes = 0;   // highest reserved_bytes since then
 };
 
 // Shares one private pool between graphs captured one after another (graph_pool_handle()).
@@ -41,6 +43,9 @@ class PoolHandle {
 PoolHandle graph_pool_handle(Device device = Device::cpu());
 // Totals over every pool of the device.
 MemoryStats memory_stats(Device device = Device::cpu());
+// Restarts the peaks of memory_stats() and of the default pool from the current values (a graph
+// pool's peaks, in its PoolHandle::stats(), run from its creation).
+void reset_peak_memory_stats(Device device = Device::cpu());
 // Returns the default pool's cached free blocks to the system. A synchronizing call (§3.3 modes).
 void empty_cache(Device device = Device::cpu());
 

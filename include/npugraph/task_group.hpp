@@ -34,6 +34,8 @@ class TaskGroupHandle {
   bool valid() const;
   std::size_t num_tasks() const;
   std::uint64_t graph_id() const;
+  // The group's number in its graph, from 0 in capture order (the DOT dump's "group k").
+  std::uint32_t index() const;
   const std::shared_ptr<detail::GroupRef>& impl() const { return ref_; }
   explicit TaskGroupHandle(std::shared_ptr<detail::GroupRef> ref) : ref_(std::move(ref)) {}
 

@@ -19,21 +19,29 @@ from ._C import (
     WaitTimeoutError,
     _npu_fused_infer_attention_score_get_max_workspace,
     empty,
+    empty_cache,
     memory_stats,
     npu_fused_infer_attention_score,
+    reset_peak_memory_stats,
     zeros,
 )
 
+from . import _fia_doc, _npu_api
 from ._graph import graph as _graph
+
+_fia_doc.attach(npu_fused_infer_attention_score)
 
 npu = _C.npu
 npu.graph = _graph  # the capture context, with its torch-op check (Note in _graph.py)
+for _name in _npu_api.__all__:  # torch.cuda's names written in Python (memory, device, ...)
+    setattr(npu, _name, getattr(_npu_api, _name))
 _sys.modules[__name__ + ".npu"] = npu
 llm = _C.llm  # the decode engine: npugraph.llm.Engine(model_path).generate([...])
 _sys.modules[__name__ + ".llm"] = llm
 
 __all__ = [
     "ArgumentError", "Error", "StateError", "TaskError", "UnsupportedError", "WaitTimeoutError",
-    "_npu_fused_infer_attention_score_get_max_workspace", "empty", "llm", "memory_stats", "npu",
+    "_npu_fused_infer_attention_score_get_max_workspace", "empty", "empty_cache", "llm",
+    "memory_stats", "npu", "reset_peak_memory_stats",
     "npu_fused_infer_attention_score", "zeros",
 ]

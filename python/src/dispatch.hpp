@@ -95,6 +95,7 @@ void mark_busy(DispatchRecords& d, const char* what);
 struct PyGraph {
   Graph graph;
   bool auto_dispatch_capture = false;
+  bool keep_graph = false;                    // NPUGraph(keep_graph=...), recorded only
   std::shared_ptr<DispatchRecords> dispatch;  // set by an auto-dispatch capture
 };
 

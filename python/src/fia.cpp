@@ -362,8 +362,19 @@ void bind_fia(py::module_& m) {
              }
              return py::reinterpret_borrow<py::object>(out);
            }, py::arg("query"), py::arg("key"), py::arg("value"), py::kw_only(), py::arg("workspace"),
-           py::arg("out"));
+           py::arg("out"),
+           "out(query, key, value, *, workspace, out=[attention_out, softmax_lse], **keywords) -> out: "
+           "writes caller-owned outputs with a caller-owned workspace "
+           "(_npu_fused_infer_attention_score_get_max_workspace); the form task groups capture and "
+           "updates re-issue. Keywords and errors: help(npugraph.npu_fused_infer_attention_score).")
+      .def("__repr__", [](const FiaOp&) { return std::string("<npugraph op npu_fused_infer_attention_score>"); });
   m.attr("npu_fused_infer_attention_score") = FiaOp{};
+  m.def("_fia_keywords", [] {
+    std::vector<std::string> names;
+    for (const auto& [name, field] : setters()) names.emplace_back(name);
+    std::sort(names.begin(), names.end());
+    return names;
+  }, "The keywords the FIA parser accepts (sorted), for the docs' check.");
   m.def(kFiaWorkspace,
         [](py::handle q, py::handle k, py::handle v, py::kwargs kwargs) {
           const Kind kind = kind_of(q, "query");

@@ -85,7 +85,22 @@ void bind_graph(py::module_& m, py::module_& npu) {
           "A new pool handle: pass it as pool= to captures that should share memory.");
 
   py::class_<PyGraph> graph_class(npu, "NPUGraph", "A captured graph of stream work (torch_npu.npu.NPUGraph).");
-  graph_class.def(py::init<>())
+  graph_class
+      .def(py::init([](py::object keep_graph) {
+             auto g = std::make_unique<PyGraph>();
+             g->keep_graph = bool_arg(keep_graph, "keep_graph");
+             return g;
+           }), py::kw_only(), py::arg("keep_graph") = false,
+           "A graph to capture into (torch_npu.npu.NPUGraph / torch.cuda.CUDAGraph). npugraph always "
+           "keeps the captured graph next to its executable form, so keep_graph only records the "
+           "choice: instantiate() is accepted either way and replay() needs no explicit instantiate.")
+      .def("instantiate", [](const PyGraph& g) {
+             NG_CHECK_STATE(g.graph.state() == Graph::State::ready, "NPUGraph.instantiate: graph ",
+                            g.graph.id(), " has no finished capture to instantiate (capture it first; "
+                            "capture_end instantiates it)");
+           }, "Checks that the graph holds a finished capture: npugraph instantiates at capture_end "
+              "(torch.cuda.CUDAGraph.instantiate with keep_graph=True).")
+      .def_property_readonly("keep_graph", [](const PyGraph& g) { return g.keep_graph; })
       .def("capture_begin", [](PyGraph& g, py::object pool, py::object mode) {
              const CaptureOptions o = capture_options(pool, mode);
              {
@@ -123,11 +138,13 @@ void bind_graph(py::module_& m, py::module_& npu) {
       .def("reset", &reset_graph,
            "Frees the graph, its pool and its task groups (their handles go stale). Waits for an update "
            "of the graph running on another thread.")
-      .def("pool", [](const PyGraph& g) { return g.graph.pool(); })
+      .def("pool", [](const PyGraph& g) { return g.graph.pool(); },
+           "The graph's memory pool handle: pass it as pool= to a later capture to share its memory.")
       .def("debug_dump", [](const PyGraph& g, py::handle path) {
              g.graph.debug_dump(str_arg(path, "debug_path"));
            }, py::arg("debug_path"), "Writes the graph as Graphviz DOT text to debug_path.")
-      .def("dot", [](const PyGraph& g) { return g.graph.dot(); })
+      .def("dot", [](const PyGraph& g) { return g.graph.dot(); },
+           "The graph as Graphviz DOT text (what debug_dump writes).")
       .def_property_readonly("num_tasks", [](const PyGraph& g) { return g.graph.num_tasks(); })
       .def_property_readonly("id", [](const PyGraph& g) { return g.graph.id(); });
   bind_dispatch(graph_class);
@@ -192,7 +209,14 @@ void bind_graph(py::module_& m, py::module_& npu) {
   py::class_<TaskGroupHandle>(npu, "_TaskGroupHandle", "Names one task group of a captured graph.")
       .def_property_readonly("valid", &TaskGroupHandle::valid)
       .def_property_readonly("num_tasks", &TaskGroupHandle::num_tasks)
-      .def_property_readonly("graph_id", &TaskGroupHandle::graph_id);
+      .def_property_readonly("graph_id", &TaskGroupHandle::graph_id)
+      .def_property_readonly("index", &TaskGroupHandle::index,
+                             "The group's number in its graph, from 0 in capture order.")
+      .def("__repr__", [](const TaskGroupHandle& h) {
+        return "<npugraph task group " + std::to_string(h.index()) + " of graph " +
+               std::to_string(h.graph_id()) + ": " + std::to_string(h.num_tasks()) + " task(s)" +
+               (h.valid() ? "" : ", stale: its graph was reset or destroyed") + ">";
+      });
   npu.def("graph_task_group_begin", [](py::handle s) { task_group_begin(stream_required(s)); },
           py::arg("stream"), "Opens a task group on the capturing stream: its kernel launches are updatable.");
   npu.def("graph_task_group_end", [](py::handle s) { return task_group_end(stream_required(s)); },

@@ -111,17 +111,26 @@ void bind_runtime(py::module_& m, py::module_& npu) {
              return Stream::create(device_arg(device));
            }),
            py::arg("device") = py::none(), py::arg("priority") = 0)
-      .def("synchronize", [](const Stream& s) { s.synchronize(); }, py::call_guard<py::gil_scoped_release>())
-      .def("query", &Stream::query, py::call_guard<py::gil_scoped_release>())
-      .def("wait_event", [](const Stream& s, py::handle e) { s.wait(event_arg(e, "event")); }, py::arg("event"))
+      .def("synchronize", [](const Stream& s) { s.synchronize(); }, py::call_guard<py::gil_scoped_release>(),
+           "Waits until all work issued so far has run. Raises the first error a task raised since the "
+           "last synchronize (TaskError naming the task), WaitTimeoutError when the stream (or one it "
+           "waits on) is stalled in an ExternalEvent wait past its deadline, StateError inside a "
+           "capture that forbids synchronizing.")
+      .def("query", &Stream::query, py::call_guard<py::gil_scoped_release>(),
+           "True when all work issued so far has run (never blocks).")
+      .def("wait_event", [](const Stream& s, py::handle e) { s.wait(event_arg(e, "event")); }, py::arg("event"),
+           "Orders later work on this stream after the event's most recent record.")
       .def("wait_stream", [](const Stream& s, py::handle other) { s.wait(stream_required(other)); },
-           py::arg("stream"))
+           py::arg("stream"), "Orders later work on this stream after all work issued so far on `stream`.")
       .def("record_event", [](const Stream& s, py::object event) {
              Event e = event.is_none() ? Event() : event_arg(event, "event");
              e.record(s);
              return e;
-           }, py::arg("event") = py::none())
+           }, py::arg("event") = py::none(), "Records `event` (a new Event when None) on this stream; returns it.")
       .def_property_readonly("id", &Stream::id)
+      .def("is_capturing", &Stream::is_capturing, "True while the stream records into a graph.")
+      .def("is_updating", &Stream::is_updating,
+           "True between graph_task_update_begin and graph_task_update_end on this stream.")
       .def_property_readonly("device", [](const Stream& s) { return s.device().str(); })
       .def("__eq__", [](const Stream& a, py::handle b) {
              return py::isinstance<Stream>(b) && a == b.cast<const Stream&>();
@@ -130,19 +139,26 @@ void bind_runtime(py::module_& m, py::module_& npu) {
       .def("__repr__", [](const Stream& s) { return "<npugraph.npu.Stream " + s.str() + ">"; });
 
   npu.def("current_stream", [](py::object device) { return current_stream(device_arg(device)); },
-          py::arg("device") = py::none());
+          py::arg("device") = py::none(),
+          "The calling thread's current stream (the default stream unless set_stream or a "
+          "`with npugraph.npu.stream(s):` block chose another).");
   npu.def("default_stream", [](py::object device) { return Stream::default_stream(device_arg(device)); },
-          py::arg("device") = py::none());
-  npu.def("set_stream", [](py::handle s) { set_current_stream(stream_required(s)); }, py::arg("stream"));
-  npu.def("set_device", [](py::object device) { device_arg(device); }, py::arg("device"));
-  npu.def("current_device", [] { return 0; });
-  npu.def("device_count", [] { return 1; });
-  npu.def("is_available", [] { return true; });
+          py::arg("device") = py::none(), "The device's default stream (which never captures).");
+  npu.def("set_stream", [](py::handle s) { set_current_stream(stream_required(s)); }, py::arg("stream"),
+          "Makes `stream` the calling thread's current stream.");
+  npu.def("set_device", [](py::object device) { device_arg(device); }, py::arg("device"),
+          "Selects the device: npugraph has one, 0 / 'cpu' / 'npu' / 'npu:0'; any other value raises "
+          "ArgumentError naming it.");
+  npu.def("current_device", [] { return 0; }, "The current device's index: always 0 (the cpu).");
+  npu.def("device_count", [] { return 1; }, "The number of devices: 1 (the cpu).");
+  npu.def("is_available", [] { return true; }, "True: the cpu backend is always available.");
   npu.def("synchronize", [](py::object device) {
             const Device d = device_arg(device);
             py::gil_scoped_release release;
             device_synchronize(d);
-          }, py::arg("device") = py::none());
+          }, py::arg("device") = py::none(),
+          "Waits for every stream of the device; raises the first task error, or WaitTimeoutError "
+          "naming a stalled ExternalEvent wait and its stream.");
 
   py::class_<StreamContext>(npu, "stream", "`with npugraph.npu.stream(s):` makes s the current stream.")
       .def(py::init([](py::object s) {
@@ -162,10 +178,16 @@ void bind_runtime(py::module_& m, py::module_& npu) {
              return Event({.enable_timing = timing});
            }),
            py::arg("enable_timing") = false, py::arg("blocking") = false, py::arg("interprocess") = false)
-      .def("record", [](Event& e, py::object s) { e.record(stream_arg(s)); }, py::arg("stream") = py::none())
-      .def("wait", [](const Event& e, py::object s) { e.wait(stream_arg(s)); }, py::arg("stream") = py::none())
-      .def("query", &Event::query, py::call_guard<py::gil_scoped_release>())
-      .def("synchronize", &Event::synchronize, py::call_guard<py::gil_scoped_release>())
+      .def("record", [](Event& e, py::object s) { e.record(stream_arg(s)); }, py::arg("stream") = py::none(),
+           "Records the event on `stream` (default: the current one): it completes when the work "
+           "issued there before it has run.")
+      .def("wait", [](const Event& e, py::object s) { e.wait(stream_arg(s)); }, py::arg("stream") = py::none(),
+           "Orders later work on `stream` (default: the current one) after this event's last record.")
+      .def("query", &Event::query, py::call_guard<py::gil_scoped_release>(),
+           "True when the last record has completed (or the event was never recorded).")
+      .def("synchronize", &Event::synchronize, py::call_guard<py::gil_scoped_release>(),
+           "Waits for the last record to complete; raises WaitTimeoutError if the recording stream is "
+           "stalled in an ExternalEvent wait past its deadline.")
       .def("elapsed_time", [](const Event& e, py::handle end) { return e.elapsed_time(event_arg(end, "end_event")); },
            py::arg("end_event"),
            "Milliseconds between this event and end_event; both need Event(enable_timing=True).");
@@ -174,12 +196,19 @@ void bind_runtime(py::module_& m, py::module_& npu) {
                             "A binary signal across the graph boundary: record sets it, wait blocks the "
                             "stream until it is set and clears it, reset clears it.")
       .def(py::init([](py::object name) { return ExternalEvent(str_arg(name, "name")); }), py::arg("name") = "")
-      .def("record", [](ExternalEvent& e, py::object s) { e.record(stream_arg(s)); }, py::arg("stream") = py::none())
-      .def("wait", [](ExternalEvent& e, py::object s) { e.wait(stream_arg(s)); }, py::arg("stream") = py::none())
-      .def("reset", [](ExternalEvent& e, py::object s) { e.reset(stream_arg(s)); }, py::arg("stream") = py::none())
+      .def("record", [](ExternalEvent& e, py::object s) { e.record(stream_arg(s)); }, py::arg("stream") = py::none(),
+           "Sets the signal when `stream` (default: the current one) reaches this point. Recording an "
+           "event that is already set delivers nothing new (a collapsed record: counted, reported).")
+      .def("wait", [](ExternalEvent& e, py::object s) { e.wait(stream_arg(s)); }, py::arg("stream") = py::none(),
+           "Blocks `stream` (default: the current one; captured into a graph inside a capture) until "
+           "the signal is set, then consumes it. A wait past the deadline is reported and the waiting "
+           "stream's synchronize raises WaitTimeoutError.")
+      .def("reset", [](ExternalEvent& e, py::object s) { e.reset(stream_arg(s)); }, py::arg("stream") = py::none(),
+           "Clears the signal when `stream` (default: the current one) reaches this point.")
       .def_property_readonly("name", &ExternalEvent::name)
-      .def("is_set", &ExternalEvent::is_set)
-      .def("collapsed_records", &ExternalEvent::collapsed_records)
+      .def("is_set", &ExternalEvent::is_set, "True when the signal is set now (a snapshot).")
+      .def("collapsed_records", &ExternalEvent::collapsed_records,
+           "How many records of this event found it already set (each delivered nothing).")
       .def("set_wait_deadline", [](ExternalEvent& e, py::handle seconds) {
              e.set_wait_deadline(with_context("ExternalEvent.set_wait_deadline: ", [&] { return deadline_arg(seconds); }));
            }, py::arg("seconds"),
@@ -227,8 +256,17 @@ void bind_runtime(py::module_& m, py::module_& npu) {
     d["allocated_bytes"] = s.allocated_bytes;
     d["segments"] = s.segments;
     d["pools"] = s.pools;
+    d["peak_allocated_bytes"] = s.peak_allocated_bytes;
+    d["peak_reserved_bytes"] = s.peak_reserved_bytes;
     return d;
-  });
+  }, "The caching allocator's totals over every pool: reserved_bytes (held from the system), "
+     "allocated_bytes (handed to live tensors), segments, pools, and the peaks of the first two "
+     "since reset_peak_memory_stats().");
+  m.def("reset_peak_memory_stats", [] { reset_peak_memory_stats(); },
+        "Restarts the peak_* values of memory_stats() from the current ones.");
+  m.def("empty_cache", [] { empty_cache(); }, py::call_guard<py::gil_scoped_release>(),
+        "Returns the default pool's cached free blocks to the system (waits for queued work first; "
+        "a synchronizing call, refused inside a capture).");
 }
 
 }  // namespace npugraph::python

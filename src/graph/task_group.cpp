@@ -53,6 +53,11 @@ std::uint64_t TaskGroupHandle::graph_id() const {
   return ref_->graph_id;
 }
 
+std::uint32_t TaskGroupHandle::index() const {
+  NG_CHECK_ARG(ref_ != nullptr, "TaskGroupHandle: undefined handle");
+  return ref_->group;
+}
+
 void task_group_begin(const Stream& stream) {
   auto& s = state_of(stream);
   detail::require(s.backend, &detail::BackendCaps::task_update, "task_group_begin");

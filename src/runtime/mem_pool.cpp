@@ -1,5 +1,6 @@
 #include "runtime/mem_pool.hpp"
 
+#include <algorithm>
 #include <atomic>
 
 #include "npugraph/error.hpp"
@@ -10,11 +11,23 @@ namespace {
 
 struct Totals {
   std::atomic<std::size_t> reserved{0}, allocated{0}, segments{0}, pools{0};
+  std::atomic<std::size_t> peak_allocated{0}, peak_reserved{0};
   std::atomic<std::uint64_t> next_id{0};
 };
 Totals& totals() {
   static Totals t;
   return t;
+}
+
+void raise_peak(std::atomic<std::size_t>& peak, std::size_t value) {
+  std::size_t seen = peak.load(std::memory_order_relaxed);
+  while (value > seen && !peak.compare_exchange_weak(seen, value, std::memory_order_relaxed)) {
+  }
+}
+
+// Adds `size` to a total and raises its peak (the totals are shared by every pool).
+void add_total(std::atomic<std::size_t>& total, std::atomic<std::size_t>& peak, std::size_t size) {
+  raise_peak(peak, total.fetch_add(size) + size);
 }
 
 }  // namespace
@@ -46,7 +59,8 @@ void* MemPool::allocate(std::size_t nbytes, std::uint64_t stream_id) {
       void* p = it->second.back();
       it->second.pop_back();
       allocated_ += size;
-      totals().allocated += size;
+      peak_allocated_ = std::max(peak_allocated_, allocated_);
+      add_total(totals().allocated, totals().peak_allocated, size);
       return p;
     }
   }
@@ -57,8 +71,10 @@ void* MemPool::allocate(std::size_t nbytes, std::uint64_t stream_id) {
   reserved_ += size;
   allocated_ += size;
   ++segments_;
-  totals().reserved += size;
-  totals().allocated += size;
+  peak_allocated_ = std::max(peak_allocated_, allocated_);
+  peak_reserved_ = std::max(peak_reserved_, reserved_);
+  add_total(totals().reserved, totals().peak_reserved, size);
+  add_total(totals().allocated, totals().peak_allocated, size);
   totals().segments += 1;
   return p;
 }
@@ -93,12 +109,25 @@ void MemPool::release_cached() noexcept {
 
 MemoryStats MemPool::stats() const {
   std::lock_guard lock(mu_);
-  return {reserved_, allocated_, segments_, 1};
+  return {reserved_, allocated_, segments_, 1, peak_allocated_, peak_reserved_};
+}
+
+void MemPool::reset_peaks() {
+  std::lock_guard lock(mu_);
+  peak_allocated_ = allocated_;
+  peak_reserved_ = reserved_;
 }
 
 MemoryStats memory_totals() {
   auto& t = totals();
-  return {t.reserved.load(), t.allocated.load(), t.segments.load(), t.pools.load()};
+  return {t.reserved.load(), t.allocated.load(), t.segments.load(), t.pools.load(),
+          t.peak_allocated.load(), t.peak_reserved.load()};
+}
+
+void reset_total_peaks() {
+  auto& t = totals();
+  t.peak_allocated.store(t.allocated.load());
+  t.peak_reserved.store(t.reserved.load());
 }
 
 }  // namespace npugraph::detail

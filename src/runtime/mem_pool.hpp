@@ -33,6 +33,8 @@ class MemPool {
   // Returns cached free blocks to the system.
   void release_cached() noexcept;
   MemoryStats stats() const;
+  // Restarts this pool's peaks from its current values.
+  void reset_peaks();
   std::uint64_t id() const { return id_; }
   bool is_private() const { return is_private_; }
   Device device() const { return device_; }
@@ -60,11 +62,14 @@ class MemPool {
   std::size_t reserved_ = 0;
   std::size_t allocated_ = 0;
   std::size_t segments_ = 0;
+  std::size_t peak_allocated_ = 0;
+  std::size_t peak_reserved_ = 0;
 };
 
 // The device's default (non-graph) pool.
 MemPool& default_pool(Device device);
-// Totals over every pool.
+// Totals over every pool, and the restart of their peaks.
 MemoryStats memory_totals();
+void reset_total_peaks();
 
 }  // namespace npugraph::detail

@@ -94,6 +94,12 @@ MemoryStats memory_stats(Device device) {
   return detail::memory_totals();
 }
 
+void reset_peak_memory_stats(Device device) {
+  detail::backend_for(device);
+  detail::reset_total_peaks();
+  detail::default_pool(device).reset_peaks();
+}
+
 void empty_cache(Device device) {
   detail::check_sync_call("empty_cache", nullptr);
   // Queued work may still read cached blocks (Note [Stream-ordered reuse]): let it finish first.

@@ -122,6 +122,11 @@ void raise_if_stalled(StreamState& start, StreamState* reporter, const std::stri
           "; the wait is cancelled: it gives up without consuming a signal, the rest of its replay "
           "is skipped (the graph and its parameters are unchanged) and the stream goes on";
       const std::string message = cat(who, " gave up: ", stalled, tail);
+      // Marked before the cancel: once cancelled, the stalled stream's next event record carries
+      // the poison at once, and a waiter of it that is `reporter` must find the stall already
+      // reported (seen under TSan: the poison reached the reporter between cancel and mark). A mark
+      // left by a cancel that finds the wait gone is harmless: no poison follows it.
+      if (reporter) reporter->mark_reported(st->id);
       if (!cur->cancel_stall(st->id, cat("it depended on work of ", cur->str(), " that was cancelled: ",
                                          cur->str(), " was blocked in ", st->what, " past its ",
                                          st->deadline.count(), " ms deadline")))
@@ -131,7 +136,6 @@ void raise_if_stalled(StreamState& start, StreamState* reporter, const std::stri
                                         reporter ? reporter->str() : std::string("an event"),
                                         " cancelled a stall of this stream: ", st->what, " was blocked ",
                                         "past its ", st->deadline.count(), " ms deadline", tail));
-      if (reporter) reporter->mark_reported(st->id);
       throw TimeoutError(message);
     }
     hold = cur->blocked_on();

@@ -9,7 +9,7 @@
 // almost-valid call, so the checks and both CPU kernels (fast and simple) are reached.
 //
 // Findings: any crash or sanitizer report, any exception that is not an npugraph::Error (or is an
-// InternalError), and, in the graph mode, a broken promise of DESIGN §3.6:
+// InternalError), and, in the graph mode, a broken promise of docs/semantics.md §6:
 //   - eager and replayed results are bitwise equal, before and after a task update;
 //   - fia_workspace_bytes never depends on host values;
 //   - the eager form's outputs have fia_output_shape / fia_lse_shape.
@@ -495,7 +495,7 @@ std::string describe(const Case& c, const FiaOptions& o) {
   return s;
 }
 
-// Host values an update may change (DESIGN §3.5): lengths, band, scale, prefix length.
+// Host values an update may change (docs/fia.md, What an update may change): lengths, band, scale, prefix length.
 FiaOptions other_host_values(const FiaOptions& o, Input& in) {
   FiaOptions x = o;
   auto shift = [&](std::vector<std::int64_t>& v) {
@@ -543,7 +543,7 @@ bool run_out(const Case& c, const FiaOptions& o, const Outs& outs, const ng::Str
   return ngfuzz::guarded("synchronize", [&] { stream.synchronize(); });
 }
 
-// Eager vs captured vs updated: bitwise equal (DESIGN §3.6).
+// Eager vs captured vs updated: bitwise equal (docs/semantics.md §6).
 void graph_check(const Case& c, Input& in) {
   Streams& st = streams();
   const FiaOptions& target = c.opt;

@@ -142,6 +142,18 @@ TEST_F(FiaFeatureErrors, LeftPadding) {
   EXPECT_TRUE(throws<ng::ArgumentError>(call(), {"kv_padding_size = int64[1]", "not supported with input_layout TND"}));
 }
 
+// max_blocks * block_size past int32 (the reliability issue's unchecked product): refused before
+// any block id is read (the table's contents are left uninitialised on purpose).
+TEST_F(FiaFeatureErrors, PagedKvCapacityPastInt32IsRefused) {
+  make_paged(512);
+  opt.block_table = ng::empty({2, (std::int64_t{1} << 22) + 1}, DType::i32);
+  EXPECT_TRUE(throws<ng::ArgumentError>(call(), {"block_table = int32[2, 4194305] with block_size = 512",
+                                                 "its capacity max_blocks * block_size must be at most "
+                                                 "2147483647 tokens"}));
+  make_paged(512);
+  run_ok();  // still usable
+}
+
 TEST_F(FiaFeatureErrors, PagedKv) {
   make_paged(128);
   run_ok();

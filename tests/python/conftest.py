@@ -1,6 +1,13 @@
+import os
+
 import numpy as np
 import pytest
 import torch
+
+if os.environ.get("NPUGRAPH_REQUIRE_INSTALLED"):  # make test-wheel: the installed package, not build/
+    import npugraph
+
+    assert "site-packages" in npugraph.__file__, npugraph.__file__
 
 
 @pytest.fixture

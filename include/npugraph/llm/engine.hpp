@@ -30,7 +30,7 @@ enum class StepMode { graph, eager };
 enum class GraphOrder { update_then_replay, replay_then_update };
 
 struct EngineOptions {
-  std::filesystem::path model;           // a Llama-architecture GGUF file
+  std::filesystem::path model{};         // a Llama-architecture GGUF file
   int threads = 0;                       // compute threads (0: every core)
   std::int64_t max_batch = 16;           // sequences decoded together (1..16)
   std::int64_t max_context = 0;          // tokens per sequence, prompt included (0: the model's, at most 2048)
@@ -46,7 +46,7 @@ struct EngineOptions {
 };
 
 struct Request {
-  std::string prompt;
+  std::string prompt{};
   std::int64_t max_tokens = 64;
   bool chat = true;        // wrap the prompt in the model's chat template as a user turn
   std::uint64_t seed = 0;  // sampling seed (temperature > 0)

@@ -9,7 +9,7 @@
 namespace npugraph::llm {
 
 struct LlamaConfig {
-  std::string name;                 // general.name, for messages
+  std::string name{};               // general.name, for messages
   std::int64_t layers = 0;          // llama.block_count
   std::int64_t hidden = 0;          // llama.embedding_length
   std::int64_t heads = 0;           // llama.attention.head_count

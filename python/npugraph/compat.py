@@ -1,0 +1,147 @@
+"""``npugraph.compat``: run an unmodified torch_npu script on the CPU.
+
+    import npugraph.compat; npugraph.compat.install()    # then: import torch_npu, torch.npu ...
+    python -m npugraph.compat script.py [args...]         # the same, around a whole script
+
+``install()`` makes ``import torch_npu`` give a module whose ``npu`` is ``npugraph.npu`` and whose
+ops are npugraph's (``npu_fused_infer_attention_score`` and its ``.out``,
+``_npu_fused_infer_attention_score_get_max_workspace``, ``npu_rms_norm`` ...); sets ``torch.npu`` to
+``npugraph.npu``; makes ``Tensor.npu()`` return the tensor itself (npugraph's device is the CPU, so
+the tensor is already where npugraph computes), and lets torch's tensor factories (``torch.empty``,
+``zeros``, ``ones``, ``full``, ``rand``, ``randn``, ``randint``, ``arange``, ``tensor``, ``eye``,
+``linspace``, ``*_like``) and ``Tensor.to`` take ``device="npu"`` / ``"npu:0"`` (as the CPU). Other
+device values pass through to torch unchanged. ``torch.device("npu")`` objects are not supported
+(torch 1.13 cannot name a new device type); use the strings. ``uninstall()`` restores torch.
+"""
+import functools as _functools
+import sys as _sys
+import types as _types
+
+__all__ = ["install", "uninstall", "installed"]
+
+_FACTORIES = ("empty", "zeros", "ones", "full", "rand", "randn", "randint", "arange", "tensor",
+              "eye", "linspace", "empty_like", "zeros_like", "ones_like", "full_like", "rand_like",
+              "randn_like", "randint_like", "as_tensor")
+_saved = {}
+
+
+def installed():
+    """True between install() and uninstall()."""
+    return bool(_saved)
+
+
+def _npu_device(device):
+    """device="npu" / "npu:N" -> "cpu" (after checking N names npugraph's one device)."""
+    if isinstance(device, str) and (device == "npu" or device.startswith("npu:")):
+        from . import _C
+
+        _C.npu.set_device(device)  # raises naming the value for npu:1 and up
+        return "cpu"
+    return device
+
+
+def _wrap_factory(fn):
+    @_functools.wraps(fn)
+    def factory(*args, **kwargs):
+        if "device" in kwargs:
+            kwargs["device"] = _npu_device(kwargs["device"])
+        return fn(*args, **kwargs)
+
+    return factory
+
+
+def _tensor_npu(self, device=None, non_blocking=False, memory_format=None):
+    """Tensor.npu(): the tensor itself (npugraph runs on the CPU, where it already is)."""
+    del non_blocking, memory_format
+    if device is not None:
+        from . import _C
+
+        _C.npu.set_device(device)
+    return self
+
+
+def _wrap_to(to):
+    @_functools.wraps(to)
+    def tensor_to(self, *args, **kwargs):
+        if args:
+            args = (_npu_device(args[0]),) + tuple(args[1:])
+        if "device" in kwargs:
+            kwargs["device"] = _npu_device(kwargs["device"])
+        return to(self, *args, **kwargs)
+
+    return tensor_to
+
+
+def _torch_npu_module(npugraph):
+    mod = _types.ModuleType("torch_npu", "npugraph standing in for torch_npu (npugraph.compat).")
+    mod.npu = npugraph.npu
+    for name in dir(npugraph):
+        if name.startswith(("npu_", "_npu_")):
+            setattr(mod, name, getattr(npugraph, name))
+    mod.__version__ = "npugraph-compat"
+    return mod
+
+
+def install():
+    """Installs the shim (idempotent); returns the ``torch_npu`` module it made."""
+    if _saved:
+        return _sys.modules["torch_npu"]
+    import torch
+
+    import npugraph
+
+    mod = _torch_npu_module(npugraph)
+    _saved["modules"] = {k: _sys.modules.get(k) for k in ("torch_npu", "torch_npu.npu")}
+    _saved["torch.npu"] = getattr(torch, "npu", None)
+    _saved["Tensor.npu"] = getattr(torch.Tensor, "npu", None)
+    _saved["Tensor.to"] = torch.Tensor.to
+    _saved["factories"] = {n: getattr(torch, n) for n in _FACTORIES if hasattr(torch, n)}
+    _sys.modules["torch_npu"] = mod
+    _sys.modules["torch_npu.npu"] = npugraph.npu
+    torch.npu = npugraph.npu
+    torch.Tensor.npu = _tensor_npu
+    torch.Tensor.to = _wrap_to(_saved["Tensor.to"])
+    for name, fn in _saved["factories"].items():
+        setattr(torch, name, _wrap_factory(fn))
+    return mod
+
+
+def uninstall():
+    """Restores torch and sys.modules as they were before install()."""
+    if not _saved:
+        return
+    import torch
+
+    for k, v in _saved["modules"].items():
+        if v is None:
+            _sys.modules.pop(k, None)
+        else:
+            _sys.modules[k] = v
+    if _saved["torch.npu"] is None:
+        delattr(torch, "npu")
+    else:
+        torch.npu = _saved["torch.npu"]
+    if _saved["Tensor.npu"] is None:
+        del torch.Tensor.npu
+    else:
+        torch.Tensor.npu = _saved["Tensor.npu"]
+    torch.Tensor.to = _saved["Tensor.to"]
+    for name, fn in _saved["factories"].items():
+        setattr(torch, name, fn)
+    _saved.clear()
+
+
+def _main(argv):
+    import runpy
+
+    if not argv or argv[0] in ("-h", "--help"):
+        print("usage: python -m npugraph.compat SCRIPT [ARGS...]  (runs SCRIPT with torch_npu = npugraph)")
+        return 0 if argv else 2
+    install()
+    _sys.argv = list(argv)
+    runpy.run_path(argv[0], run_name="__main__")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(_main(_sys.argv[1:]))
