@@ -23,7 +23,7 @@ PUBLIC = {
     "error.hpp": "core",
     "stream.hpp": "runtime", "event.hpp": "runtime", "external_event.hpp": "runtime",
     "memory.hpp": "runtime", "kernel.hpp": "runtime", "tasks.hpp": "runtime",
-    "graph.hpp": "graph", "task_group.hpp": "graph", "trace.hpp": "graph",
+    "graph.hpp": "graph", "task_group.hpp": "graph", "trace.hpp": "runtime",
     "npugraph.hpp": "ops",  # the umbrella re-exports everything up to the ops
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)

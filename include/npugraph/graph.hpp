@@ -14,10 +14,12 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "npugraph/kernel.hpp"
 #include "npugraph/memory.hpp"
 #include "npugraph/stream.hpp"
+#include "npugraph/task_group.hpp"
 
 namespace npugraph {
 
@@ -101,7 +103,12 @@ class Graph {
   std::size_t num_tasks() const;
   std::uint64_t id() const;
   GraphExec exec() const;  // throws StateError unless ready
-  // Graphviz text, task groups outlined as clusters; debug_dump writes it to `path`.
+  // The task groups of the instantiated graph, in capture order (index 0, 1, ...): handles equal to
+  // the ones task_group_end returned. Empty before the capture ends and after reset().
+  std::vector<TaskGroupHandle> groups() const;
+  // Graphviz text: every task with its kernel's parameters as the next replay would use them
+  // (tensors' dtypes and shapes, the current values of updatable arguments), task groups outlined
+  // and labelled with their handle index, ExternalEvent names; debug_dump writes it to `path`.
   std::string dot() const;
   void debug_dump(const std::string& path) const;
 

@@ -65,6 +65,11 @@ using UpdateCheckFn = std::string (*)(std::span<const std::byte> captured,
 // A kernel's launcher on a CUDA stream (`stream` is the cudaStream_t): what the CUDA backend calls.
 using CudaLaunchFn = void (*)(const void* params, std::size_t size, void* stream);
 
+// What a parameter block holds, for people: the op's tensors (dtype and shape) and the values an
+// update may change, on one or a few lines ("query float16[1, 32, 1, 128] ... scale 0.5"). The graph
+// dump (Graph::dot) shows it for every kernel task, with the parameters each replay would use now.
+using DescribeFn = std::string (*)(std::span<const std::byte> params);
+
 // One per kernel, with static storage duration: its address is the kernel identity. One slot per
 // device kind; a backend runs the kernel only when its slot is set (launch() refuses it otherwise).
 struct KernelDef {
@@ -72,6 +77,7 @@ struct KernelDef {
   KernelFn cpu = nullptr;
   CudaLaunchFn cuda = nullptr;
   UpdateCheckFn check_update = nullptr;
+  DescribeFn describe = nullptr;
 };
 
 // An op's host path that fails while `stream` is in task-update mode abandons the update: docs/semantics.md

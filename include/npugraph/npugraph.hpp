@@ -24,3 +24,4 @@
 #include "npugraph/task_group.hpp"
 #include "npugraph/tasks.hpp"
 #include "npugraph/tensor.hpp"
+#include "npugraph/trace.hpp"

@@ -38,6 +38,8 @@ class TaskGroupHandle {
   std::uint32_t index() const;
   const std::shared_ptr<detail::GroupRef>& impl() const { return ref_; }
   explicit TaskGroupHandle(std::shared_ptr<detail::GroupRef> ref) : ref_(std::move(ref)) {}
+  // The same group of the same capture of the same graph (undefined handles are equal).
+  friend bool operator==(const TaskGroupHandle& a, const TaskGroupHandle& b);
 
  private:
   std::shared_ptr<detail::GroupRef> ref_;

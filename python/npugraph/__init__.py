@@ -23,13 +23,23 @@ from ._C import (
     memory_stats,
     npu_fused_infer_attention_score,
     reset_peak_memory_stats,
+    set_log_level,
+    start_trace,
+    stop_trace,
     zeros,
 )
 
 from . import _fia_doc, _npu_api
 from ._graph import graph as _graph
+from ._trace import profile
 
 _fia_doc.attach(npu_fused_infer_attention_score)
+
+# The decode engine's ops (npu_rms_norm, npu_swiglu, npu_weight_quant_linear, _npu_reshape_and_cache,
+# ...), ResourceError and QuantWeight: every other public name of the extension, at the top level.
+for _name in dir(_C):
+    if _name.startswith(("npu_", "_npu_")) or _name in ("QuantWeight", "ResourceError"):
+        globals().setdefault(_name, getattr(_C, _name))
 
 npu = _C.npu
 npu.graph = _graph  # the capture context, with its torch-op check (Note in _graph.py)
@@ -39,9 +49,8 @@ _sys.modules[__name__ + ".npu"] = npu
 llm = _C.llm  # the decode engine: npugraph.llm.Engine(model_path).generate([...])
 _sys.modules[__name__ + ".llm"] = llm
 
-__all__ = [
-    "ArgumentError", "Error", "StateError", "TaskError", "UnsupportedError", "WaitTimeoutError",
-    "_npu_fused_infer_attention_score_get_max_workspace", "empty", "empty_cache", "llm",
-    "memory_stats", "npu", "reset_peak_memory_stats",
-    "npu_fused_infer_attention_score", "zeros",
-]
+__all__ = sorted(
+    ["ArgumentError", "Error", "StateError", "TaskError", "UnsupportedError", "WaitTimeoutError",
+     "empty", "empty_cache", "llm", "memory_stats", "npu", "profile", "reset_peak_memory_stats",
+     "set_log_level", "start_trace", "stop_trace", "zeros"]
+    + [n for n in dir(_C) if n.startswith(("npu_", "_npu_")) or n in ("QuantWeight", "ResourceError")])

@@ -73,8 +73,9 @@ PyObject* g_resource = nullptr;
 
 struct Tag {};
 
-PyObject* make_type(py::module_& m, const char* name, PyObject* base, const char* doc) {
-  py::exception<Tag> type(m, name, base);  // the Python class only; the translator is below
+// `bases`: one class, or a tuple (npugraph.Error and the built-in exception it also is).
+PyObject* make_type(py::module_& m, const char* name, py::handle bases, const char* doc) {
+  py::exception<Tag> type(m, name, bases);  // the Python class only; the translator is below
   type.attr("__doc__") = doc;
   PyObject* raw = type.ptr();
   Py_INCREF(raw);  // kept for the interpreter's lifetime (the module holds it too)
@@ -90,18 +91,23 @@ std::string python_message(std::string message) {
 }
 
 void bind_errors(py::module_& m) {
-  // Argument errors are ValueErrors, the rest RuntimeErrors (and the like), as before.
-  g_error = make_type(m, "Error", PyExc_RuntimeError, "Base of npugraph's runtime errors.");
-  g_argument = make_type(m, "ArgumentError", PyExc_ValueError,
+  // Every kind is an npugraph.Error (`except npugraph.Error` catches them all) and the built-in
+  // exception Python code expects: argument errors are ValueErrors, the rest RuntimeErrors (and the
+  // like). docs/errors.md lists them.
+  g_error = make_type(m, "Error", PyExc_RuntimeError, "Base of npugraph's errors (a RuntimeError).");
+  auto with = [](PyObject* builtin) {
+    return py::make_tuple(py::handle(g_error), py::handle(builtin));
+  };
+  g_argument = make_type(m, "ArgumentError", with(PyExc_ValueError),
                          "A bad argument: the message names the argument, the value and the rule.");
-  g_state = make_type(m, "StateError", PyExc_RuntimeError,
+  g_state = make_type(m, "StateError", with(PyExc_RuntimeError),
                       "A call that is illegal in the current state (capture, update, lifetime).");
-  g_timeout = make_type(m, "WaitTimeoutError", PyExc_RuntimeError,
+  g_timeout = make_type(m, "WaitTimeoutError", with(PyExc_RuntimeError),
                         "A wait passed its deadline (a stalled ExternalEvent wait, a timed synchronize).");
-  g_task = make_type(m, "TaskError", PyExc_RuntimeError, "A task failed while it ran on a stream.");
-  g_unsupported = make_type(m, "UnsupportedError", PyExc_NotImplementedError,
+  g_task = make_type(m, "TaskError", with(PyExc_RuntimeError), "A task failed while it ran on a stream.");
+  g_unsupported = make_type(m, "UnsupportedError", with(PyExc_NotImplementedError),
                             "The backend lacks the feature.");
-  g_resource = make_type(m, "ResourceError", PyExc_MemoryError, "Out of memory or another resource.");
+  g_resource = make_type(m, "ResourceError", with(PyExc_MemoryError), "Out of memory or another resource.");
   py::register_exception_translator([](std::exception_ptr p) {
     if (!p) return;
     try {

@@ -4,6 +4,7 @@
 // Every binding that changes a graph's Python-side state (its auto-dispatch records) does so only
 // after the C++ call that may refuse has succeeded: a refused capture_begin or `with graph(g):` leaves
 // the graph, its records and the capture in flight as they were (Note [Auto-dispatch capture]).
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -145,6 +146,13 @@ void bind_graph(py::module_& m, py::module_& npu) {
            }, py::arg("debug_path"), "Writes the graph as Graphviz DOT text to debug_path.")
       .def("dot", [](const PyGraph& g) { return g.graph.dot(); },
            "The graph as Graphviz DOT text (what debug_dump writes).")
+      .def("groups", [](const PyGraph& g) {
+             py::list out;
+             for (const TaskGroupHandle& h : g.graph.groups()) out.append(py::cast(h));
+             return out;
+           },
+           "The graph's task groups in capture order: handles (index, num_tasks, valid) equal to the "
+           "ones graph_task_group_end returned; [] before the capture ends.")
       .def_property_readonly("num_tasks", [](const PyGraph& g) { return g.graph.num_tasks(); })
       .def_property_readonly("id", [](const PyGraph& g) { return g.graph.id(); });
   bind_dispatch(graph_class);
@@ -212,6 +220,12 @@ void bind_graph(py::module_& m, py::module_& npu) {
       .def_property_readonly("graph_id", &TaskGroupHandle::graph_id)
       .def_property_readonly("index", &TaskGroupHandle::index,
                              "The group's number in its graph, from 0 in capture order.")
+      .def("__eq__", [](const TaskGroupHandle& a, py::handle b) {
+        return py::isinstance<TaskGroupHandle>(b) && a == b.cast<const TaskGroupHandle&>();
+      })
+      .def("__hash__", [](const TaskGroupHandle& h) {
+        return std::hash<std::uint64_t>()(h.graph_id() * 0x9e3779b97f4a7c15ull ^ h.index());
+      })
       .def("__repr__", [](const TaskGroupHandle& h) {
         return "<npugraph task group " + std::to_string(h.index()) + " of graph " +
                std::to_string(h.graph_id()) + ": " + std::to_string(h.num_tasks()) + " task(s)" +

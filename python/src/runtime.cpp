@@ -262,6 +262,32 @@ void bind_runtime(py::module_& m, py::module_& npu) {
   }, "The caching allocator's totals over every pool: reserved_bytes (held from the system), "
      "allocated_bytes (handed to live tensors), segments, pools, and the peaks of the first two "
      "since reset_peak_memory_stats().");
+  m.def("start_trace", [] { start_trace(); },
+        "Begins recording a timeline of every task the streams run (npugraph.profile wraps it).");
+  m.def("stop_trace", [](py::object path) -> py::object {
+          if (path.is_none()) {
+            std::string json;
+            {
+              py::gil_scoped_release release;
+              json = stop_trace();
+            }
+            return py::str(json);
+          }
+          const std::string p = str_arg(path, "path");
+          py::gil_scoped_release release;
+          stop_trace(p);
+          return py::none();
+        }, py::arg("path") = py::none(),
+        "Ends the recording: writes Chrome trace JSON to `path`, or returns it when path is None.");
+  m.def("set_log_level", [](py::handle level) {
+          const std::string v = str_arg(level, "level");
+          if (v == "off") set_log_level(LogLevel::off);
+          else if (v == "info") set_log_level(LogLevel::info);
+          else if (v == "debug") set_log_level(LogLevel::debug);
+          else NG_THROW(ArgumentError, "set_log_level: level = '", v, "': must be 'off', 'info' or 'debug'");
+        }, py::arg("level"),
+        "Logs capture, instantiation, task updates (info) and replay launches (debug) to stderr; "
+        "NPUGRAPH_LOG=info sets it from the environment.");
   m.def("reset_peak_memory_stats", [] { reset_peak_memory_stats(); },
         "Restarts the peak_* values of memory_stats() from the current ones.");
   m.def("empty_cache", [] { empty_cache(); }, py::call_guard<py::gil_scoped_release>(),

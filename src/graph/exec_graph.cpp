@@ -152,6 +152,7 @@ std::shared_ptr<ExecGraph> instantiate(const GraphDefData& def, std::uint64_t gr
       g->counter_init.push_back(static_cast<std::int32_t>(preds[i]));
     }
     g->names.push_back(task_name(src.task));
+    g->defs.push_back(src.task.kind == TaskKind::kernel ? src.task.kernel : nullptr);
     g->stream_ids.push_back(src.stream_id);
   }
 
@@ -181,7 +182,7 @@ std::string ExecGraph::describe(std::uint32_t node) const {
   return cat("task #", node, " '", names[node], "'");
 }
 
-std::string ExecGraph::dot() const {
+std::string ExecGraph::dot() {
   GraphDefData def;  // rebuilt from the compact tables: only names, streams, edges and groups matter
   def.nodes.resize(nodes.size());
   for (std::uint32_t i = 0; i < nodes.size(); ++i) {
@@ -191,7 +192,38 @@ std::string ExecGraph::dot() const {
       def.nodes[succ[k]].deps.push_back(i);
   }
   for (const auto& slot : groups) def.groups.push_back(slot->nodes);
-  return def.dot("graph " + std::to_string(graph_id), names);
+  // What the next replay would read: a group's newest set (stream- or launch-ordered install).
+  const TablePin published = pin_table();
+  const LaunchTable* t = published.get();
+  std::vector<SetRef> current(groups.size());
+  for (std::size_t g = 0; g < groups.size(); ++g)
+    current[g] = groups[g]->pick(t && g < t->sets.size() ? t->sets[g].get() : nullptr);
+  std::vector<std::string> details(nodes.size());
+  for (std::uint32_t i = 0; i < nodes.size(); ++i) {
+    const ExecNode& n = nodes[i];
+    switch (n.kind) {
+      case TaskKind::kernel: {
+        const KernelDef* k = defs[i];
+        if (!k || !k->describe) break;
+        std::span<const std::byte> bytes(n.params, n.param_size);
+        if (n.group >= 0) {
+          const SetRef& set = current[static_cast<std::size_t>(n.group)];
+          if (!set) break;
+          bytes = set->params[n.group_pos].span();
+        }
+        details[i] = k->describe(bytes);
+        break;
+      }
+      case TaskKind::ext_record:
+      case TaskKind::ext_wait:
+      case TaskKind::ext_reset:
+        if (n.object) details[i] = "ExternalEvent '" + static_cast<const ExternalEventState*>(n.object)->name + "'";
+        break;
+      default:
+        break;
+    }
+  }
+  return def.dot("graph " + std::to_string(graph_id), names, details);
 }
 
 }  // namespace npugraph::detail

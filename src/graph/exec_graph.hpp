@@ -148,7 +148,9 @@ struct LaunchTurns {
 struct ExecGraph {
   ~ExecGraph();
   std::string describe(std::uint32_t node) const;  // "task #3 'add'"
-  std::string dot() const;
+  // Graphviz text with each kernel task's parameters as the next replay would use them (the
+  // kernel's describe; for a group, the newest installed set) and each ExternalEvent's name.
+  std::string dot();
   std::uint64_t graph_id = 0;
   std::vector<ExecNode> nodes;        // in topological order
   std::vector<std::uint32_t> succ;    // successor lists, indexed by ExecNode::succ_begin/end
@@ -158,6 +160,7 @@ struct ExecGraph {
   std::unique_ptr<std::byte[]> arena;
   std::vector<std::shared_ptr<void>> objects;
   std::vector<const char*> names;     // per node: kernel or task-kind name
+  std::vector<const KernelDef*> defs;  // per node: its kernel (null for other tasks)
   std::vector<std::uint64_t> stream_ids;  // per node: the stream it was captured on
   std::vector<std::unique_ptr<GroupSlot>> groups;
   std::shared_ptr<MemPool> pool;      // keeps captured memory valid while replays may run

@@ -9,6 +9,7 @@
 #include "npugraph/error.hpp"
 #include "graph/capture.hpp"
 #include "runtime/issue.hpp"
+#include "runtime/trace.hpp"
 
 namespace npugraph {
 
@@ -109,6 +110,8 @@ void Graph::capture_begin(const Stream& stream, CaptureOptions options) {
   state_of(stream);
   detail::RuntimeLock lock;
   detail::begin_capture(stream.impl(), core_, options);
+  if (detail::log_on(LogLevel::info))
+    detail::log_line(LogLevel::info, detail::cat("graph ", core_->id, ": capture began on ", stream.str()));
 }
 
 void Graph::capture_end() { capture_end(current_stream()); }
@@ -130,6 +133,10 @@ void Graph::capture_end(const Stream& stream) {
   }
   core_->pool = PoolHandle(pool);
   core_->state = State::ready;
+  if (detail::log_on(LogLevel::info))
+    detail::log_line(LogLevel::info, detail::cat("graph ", core_->id, ": capture ended on ", s.str(), ": ",
+                                                 core_->exec->nodes.size(), " task(s), ",
+                                                 core_->exec->groups.size(), " task group(s), instantiated"));
 }
 
 void Graph::replay() const { replay(current_stream()); }
@@ -143,8 +150,17 @@ void Graph::replay(const Stream& stream) const {
                    core_ ? core_->id : 0, " has not been captured (capture it, then replay)");
     task.object = core_->exec;
   }
+  const std::uint64_t graph_id = static_cast<detail::ExecGraph*>(task.object.get())->graph_id;
   task.pin = static_cast<detail::ExecGraph*>(task.object.get())->pin_table();
+  const bool traced = detail::tracing_on();
+  const std::int64_t start = traced ? detail::trace_now_ns() : 0;
   detail::issue(state_of(stream), std::move(task));
+  if (traced)
+    detail::trace_event({.name = "replay (host)", .category = "host", .start_ns = start,
+                         .duration_ns = detail::trace_now_ns() - start, .stream = stream.id(),
+                         .graph = graph_id, .node = -1, .group = -1, .detail = {}});
+  if (detail::log_on(LogLevel::debug))
+    detail::log_line(LogLevel::debug, detail::cat("graph ", graph_id, ": replay launched on ", stream.str()));
 }
 
 void Graph::reset() {

@@ -18,21 +18,41 @@ std::string GraphDefData::describe(std::uint32_t node) const {
   return cat("task #", node, " '", task_name(nodes[node].task), "'");
 }
 
-std::string GraphDefData::dot(const std::string& title, const std::vector<const char*>& names) const {
+namespace {
+
+// A DOT label line: quotes and backslashes escaped, newlines as left-justified line breaks.
+std::string dot_escape(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    if (c == '"' || c == '\\') out += '\\';
+    if (c == '\n') {
+      out += "\\l";
+      continue;
+    }
+    out += c;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string GraphDefData::dot(const std::string& title, const std::vector<const char*>& names,
+                              const std::vector<std::string>& details) const {
   std::ostringstream os;
   os << "digraph \"" << title << "\" {\n  rankdir=TB;\n  node [shape=box, fontname=\"monospace\"];\n";
   auto node_line = [&](std::uint32_t i, const char* indent) {
     const Node& n = nodes[i];
     const bool kernel = n.task.kind == TaskKind::kernel;
     const char* name = names.empty() ? task_name(n.task) : names[i];
-    os << indent << "n" << i << " [label=\"#" << i << " " << name << "\\nstream "
-       << n.stream_id << "\"" << (kernel ? "" : ", style=rounded") << "];\n";
+    os << indent << "n" << i << " [label=\"#" << i << " " << name << "\\nstream " << n.stream_id;
+    if (i < details.size() && !details[i].empty()) os << "\\n" << dot_escape(details[i]) << "\\l";
+    os << "\"" << (kernel ? "" : ", style=rounded") << "];\n";
   };
   std::vector<char> in_group(nodes.size(), 0);
   for (std::size_t g = 0; g < groups.size(); ++g) {
     if (groups[g].empty()) continue;
-    os << "  subgraph cluster_group_" << g << " {\n    label=\"task group " << g
-       << "\";\n    style=dashed; color=blue;\n";
+    os << "  subgraph cluster_group_" << g << " {\n    label=\"task group " << g << " (handle index " << g
+       << ")\";\n    style=dashed; color=blue;\n";
     for (std::uint32_t i : groups[g]) {
       in_group[i] = 1;
       node_line(i, "    ");

@@ -25,7 +25,10 @@ struct GraphDefData {
   // "task #3 'add'"
   std::string describe(std::uint32_t node) const;
   // Graphviz text; `names` overrides the task names (used when rebuilding from an ExecGraph).
-  std::string dot(const std::string& title, const std::vector<const char*>& names = {}) const;
+  // Graphviz text. `names` (per node) replaces the task names, `details` (per node, may be empty)
+  // adds lines under them (DOT-escaped here).
+  std::string dot(const std::string& title, const std::vector<const char*>& names = {},
+                  const std::vector<std::string>& details = {}) const;
 };
 
 }  // namespace npugraph::detail

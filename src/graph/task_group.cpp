@@ -58,6 +58,30 @@ std::uint32_t TaskGroupHandle::index() const {
   return ref_->group;
 }
 
+bool operator==(const TaskGroupHandle& a, const TaskGroupHandle& b) {
+  if (!a.ref_ || !b.ref_) return a.ref_ == b.ref_;
+  return a.ref_->graph_id == b.ref_->graph_id && a.ref_->generation == b.ref_->generation &&
+         a.ref_->group == b.ref_->group;
+}
+
+std::vector<TaskGroupHandle> Graph::groups() const {
+  std::vector<TaskGroupHandle> out;
+  detail::RuntimeLock lock;
+  if (!core_ || !core_->exec) return out;
+  const auto& slots = core_->exec->groups;
+  for (std::size_t g = 0; g < slots.size(); ++g) {
+    if (slots[g]->nodes.empty()) continue;  // a group abandoned at capture
+    auto ref = std::make_shared<detail::GroupRef>();
+    ref->core = core_;
+    ref->generation = core_->generation;
+    ref->group = static_cast<std::uint32_t>(g);
+    ref->num_tasks = static_cast<std::uint32_t>(slots[g]->nodes.size());
+    ref->graph_id = core_->id;
+    out.emplace_back(std::move(ref));
+  }
+  return out;
+}
+
 void task_group_begin(const Stream& stream) {
   auto& s = state_of(stream);
   detail::require(s.backend, &detail::BackendCaps::task_update, "task_group_begin");

@@ -10,6 +10,7 @@
 #include "npugraph/external_event.hpp"
 #include "npugraph/task_group.hpp"
 #include "runtime/sync_objects.hpp"
+#include "runtime/trace.hpp"
 
 namespace npugraph::detail {
 
@@ -288,11 +289,24 @@ void task_update_end(const Stream& stream, std::span<const ExternalEvent> record
     s.update_owner.store(std::thread::id(), std::memory_order_relaxed);
     s.mode.store(StreamMode::normal, std::memory_order_release);
   }
+  const bool traced = detail::tracing_on();
+  const std::int64_t start = traced ? detail::trace_now_ns() : 0;
+  const std::size_t ngroups = u->targets.size();
+  const std::uint64_t graph_id = u->targets.empty() ? 0 : u->targets.front().graph->graph_id;
   if (u->order == UpdateOrder::launch) {
     install_in_launch_order(*u);
     if (!record_after.empty()) record_events(record_after, stream);
   } else {
     install_in_stream_order(s, *u, record_after);
+  }
+  if (traced || detail::log_on(LogLevel::info)) {
+    const std::string what = detail::cat(ngroups, " task group(s) of graph ", graph_id, u->order == UpdateOrder::launch ? ", launch order (installed)"
+                                                                         : ", stream order (queued)");
+    if (traced)
+      detail::trace_event({.name = "task_update_end (host)", .category = "update", .start_ns = start,
+                           .duration_ns = detail::trace_now_ns() - start, .stream = s.id,
+                           .graph = graph_id, .node = -1, .group = -1, .detail = what});
+    detail::log_line(LogLevel::info, "task update on " + s.str() + ": " + what);
   }
   u->clear();  // unlocked: may drop the last reference to a graph reset meanwhile
   delete s.spare_update.exchange(u.release(), std::memory_order_acq_rel);

@@ -46,6 +46,22 @@ Diagnostics& diagnostics() {
 
 }  // namespace
 
+void deliver_log(const std::string& message) {
+  DiagnosticHandler handler;
+  {
+    std::lock_guard lock(diagnostics().mu);
+    handler = diagnostics().handler;
+  }
+  if (handler) {
+    try {
+      handler(message);
+    } catch (...) {
+    }
+    return;
+  }
+  std::fprintf(stderr, "%s\n", message.c_str());
+}
+
 void count_collapsed_record() { diagnostics().collapsed.fetch_add(1, std::memory_order_relaxed); }
 
 void diagnose(DiagnosticKind kind, const std::string& message) {

@@ -21,6 +21,9 @@ inline constexpr auto kSummaryEvery = std::chrono::seconds(5);
 
 void diagnose(DiagnosticKind kind, const std::string& message);
 
+// A log line (npugraph/trace.hpp): to the handler when one is set, else to stderr; not throttled.
+void deliver_log(const std::string& message);
+
 // Counts every collapsed record of every ExternalEvent (for total_collapsed_records()).
 void count_collapsed_record();
 

@@ -70,3 +70,18 @@ def test_every_public_callable_has_a_docstring():
     names = list(_public("npugraph", npugraph)) + list(_public("npugraph.npu", npu))
     missing = sorted({n for n, o in names if not _documented(n, o)})
     assert not missing, missing
+
+
+def test_every_error_kind_is_an_npugraph_error_and_its_builtin():
+    kinds = {npugraph.ArgumentError: ValueError, npugraph.StateError: RuntimeError,
+             npugraph.WaitTimeoutError: RuntimeError, npugraph.TaskError: RuntimeError,
+             npugraph.UnsupportedError: NotImplementedError, npugraph.ResourceError: MemoryError}
+    for kind, builtin in kinds.items():
+        assert issubclass(kind, npugraph.Error) and issubclass(kind, builtin), kind
+    assert issubclass(npugraph.Error, RuntimeError)
+    try:
+        npu.set_device(3)
+    except npugraph.Error as e:  # the base catches a ValueError kind too
+        assert isinstance(e, npugraph.ArgumentError) and "device = 3" in str(e)
+    else:
+        raise AssertionError("set_device(3) did not raise")

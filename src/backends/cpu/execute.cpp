@@ -8,6 +8,7 @@
 #include "graph/task_update.hpp"
 #include "npugraph/error.hpp"
 #include "runtime/stream_state.hpp"
+#include "runtime/trace.hpp"
 
 namespace npugraph::detail {
 namespace {
@@ -57,7 +58,49 @@ bool execute_builtin(TaskKind kind, const std::byte* params, void* object, std::
   NG_THROW(InternalError, "execute_builtin called for a kernel task");
 }
 
+namespace {
+
+// What a trace event adds to the task's name: the ExternalEvent's, the patch's group count.
+std::string trace_detail(TaskKind kind, const void* object) {
+  switch (kind) {
+    case TaskKind::ext_record:
+    case TaskKind::ext_wait:
+    case TaskKind::ext_reset:
+      return object ? "ExternalEvent '" + static_cast<const ExternalEventState*>(object)->name + "'" : "";
+    case TaskKind::patch:
+      return object ? cat("update install: ", static_cast<const Patch*>(object)->entries.size(), " group(s)") : "";
+    default:
+      return {};
+  }
+}
+
+}  // namespace
+
+void trace_task(const char* name, TaskKind kind, const void* object, std::int64_t start_ns,
+                std::uint64_t stream, std::uint64_t graph, std::int32_t node, std::int32_t group) {
+  TraceEvent e;
+  e.name = name;
+  e.category = kind == TaskKind::kernel ? "kernel" : kind == TaskKind::graph_launch ? "graph" : "task";
+  e.start_ns = start_ns;
+  e.duration_ns = trace_now_ns() - start_ns;
+  e.stream = stream;
+  e.graph = graph;
+  e.node = node;
+  e.group = group;
+  e.detail = trace_detail(kind, object);
+  trace_event(std::move(e));
+}
+
 void execute_task(Task& task, StreamState& stream, ComputePool& pool) {
+  const bool traced = tracing_on();
+  const std::int64_t start = traced ? trace_now_ns() : 0;
+  const std::uint64_t graph =
+      traced && task.kind == TaskKind::graph_launch ? static_cast<ExecGraph*>(task.object.get())->graph_id : 0;
+  execute_untraced(task, stream, pool);
+  if (traced) trace_task(task_name(task), task.kind, task.object.get(), start, stream.id, graph, -1, -1);
+}
+
+void execute_untraced(Task& task, StreamState& stream, ComputePool& pool) {
   try {
     if (task.kind == TaskKind::kernel) {
       const ExecContext ctx(&pool, stream.num_threads);

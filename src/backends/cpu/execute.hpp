@@ -13,8 +13,14 @@ struct StreamState;
 // Returns false when it gave up (a cancelled ExternalEvent wait): the rest of a replay is skipped.
 bool execute_builtin(TaskKind kind, const std::byte* params, void* object, std::uint64_t value,
                      const WaitSite& site);
-// Runs any task; an exception from it becomes the stream's pending error.
+// Runs any task; an exception from it becomes the stream's pending error. Recorded in the timeline
+// while a trace runs (npugraph/trace.hpp).
 void execute_task(Task& task, StreamState& stream, ComputePool& pool);
+void execute_untraced(Task& task, StreamState& stream, ComputePool& pool);
+// Appends a task that began at start_ns and ends now to the timeline (graph/node/group: -1 or 0
+// when not a replayed task).
+void trace_task(const char* name, TaskKind kind, const void* object, std::int64_t start_ns,
+                std::uint64_t stream, std::uint64_t graph, std::int32_t node, std::int32_t group);
 
 struct ExecGraph;
 // Runs one replay of `graph` (the object of a graph_launch task) on the calling stream worker, in

@@ -53,7 +53,8 @@ struct RunState final : ComputePool::Job {
   std::atomic<bool> owner_waiting{false};
 
  private:
-  void run_node(std::uint32_t node);
+  void run_node(std::uint32_t node);  // traced while a trace runs (npugraph/trace.hpp)
+  void run_node_untraced(std::uint32_t id, const ExecNode& node);
   void push_ready(std::uint32_t node);
   bool pop_ready(std::uint32_t& node);
   void finish_sinks(std::uint32_t count);

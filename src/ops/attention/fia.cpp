@@ -19,6 +19,7 @@ const KernelDef kFiaKernel{
     .name = "fused_infer_attention_score",
     .cpu = &att::fia_cpu_kernel,
     .check_update = &att::fia_check_update,
+    .describe = &att::fia_describe,
 };
 
 // Every tensor the kernel may read or write: the launch keeps them alive (Note [Keep-alive]).

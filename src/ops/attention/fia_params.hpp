@@ -237,5 +237,7 @@ class FiaParamBuffer {
 // The kernel's two functions (reachable through fia_kernel()): fia_kernel.cpp, fia_update.cpp.
 void fia_cpu_kernel(const void* params, std::size_t size, const ExecContext& ctx);
 std::string fia_check_update(std::span<const std::byte> captured, std::span<const std::byte> updated);
+// The block for people (KernelDef::describe): tensors, layout, heads, and the host values.
+std::string fia_describe(std::span<const std::byte> block);
 
 }  // namespace npugraph::ops::attention

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "npugraph/error.hpp"
 #include "ops/attention/fia_params.hpp"
@@ -98,6 +99,44 @@ std::string fia_check_update(std::span<const std::byte> captured,
     return detail::cat("the new workspace has ", workspace_bytes, " bytes; the captured plan needs ",
                        plan.total_bytes, " (size it with fia_max_workspace)");
   return {};
+}
+
+}  // namespace npugraph::ops::attention
+
+namespace npugraph::ops::attention {
+namespace {
+
+// "[3, 7]", or the first 8 values and how many more.
+std::string values_text(const std::int64_t* v, std::int64_t n) {
+  std::string s = "[";
+  const std::int64_t shown = n < 8 ? n : 8;
+  for (std::int64_t i = 0; i < shown; ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  if (shown < n) s += ", ... " + std::to_string(n - shown) + " more";
+  return s + "]";
+}
+
+}  // namespace
+
+std::string fia_describe(std::span<const std::byte> block) {
+  const std::int64_t batch = fia_block_batch(block);
+  if (batch == 0) return "not a fused_infer_attention_score block";
+  const auto p = field_at<FiaParams>(block, 0);
+  const FiaShapeKey& k = p.key;
+  std::string s;
+  for (int a = 0; a < static_cast<int>(FiaArg::count); ++a)
+    if (k.sig[a].rank >= 0)
+      s += detail::cat(s.empty() ? "" : "\n", arg_name(static_cast<FiaArg>(a)), " ", sig_text(k.sig[a]));
+  std::vector<std::int64_t> tail(static_cast<std::size_t>(4 * batch));
+  std::memcpy(tail.data(), block.data() + sizeof(FiaParams), tail.size() * sizeof(std::int64_t));
+  s += detail::cat("\ninput_layout ", layout_text(k), ", num_heads ", k.heads, ", num_key_value_heads ",
+                   k.kv_heads, ", sparse_mode ", k.sparse_mode, k.paged() ? detail::cat(", block_size ", k.block_size) : "");
+  // The host values an update may change, as this block holds them (resolved).
+  s += detail::cat("\nscale ", p.scale, ", actual_seq_lengths ", values_text(tail.data(), batch),
+                   ", actual_seq_lengths_kv ", values_text(tail.data() + batch, batch));
+  if (k.decode == 0)
+    s += detail::cat(", pre_tokens ", p.pre_tokens, ", next_tokens ", p.next_tokens);
+  if (k.of(FiaArg::key_shared_prefix).rank >= 0) s += detail::cat(", actual_shared_prefix_len ", p.prefix_len);
+  return s;
 }
 
 }  // namespace npugraph::ops::attention
