@@ -21,7 +21,7 @@ VENV_PY := $(VENV)/bin/python
 CMAKE_COMMON := -DNPUGRAPH_WERROR=ON -DPython3_EXECUTABLE=$(CURDIR)/$(VENV_PY)
 
 .PHONY: all setup packages build demo seed test test-release test-asan test-tsan test-fuzz fuzz fuzz-build \
-        fuzz-regressions bench clean test-wheel
+        fuzz-regressions bench clean test-wheel stubs
 
 all: build
 
@@ -79,6 +79,11 @@ test-wheel: build
 	$(WHEEL_VENV)/bin/pip install -q --disable-pip-version-check --no-deps $(WHEEL_DIR)/npugraph-*.whl
 	cd tests/python && env -u PYTHONPATH NPUGRAPH_REQUIRE_INSTALLED=1 ../../$(WHEEL_VENV)/bin/python -m pytest -q \
 	  -p no:cacheprovider test_docs.py test_compat.py test_torch_api.py test_fia.py test_runtime.py
+
+# The extension's type stubs, python/npugraph/_C/*.pyi (checked by tests/python/test_stubs.py).
+stubs: build
+	rm -rf $(BUILD)/stubs && PYTHONPATH=$(BUILD)/python $(VENV)/bin/pybind11-stubgen npugraph._C -o $(BUILD)/stubs
+	rm -f python/npugraph/_C/*.pyi && cp $(BUILD)/stubs/npugraph/_C/*.pyi python/npugraph/_C/
 
 test-asan: setup
 	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_COMMON) \

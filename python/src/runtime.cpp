@@ -105,7 +105,8 @@ double seconds_of(std::chrono::milliseconds ms) { return static_cast<double>(ms.
 }  // namespace
 
 void bind_runtime(py::module_& m, py::module_& npu) {
-  py::class_<Stream>(npu, "Stream", "An asynchronous in-order queue of work (torch.npu.Stream).")
+  py::class_<Stream> stream_class(npu, "Stream", "An asynchronous in-order queue of work (torch.npu.Stream).");
+  stream_class
       .def(py::init([](py::object device, py::object priority) {
              (void)int_arg(priority, "priority");  // one priority on the cpu backend
              return Stream::create(device_arg(device));
@@ -122,11 +123,6 @@ void bind_runtime(py::module_& m, py::module_& npu) {
            "Orders later work on this stream after the event's most recent record.")
       .def("wait_stream", [](const Stream& s, py::handle other) { s.wait(stream_required(other)); },
            py::arg("stream"), "Orders later work on this stream after all work issued so far on `stream`.")
-      .def("record_event", [](const Stream& s, py::object event) {
-             Event e = event.is_none() ? Event() : event_arg(event, "event");
-             e.record(s);
-             return e;
-           }, py::arg("event") = py::none(), "Records `event` (a new Event when None) on this stream; returns it.")
       .def_property_readonly("id", &Stream::id)
       .def("is_capturing", &Stream::is_capturing, "True while the stream records into a graph.")
       .def("is_updating", &Stream::is_updating,
@@ -191,6 +187,12 @@ void bind_runtime(py::module_& m, py::module_& npu) {
       .def("elapsed_time", [](const Event& e, py::handle end) { return e.elapsed_time(event_arg(end, "end_event")); },
            py::arg("end_event"),
            "Milliseconds between this event and end_event; both need Event(enable_timing=True).");
+  // After Event's binding, so that its signature names npugraph.npu.Event.
+  stream_class.def("record_event", [](const Stream& s, py::object event) {
+             Event e = event.is_none() ? Event() : event_arg(event, "event");
+             e.record(s);
+             return e;
+           }, py::arg("event") = py::none(), "Records `event` (a new Event when None) on this stream; returns it.");
 
   py::class_<ExternalEvent>(npu, "ExternalEvent",
                             "A binary signal across the graph boundary: record sets it, wait blocks the "

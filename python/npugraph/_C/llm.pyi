@@ -1,0 +1,33 @@
+"""
+The decode engine: a Llama-architecture GGUF model generating text
+"""
+from __future__ import annotations
+import typing
+__all__: list[str] = ['Engine']
+class Engine:
+    """
+    
+    Loads a Llama-architecture GGUF model and generates text with continuous batching; each decode step
+    is captured once per batch-size bucket and updated in place (mode="graph"), or run op by op
+    (mode="eager").
+    
+    Engine(model, *, threads=0, max_batch=16, max_context=0, mode="graph",
+           order="update_then_replay", temperature=0.0, top_k=0, top_p=1.0,
+           keep_logits=False, keep_full_logits=False)
+    """
+    def __init__(self, model: str, *, threads: int = 0, max_batch: int = 16, max_context: int = 0, mode: str = 'graph', order: str = 'update_then_replay', temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0, keep_logits: bool = False, keep_full_logits: bool = False) -> None:
+        ...
+    def generate(self, prompts: list[str], *, max_tokens: int = 64, chat: bool = True, seed: int = 0, on_text: typing.Any = None) -> list:
+        """
+        Generates for every prompt (a list of str); returns one dict per prompt: text, tokens,
+        prompt_tokens, stopped, logits_hashes (with keep_logits) and logits (numpy [steps, vocab], with
+        keep_full_logits). on_text(index, piece) receives each request's text as it is decoded.
+        """
+    @property
+    def stats(self) -> dict:
+        """
+        Timings of the last generate(): prefill/decode tokens and seconds, host time split
+        """
+    @property
+    def vocab_size(self) -> int:
+        ...
