@@ -93,7 +93,7 @@ test-asan: setup
 	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -j$(JOBS)
 
 # --- ThreadSanitizer (gcc): the runtime, graph, update, lifetime, ExternalEvent and Stress* suites
-# (everything but the FIA parity grids, which only repeat single-stream kernel math); any report fails.
+# (the TSan build leaves out the single-stream operator suites: CMakeLists.txt); any report fails.
 TSAN_BUILD ?= build-tsan
 TSAN_FILTER ?= *-*FiaParity*
 TSAN_TIMEOUT ?= 1200
