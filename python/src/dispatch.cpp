@@ -35,7 +35,8 @@ void reset_graph(PyGraph& g) {
 }
 
 bool take_replay_mark(const PyGraph& g, DispatchRecords* d) {
-  if (!g.auto_dispatch_capture || !d || d->count.load() == 0) return false;
+  // d is non-null only for an auto-dispatch graph (the caller read that with the GIL held).
+  if (!d || d->count.load() == 0) return false;
   if (d->updated.exchange(false)) return true;
   if (g.graph.state() != Graph::State::ready) return false;  // replay() says what is wrong
   NG_THROW(StateError, "NPUGraph.replay: graph ", d->graph_id, " was captured with auto_dispatch_capture=True "
