@@ -31,6 +31,7 @@ from ._C import (
 
 from . import _fia_doc, _npu_api
 from ._graph import graph as _graph
+from ._render import render as _render
 from ._trace import profile
 
 _fia_doc.attach(npu_fused_infer_attention_score)
@@ -43,6 +44,7 @@ for _name in dir(_C):
 
 npu = _C.npu
 npu.graph = _graph  # the capture context, with its torch-op check (Note in _graph.py)
+npu.NPUGraph.render = _render  # the DOT dump drawn by Graphviz (_render.py)
 for _name in _npu_api.__all__:  # torch.cuda's names written in Python (memory, device, ...)
     setattr(npu, _name, getattr(_npu_api, _name))
 _sys.modules[__name__ + ".npu"] = npu

@@ -90,3 +90,18 @@ def test_log_level_info_prints_captures_and_updates(capfd):
         npugraph.set_log_level("off")
     err = capfd.readouterr().err
     assert "npugraph[info]: graph" in err and "capture ended" in err and "task update on" in err, err
+
+
+def test_render_draws_the_graph_with_graphviz(tmp_path):
+    import shutil
+
+    g, _, _ = captured()
+    if shutil.which("dot") is None:
+        with pytest.raises(npugraph.UnsupportedError, match="Graphviz's `dot` is not installed"):
+            g.render(str(tmp_path / "g.svg"))
+        return
+    path = g.render(str(tmp_path / "g.svg"))
+    text = open(path, encoding="utf-8").read()
+    assert "<svg" in text and "fused_infer_attention_score" in text
+    with pytest.raises(npugraph.ArgumentError, match="suffix must be .svg, .png or .pdf"):
+        g.render(str(tmp_path / "g.txt"))

@@ -116,6 +116,12 @@ class NPUGraph:
         """
         The graph's memory pool handle: pass it as pool= to a later capture to share its memory.
         """
+    def render(self, path = 'graph.svg'):
+        """
+        Writes the graph drawn by Graphviz to ``path`` (the format from its suffix: .svg, .png,
+            .pdf; default graph.svg) and returns the path. Raises UnsupportedError when Graphviz's ``dot``
+            is not installed (``g.debug_dump(path)`` still writes the DOT text).
+        """
     def replay(self, stream: typing.Any = None, blocking: typing.Any = True) -> None:
         """
         Replays the graph on `stream` (default: the current one); blocking=True waits for it.
