@@ -17,6 +17,7 @@ void event_complete(EventState& event, std::uint64_t seq, StreamState& stream) {
       event.completed = seq;
       event.completed_at = std::chrono::steady_clock::now();
     }
+    std::erase_if(event.pending, [&](const auto& p) { return p.first <= event.completed; });
     if (poison) {
       if (event.poisoned.size() >= 8) event.poisoned.erase(event.poisoned.begin());
       event.poisoned.push_back({seq, poison->stall_id, std::move(poison->message)});
@@ -28,7 +29,9 @@ void event_complete(EventState& event, std::uint64_t seq, StreamState& stream) {
 void event_block(EventState& event, std::uint64_t seq, StreamState& stream) {
   std::unique_lock lock(event.mu);
   if (event.completed < seq) {
-    const std::weak_ptr<StreamState> recorder = event.recorder;
+    std::weak_ptr<StreamState> recorder = event.recorder;
+    for (const auto& [pending_seq, stream_of] : event.pending)
+      if (pending_seq == seq) recorder = stream_of;  // the stream whose record this wait needs
     lock.unlock();
     stream.set_blocked_on(recorder);  // a synchronize of this stream looks for a stall there
     lock.lock();
@@ -77,6 +80,7 @@ void Event::record(const Stream& stream) {
     state_->capture.reset();
     state_->captured_nodes.clear();
     state_->recorder = stream.impl();
+    state_->pending.emplace_back(seq, stream.impl());
   }
   task.value = seq;
   try {
@@ -84,6 +88,7 @@ void Event::record(const Stream& stream) {
   } catch (...) {  // not issued: the event must not wait for it
     std::lock_guard lock(state_->mu);
     if (state_->recorded == seq) --state_->recorded;
+    std::erase_if(state_->pending, [&](const auto& p) { return p.first == seq; });
     throw;
   }
 }

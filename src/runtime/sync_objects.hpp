@@ -24,6 +24,10 @@ struct EventState {
   std::uint64_t completed = 0;  // highest record sequence that has run
   std::chrono::steady_clock::time_point completed_at{};
   std::weak_ptr<StreamState> recorder;  // the stream of the most recent eager record
+  // The stream of every eager record that has not run yet, by sequence: a waiter is blocked on the
+  // stream of the record it waits for, not on the latest recorder (Note [Stalls]: a re-record on
+  // another stream must not point a synchronize's search away from the stalled one).
+  std::vector<std::pair<std::uint64_t, std::weak_ptr<StreamState>>> pending;
   // Set when the most recent record happened in a capture: the nodes it marks.
   std::weak_ptr<CaptureLink> capture;
   std::vector<std::uint32_t> captured_nodes;

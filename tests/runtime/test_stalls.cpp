@@ -160,6 +160,31 @@ TEST(Stalls, AfterAForgottenRecordTheNextCorrectStepGivesTheRightResult) {
 
 // Deadlines far past the clock's range used to overflow in the ms -> ns comparison and fire after
 // ~20 ms; now they mean "never".
+// The fuzzer's first open finding (tests/fuzz/regressions, fixed): b waits for e's record on a,
+// which sits behind a stalled ExternalEvent wait; then e is recorded again on c, which waits on b.
+// b's blocked_on edge must name a (the stream of the record b needs), not c (e's latest
+// recorder): through c the search met b again and found no stall, so b.synchronize() blocked
+// until its own timeout and device_synchronize() forever.
+TEST(Stalls, AWaitIsBlockedOnTheStreamOfTheRecordItNeedsNotTheLatestRecorder) {
+  ngtest::DiagnosticLog log;
+  drain_device();
+  const ng::Stream a = ng::Stream::create(), b = ng::Stream::create(), c = ng::Stream::create();
+  ng::ExternalEvent gate("a_gate");
+  gate.set_wait_deadline(50ms);
+  ng::Event e, f;
+  gate.wait(a);
+  e.record(a);  // record 1: behind the stalled wait
+  ng::launch_host_func(b, [] { std::this_thread::sleep_for(100ms); });  // b blocks after the re-record
+  b.wait(e);    // b needs record 1
+  f.record(b);
+  c.wait(f);    // c is blocked on b
+  e.record(c);  // record 2, on c: e's latest recorder
+  EXPECT_TRUE(throws<ng::TimeoutError>([&] { b.synchronize(5000ms); },
+                                       {b.str(), "synchronize gave up", a.str(), "'a_gate'"}));
+  drain_device();  // the cancel lets a, b and c run on; their reports are collected here
+  EXPECT_NO_THROW(c.synchronize(5000ms));
+}
+
 TEST(Stalls, HugeDeadlinesNeverFireAndLongTimeoutsDoNotOverflow) {
   ngtest::DiagnosticLog log;
   const ng::Stream s = ng::Stream::create();
