@@ -22,8 +22,10 @@ def render(self, path="graph.svg"):
     if dot is None:
         raise _C.UnsupportedError("NPUGraph.render: Graphviz's `dot` is not installed (Debian: apt-get "
                                   "install graphviz); g.debug_dump(path) writes the DOT text without it")
+    # dot is not ours: it gets no sanitizer runtime a sanitized test run preloads into Python.
+    env = {k: v for k, v in _os.environ.items() if k not in ("LD_PRELOAD", "ASAN_OPTIONS", "UBSAN_OPTIONS")}
     proc = _subprocess.run([dot, f"-T{fmt}", "-o", path], input=self.dot(), capture_output=True,
-                           text=True, timeout=120)
+                           text=True, timeout=120, env=env)
     if proc.returncode != 0:
         raise _C.Error(f"NPUGraph.render: dot failed for '{path}': {proc.stderr.strip()[:500]}")
     return path
