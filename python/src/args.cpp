@@ -65,7 +65,8 @@ std::int64_t int_arg(py::handle v, const char* name) {
   throw_type_error(name, v, "an int");
 }
 
-std::int64_t int_element(py::handle v, const char* name, std::ptrdiff_t index) {
+std::int64_t int_element_slow(py::handle v, const char* name, std::ptrdiff_t index) {
+  if (PyErr_Occurred()) throw py::error_already_set();
   std::int64_t out = 0;
   switch (to_int64(v.ptr(), out)) {
     case IntStatus::ok: return out;

@@ -28,8 +28,11 @@ std::string short_repr(py::handle v);
 
 // A Python int (or anything with __index__: numpy integers); bool and floats are refused.
 std::int64_t int_arg(py::handle v, const char* name);
-// The same for element `index` of the list `name` ("name[index]" in the message).
-std::int64_t int_element(py::handle v, const char* name, std::ptrdiff_t index);
+// The same for element `index` of the list `name` ("name[index]" in the message). A plain int is
+// read here, inline (FIA's length lists are parsed on every call and every update); anything else,
+// and every error, goes to int_element_slow.
+inline std::int64_t int_element(py::handle v, const char* name, std::ptrdiff_t index);
+std::int64_t int_element_slow(py::handle v, const char* name, std::ptrdiff_t index);
 // A Python float or int (or anything with __float__: numpy floats); bool and str are refused.
 double float_arg(py::handle v, const char* name);
 // True/False or a numpy bool_; ints and strings are refused.
@@ -49,6 +52,15 @@ decltype(auto) with_context(const char* context, F&& f);
 // Re-raises the exception in flight (call it in a catch block) with `context` put in front of a
 // TypeError's, ValueError's or npugraph.ArgumentError's message; other errors pass unchanged.
 [[noreturn]] void rethrow_with_context(const std::string& context);
+
+inline std::int64_t int_element(py::handle v, const char* name, std::ptrdiff_t index) {
+  if (PyLong_CheckExact(v.ptr())) {
+    int overflow = 0;
+    const long long x = PyLong_AsLongLongAndOverflow(v.ptr(), &overflow);
+    if (overflow == 0 && !(x == -1 && PyErr_Occurred())) return x;
+  }
+  return int_element_slow(v, name, index);
+}
 
 template <class F>
 decltype(auto) with_context(const char* context, F&& f) {

@@ -1,6 +1,6 @@
 // FIA's entry points (npugraph/ops/fia.hpp): each one plans the call once (fia_plan.hpp), builds
 // the parameter block from the plan (fia_block.cpp) and launches it with the tensors it uses; the
-// queries read the plan only. The kernel is fia_kernel.cpp, the update check fia_update.cpp.
+// queries read the plan only. The kernel entry is in fia_launch.cpp, the update check in fia_update.cpp.
 #include "npugraph/ops/fia.hpp"
 
 #include <array>

@@ -1,5 +1,6 @@
-// The host side of the fast FIA kernels (fia_fast.hpp, Note [FIA fast kernels]): runs as
-// addresses, the query and bias as float32, the antiquant parameters of a run, and the coverage.
+// The host side of the fast FIA kernels (fia_fast.hpp, Note [FIA fast kernels]): the query and bias
+// as float32, the antiquant parameters of a run, and the coverage (runs as addresses, run_at, are
+// with the launch view in fia_launch.cpp).
 #include "ops/attention/fia_fast.hpp"
 
 #include <algorithm>
@@ -10,32 +11,6 @@
 #include "ops/attention/fia_kernel_util.hpp"
 
 namespace npugraph::ops::attention::fast {
-
-KvRun run_at(const FiaLaunch& l, std::int64_t b, std::int64_t h, std::int64_t j,
-             std::int64_t max_len) {
-  const FiaParams& p = l.p;
-  const KvPos pos = l.kv_at(b, j, max_len);
-  const std::int64_t es = static_cast<std::int64_t>(dtype_size(l.kv_t));
-  auto at = [&](const FiaView& v) {
-    return static_cast<const std::byte*>(v.data) +
-           (pos.outer * v.stride[0] + h * v.stride[1] + pos.row * v.stride[2]) * es;
-  };
-  const FiaView& kv = pos.prefix ? p.k_prefix : p.k;
-  const FiaView& vv = pos.prefix ? p.v_prefix : p.v;
-  KvRun r;
-  r.len = pos.len;
-  r.dq_o = pos.dq_o;
-  r.dq_s = pos.dq_s;
-  r.k = at(kv);
-  r.v = at(vv);
-  r.k_stride = kv.stride[2];
-  r.v_stride = vv.stride[2];
-  if (l.key.dr) {
-    r.kr = at(p.k_rope);
-    r.kr_stride = p.k_rope.stride[2];
-  }
-  return r;
-}
 
 void load_q(const FiaLaunch& l, const Row& r, float* dst, std::int64_t padded) {
   auto one = [&](const FiaView& v, std::int64_t D, float* out) {

@@ -72,9 +72,34 @@ struct DqRun {
   const std::byte* loaded = nullptr;  // per-channel: the scale element the arrays were read from
 };
 
-// The run holding KV column j of batch b, KV head h, cut to at most `max_len` columns.
-KvRun run_at(const FiaLaunch& l, std::int64_t b, std::int64_t h, std::int64_t j,
-             std::int64_t max_len);
+// The run holding KV column j of batch b, KV head h, cut to at most `max_len` columns (inline: the
+// run walker calls it for every run).
+inline KvRun run_at(const FiaLaunch& l, std::int64_t b, std::int64_t h, std::int64_t j,
+                    std::int64_t max_len) {
+  const FiaParams& p = l.p;
+  const KvPos pos = l.kv_at(b, j, max_len);
+  const std::int64_t es = static_cast<std::int64_t>(dtype_size(l.kv_t));
+  auto at = [&](const FiaView& v) {
+    return static_cast<const std::byte*>(v.data) +
+           (pos.outer * v.stride[0] + h * v.stride[1] + pos.row * v.stride[2]) * es;
+  };
+  const FiaView& kv = pos.prefix ? p.k_prefix : p.k;
+  const FiaView& vv = pos.prefix ? p.v_prefix : p.v;
+  KvRun r;
+  r.len = pos.len;
+  r.dq_o = pos.dq_o;
+  r.dq_s = pos.dq_s;
+  r.k = at(kv);
+  r.v = at(vv);
+  r.k_stride = kv.stride[2];
+  r.v_stride = vv.stride[2];
+  if (l.key.dr) {
+    r.kr = at(p.k_rope);
+    r.kr_stride = p.k_rope.stride[2];
+  }
+  return r;
+}
+
 // Query row r as float32: q (Dk) then q_rope (Dr), zero-padded to `padded` floats.
 void load_q(const FiaLaunch& l, const Row& r, float* dst, std::int64_t padded);
 // Adds pse and applies the full mask to the scores of columns [j0, j0 + n) of row r.

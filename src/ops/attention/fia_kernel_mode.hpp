@@ -39,7 +39,7 @@ struct FiaPathCounts {
   std::uint64_t total() const;
 };
 FiaPathCounts fia_path_counts();
-// Called by the kernel entry (fia_kernel.cpp) and the fast decode kernel, once per launch.
+// Called by the kernel entry (fia_cpu_kernel, fia_launch.cpp) and the fast decode kernel, once per launch.
 void count_fia_path(FiaPath path);
 
 }  // namespace npugraph::ops::attention

@@ -1,4 +1,7 @@
-// FiaLaunch (Note [FIA launch view] in fia_launch.hpp): decoding a block, and writing a row.
+// FIA's CPU kernel entry (fia_cpu_kernel) and its launch view (Note [FIA launch view] in
+// fia_launch.hpp): the block decoded into a FiaLaunch, run on the fast kernels (fia_fast.hpp) in
+// FiaKernelMode::fast when they cover it, else on the simple kernel (fia_kernel_simple.cpp), counting
+// the path (fia_kernel_mode.hpp); and writing a row.
 #include "ops/attention/fia_launch.hpp"
 
 #include <algorithm>
@@ -8,6 +11,8 @@
 #include <limits>
 #include <type_traits>
 
+#include "ops/attention/fia_fast.hpp"
+#include "ops/attention/fia_kernel_mode.hpp"
 #include "ops/attention/fia_kernel_util.hpp"
 
 namespace npugraph::ops::attention {
@@ -125,6 +130,22 @@ void FiaLaunch::finish(const Row& r, const float* acc, float max, float sum) con
     float* lse = p.lse + r.b * p.lse_stride[0] + r.n * p.lse_stride[1] + r.s * p.lse_stride[2];
     *lse = empty ? kInf : max + std::log(sum);
   }
+}
+
+void fia_cpu_kernel(const void* params, std::size_t size, const ExecContext& ctx) {
+  const FiaLaunch l(params, size);
+  if (fia_kernel_mode() == FiaKernelMode::fast) {
+    if (fast::fia_fast_covers(l.p)) {
+      // The decode kernel counts its own path (tiles or direct: a per-target choice).
+      if (l.p.plan.fast_splits > 0) return fast::run_fast_decode(l, ctx);
+      count_fia_path(FiaPath::prefill);
+      return fast::run_fast_prefill(l, ctx);
+    }
+    count_fia_path(FiaPath::fallback);
+  } else {
+    count_fia_path(FiaPath::simple);
+  }
+  run_simple_kernel(l, ctx);
 }
 
 }  // namespace npugraph::ops::attention

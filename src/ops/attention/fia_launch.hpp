@@ -2,7 +2,7 @@
 // the fast kernels behind fia_fast.hpp).
 //
 // Note [FIA launch view]
-// The kernel entry (fia_kernel.cpp) decodes the parameter block once into a FiaLaunch, and every
+// The kernel entry (fia_cpu_kernel, fia_launch.cpp) decodes the parameter block once into a FiaLaunch, and every
 // kernel reads the launch through it only: the resolved lengths and starts (the tail), where a
 // query row's valid rows start and which KV columns it sees (its band), where a KV column lives
 // (shared prefix, contiguous key with its left padding or TND/NTD start, a paged block checked

@@ -1,10 +1,8 @@
-// FIA's parameter block (fia_params.hpp): the buffer, block decoding, and the names the update
-// check's messages use.
+// FIA's parameter block (fia_params.hpp): the names the update check's messages use (the buffer
+// and the block decoding are inline in the header: they run on every launch and every update).
 #include "ops/attention/fia_params.hpp"
 
-#include <cstring>
 #include <iterator>
-#include <new>
 
 namespace npugraph::ops::attention {
 
@@ -38,45 +36,6 @@ const char* arg_name(FiaArg a) {
       "quant_offset2"};
   static_assert(std::size(kNames) == static_cast<std::size_t>(FiaArg::count));
   return kNames[static_cast<int>(a)];
-}
-
-std::int64_t fia_block_batch(std::span<const std::byte> block) {
-  if (block.size() < sizeof(FiaParams)) return 0;
-  auto field = [&]<class T>(T, std::size_t offset) {
-    T v;
-    std::memcpy(&v, block.data() + offset, sizeof v);
-    return v;
-  };
-  const auto batch =
-      field(std::int64_t{}, offsetof(FiaParams, key) + offsetof(FiaShapeKey, batch));
-  const bool ok = field(std::uint32_t{}, offsetof(FiaParams, magic)) == kFiaMagic &&
-                  field(std::uint32_t{}, offsetof(FiaParams, header_bytes)) == sizeof(FiaParams) &&
-                  batch >= 1 && block.size() == fia_block_bytes(batch);
-  return ok ? batch : 0;
-}
-
-FiaParams& FiaParamBuffer::start() {
-  batch_ = 0;
-  heap_.clear();
-  return *::new (static_cast<void*>(inline_)) FiaParams{};
-}
-
-void FiaParamBuffer::size_tail(std::int64_t batch) {
-  batch_ = batch;
-  if (batch <= kInlineBatch) {
-    heap_.clear();
-    heap_.shrink_to_fit();
-  } else {
-    heap_.assign(fia_block_bytes(batch) / sizeof(std::int64_t), 0);
-  }
-}
-
-std::span<const std::byte> FiaParamBuffer::bytes() {
-  const std::size_t size = fia_block_bytes(batch_);
-  if (heap_.empty()) return {inline_, size};
-  auto* base = reinterpret_cast<std::byte*>(heap_.data());
-  std::memcpy(base, inline_, sizeof(FiaParams));
-  return {base, size};
 }
 
 }  // namespace npugraph::ops::attention

@@ -55,6 +55,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
+#include <new>
 #include <span>
 #include <string>
 #include <type_traits>
@@ -198,7 +200,7 @@ inline std::size_t fia_block_bytes(std::int64_t batch) {
 // The batch count of an FIA block, or 0 when `block` is not one (magic, header size, batch >= 1,
 // total size). Reads the three fields only: the storage need not be aligned. The kernel
 // (FiaLaunch) and the update check both decode blocks through it.
-std::int64_t fia_block_batch(std::span<const std::byte> block);
+inline std::int64_t fia_block_batch(std::span<const std::byte> block);
 
 // A parameter block under construction. The header is written in place by the plan before the
 // batch count is known (start()), the tail is sized once the plan has found it (size_tail()):
@@ -209,9 +211,21 @@ class FiaParamBuffer {
   static constexpr std::int64_t kInlineBatch = 64;
 
   // Default-initialises the header and forgets any tail.
-  FiaParams& start();
+  FiaParams& start() {
+    batch_ = 0;
+    heap_.clear();
+    return *::new (static_cast<void*>(inline_)) FiaParams{};
+  }
   // Sizes the tail for `batch` (>= 1) value arrays; the header is kept.
-  void size_tail(std::int64_t batch);
+  void size_tail(std::int64_t batch) {
+    batch_ = batch;
+    if (batch <= kInlineBatch) {
+      heap_.clear();
+      heap_.shrink_to_fit();
+    } else {
+      heap_.assign(fia_block_bytes(batch) / sizeof(std::int64_t), 0);
+    }
+  }
 
   FiaParams& header() { return *reinterpret_cast<FiaParams*>(inline_); }
   const FiaParams& header() const { return *reinterpret_cast<const FiaParams*>(inline_); }
@@ -222,7 +236,13 @@ class FiaParamBuffer {
   std::int64_t* kv_start() { return tail(3); }
   std::int64_t batch() const { return batch_; }
   // The block: the header followed by the tail, contiguous.
-  std::span<const std::byte> bytes();
+  std::span<const std::byte> bytes() {
+    const std::size_t size = fia_block_bytes(batch_);
+    if (heap_.empty()) return {inline_, size};
+    auto* base = reinterpret_cast<std::byte*>(heap_.data());
+    std::memcpy(base, inline_, sizeof(FiaParams));
+    return {base, size};
+  }
 
  private:
   std::int64_t* tail_base() {
@@ -234,7 +254,22 @@ class FiaParamBuffer {
   std::int64_t batch_ = 0;
 };
 
-// The kernel's two functions (reachable through fia_kernel()): fia_kernel.cpp, fia_update.cpp.
+inline std::int64_t fia_block_batch(std::span<const std::byte> block) {
+  if (block.size() < sizeof(FiaParams)) return 0;
+  auto field = [&]<class T>(T, std::size_t offset) {
+    T v;
+    std::memcpy(&v, block.data() + offset, sizeof v);
+    return v;
+  };
+  const auto batch =
+      field(std::int64_t{}, offsetof(FiaParams, key) + offsetof(FiaShapeKey, batch));
+  const bool ok = field(std::uint32_t{}, offsetof(FiaParams, magic)) == kFiaMagic &&
+                  field(std::uint32_t{}, offsetof(FiaParams, header_bytes)) == sizeof(FiaParams) &&
+                  batch >= 1 && block.size() == fia_block_bytes(batch);
+  return ok ? batch : 0;
+}
+
+// The kernel's two functions (reachable through fia_kernel()): fia_launch.cpp, fia_update.cpp.
 void fia_cpu_kernel(const void* params, std::size_t size, const ExecContext& ctx);
 std::string fia_check_update(std::span<const std::byte> captured, std::span<const std::byte> updated);
 // The block for people (KernelDef::describe): tensors, layout, heads, and the host values.
