@@ -111,6 +111,19 @@ using TensorUses = std::span<const Tensor* const>;
 void launch(const Stream& stream, const KernelDef& kernel, std::span<const std::byte> params,
             TensorUses uses);
 
+// Note [Capture state]
+// An op may leave host state with a captured launch — what it derived from the arguments it was
+// captured with (FIA keeps its plan) — and read it back when a task update re-issues the launch, to
+// skip the work that unchanged arguments decide. `capture_state` stays with the captured task for as
+// long as its graph lives; an eager launch, and a launch bound in an update, ignore it.
+// captured_state() returns it while this thread updates `stream` and its next launch will replace a
+// task of `kernel` that was captured with one; null otherwise (another kernel, no update, another
+// thread's update). It is a cache: the op still checks that the arguments it derived it from are the
+// ones it is given, and the update's own check (KernelDef::check_update) still runs.
+void launch(const Stream& stream, const KernelDef& kernel, std::span<const std::byte> params,
+            TensorUses uses, std::shared_ptr<const void> capture_state);
+const void* captured_state(const Stream& stream, const KernelDef& kernel);
+
 template <class P>
   requires std::is_trivially_copyable_v<P>
 void launch(const Stream& stream, const KernelDef& kernel, const P& params) {

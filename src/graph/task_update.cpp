@@ -74,6 +74,15 @@ std::size_t total_tasks(const UpdateState& u) {
 
 void UpdateState::abandon(StreamState& s) { abandon_update(s); }
 
+const void* UpdateState::captured_state(const KernelDef& kernel) const {
+  if (at >= targets.size()) return nullptr;
+  const UpdateTarget& t = targets[at];
+  const GroupSlot& slot = *t.graph->groups[t.group];
+  if (bound >= slot.kernels.size() || slot.kernels[bound] != &kernel) return nullptr;
+  const std::shared_ptr<KeepAlive>& keep = slot.captured->keep[bound];
+  return keep ? keep->capture_state.get() : nullptr;
+}
+
 void UpdateState::bind(StreamState& s, const KernelDef& kernel, std::span<const std::byte> params,
                        TensorUses uses, std::shared_ptr<KeepAlive> built) {
   check_update_owner(s, kernel.name);

@@ -40,6 +40,7 @@ struct UpdateState final : UpdateLink {
   void bind(StreamState& stream, const KernelDef& kernel, std::span<const std::byte> params,
             TensorUses uses, std::shared_ptr<KeepAlive> built) override;
   void abandon(StreamState& stream) override;
+  const void* captured_state(const KernelDef& kernel) const override;
 };
 
 inline UpdateState& update_of(const StreamState& stream) {

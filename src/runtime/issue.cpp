@@ -126,6 +126,18 @@ void launch(const Stream& stream, const KernelDef& kernel, std::span<const std::
 
 void launch(const Stream& stream, const KernelDef& kernel, std::span<const std::byte> params,
             TensorUses uses) {
+  launch(stream, kernel, params, uses, nullptr);
+}
+
+const void* captured_state(const Stream& stream, const KernelDef& kernel) {
+  auto& s = state_of(stream);
+  if (s.mode.load(std::memory_order_acquire) != detail::StreamMode::updating || !detail::owns_update(s))
+    return nullptr;
+  return s.update->captured_state(kernel);
+}
+
+void launch(const Stream& stream, const KernelDef& kernel, std::span<const std::byte> params,
+            TensorUses uses, std::shared_ptr<const void> capture_state) {
   NG_CHECK_ARG(kernel.name != nullptr, "launch: kernel.name = null: every kernel needs a name");
   auto& s = state_of(stream);
   NG_CHECK_ARG(s.backend.has_kernel(kernel), "launch: kernel '", kernel.name,
@@ -142,6 +154,10 @@ void launch(const Stream& stream, const KernelDef& kernel, std::span<const std::
   task.kernel = &kernel;
   task.params.assign(params);
   if (!uses.empty()) task.object = detail::keep_alive(uses);  // Note [Keep-alive]
+  if (capture_state && s.mode.load(std::memory_order_acquire) == detail::StreamMode::capturing) {
+    if (!task.object) task.object = std::make_shared<detail::KeepAlive>();
+    std::static_pointer_cast<detail::KeepAlive>(task.object)->capture_state = std::move(capture_state);
+  }
   detail::issue(s, std::move(task));
 }
 

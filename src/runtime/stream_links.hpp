@@ -57,6 +57,9 @@ class UpdateLink {
                     TensorUses uses, std::shared_ptr<KeepAlive> built) = 0;
   // Leaves update mode installing nothing (runtime_mutex() held).
   virtual void abandon(StreamState& stream) = 0;
+  // The capture state of the task the next launch binds to, when it is a task of `kernel` (Note
+  // [Capture state]); called by the thread that owns the update only.
+  virtual const void* captured_state(const KernelDef& kernel) const = 0;
 };
 
 // Captures in progress (guarded by runtime_mutex()), for check_sync_call.

@@ -174,6 +174,7 @@ struct Task {
 // takes no reference beyond one). fill_ and copy_ hold their tensors the same way.
 struct KeepAlive {
   std::vector<std::shared_ptr<Storage>> storages;
+  std::shared_ptr<const void> capture_state;  // a captured launch's (Note [Capture state], kernel.hpp)
   bool same(TensorUses uses) const;  // the same storages, in order (undefined tensors skipped)
 };
 std::shared_ptr<KeepAlive> keep_alive(TensorUses uses);  // null when `uses` holds no tensor

@@ -112,13 +112,14 @@ class FiaPlan {
   FiaPlan& operator=(FiaPlan&&) noexcept;
   ~FiaPlan();
 
+  struct State;  // opaque (the op's own)
+
  private:
-  struct State;
-  explicit FiaPlan(std::unique_ptr<const State> state);
+  explicit FiaPlan(std::shared_ptr<const State> state);
   friend FiaPlan fia_plan(const Tensor&, const Tensor&, const Tensor&, const FiaOptions&);
   friend void fused_infer_attention_score_out(const FiaPlan&, const Tensor&, const Tensor&,
                                               const Tensor&);
-  std::unique_ptr<const State> state_;
+  std::shared_ptr<const State> state_;  // shared with the tasks captured from it
 };
 
 FiaPlan fia_plan(const Tensor& query, const Tensor& key, const Tensor& value,

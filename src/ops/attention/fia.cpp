@@ -62,7 +62,7 @@ struct FiaPlan::State {
   att::FiaPlan plan;  // refers to the members above (State never moves: it lives on the heap)
 };
 
-FiaPlan::FiaPlan(std::unique_ptr<const State> state) : state_(std::move(state)) {}
+FiaPlan::FiaPlan(std::shared_ptr<const State> state) : state_(std::move(state)) {}
 FiaPlan::FiaPlan(FiaPlan&&) noexcept = default;
 FiaPlan& FiaPlan::operator=(FiaPlan&&) noexcept = default;
 FiaPlan::~FiaPlan() = default;
@@ -73,21 +73,81 @@ std::int64_t FiaPlan::workspace_bytes() const { return state_->plan.workspace().
 
 FiaPlan fia_plan(const Tensor& query, const Tensor& key, const Tensor& value,
                  const FiaOptions& options) {
-  return FiaPlan(std::make_unique<const FiaPlan::State>(query, key, value, options));
+  return FiaPlan(std::make_shared<const FiaPlan::State>(query, key, value, options));
 }
 
 const KernelDef& fia_kernel() { return kFiaKernel; }
+
+namespace {
+
+// What a captured `.out` call leaves with its task (Note [FIA re-plan]): the plan, the outputs and
+// the workspace, and the block header as it was before the host values were resolved.
+struct FiaCapture {
+  std::shared_ptr<const FiaPlan::State> plan;
+  Tensor workspace, attention_out, softmax_lse;
+  att::FiaParams bound;
+};
+
+// Builds the block of a call planned as `plan` into `block` (whose header holds the plan's static
+// part) and launches it; a capture keeps the plan (`state`) with its task.
+void launch_planned(const Stream& stream, const att::FiaPlan& plan,
+                    std::shared_ptr<const FiaPlan::State> state, const Tensor& workspace,
+                    const Tensor& attention_out, const Tensor& softmax_lse, att::FiaParamBuffer& block,
+                    const FiaUses& uses) {
+  att::check_scale(plan);
+  att::bind_outputs(plan, workspace, attention_out, softmax_lse, nullptr, block.header());
+  std::shared_ptr<const FiaCapture> capture;
+  if (state && stream.is_capturing())
+    capture = std::make_shared<const FiaCapture>(
+        FiaCapture{std::move(state), workspace, attention_out, softmax_lse, block.header()});
+  att::resolve_host_values(plan, block);
+  launch(stream, kFiaKernel, block.bytes(), uses.span(), std::move(capture));
+}
+
+// An update re-issuing a captured call with its tensors and static options (Note [FIA re-plan]):
+// false when it is not one.
+bool launch_replanned(const Stream& stream, const FiaCapture& c, const Tensor& query,
+                      const Tensor& key, const Tensor& value, const FiaOptions& options,
+                      const Tensor& workspace, const Tensor& attention_out,
+                      const Tensor& softmax_lse, const FiaUses& uses) {
+  const att::FiaPlan& captured = c.plan->plan;
+  if (!att::same_plan_inputs(captured, query, key, value, options)) return false;
+  const bool same_outputs = att::same_tensor(workspace, c.workspace) &&
+                            att::same_tensor(attention_out, c.attention_out) &&
+                            att::same_tensor(softmax_lse, c.softmax_lse);
+  att::FiaParamBuffer block;
+  att::replan_block(captured, same_outputs ? &c.bound : nullptr, query, key, value, options,
+                    workspace, attention_out, softmax_lse, block);
+  launch(stream, kFiaKernel, block.bytes(), uses.span());
+  att::FiaReplanCounts& counts = att::fia_replan_counts();
+  ++counts.plan;
+  counts.outputs += same_outputs;
+  return true;
+}
+
+}  // namespace
 
 void fused_infer_attention_score_out(const Tensor& query, const Tensor& key, const Tensor& value,
                                      const FiaOptions& options, const Tensor& workspace,
                                      const Tensor& attention_out, const Tensor& softmax_lse) {
   const Stream stream = current_stream(query.device());
   try {
+    const FiaUses uses = fia_uses(query, key, value, options, workspace, attention_out, softmax_lse);
+    if (const void* c = captured_state(stream, kFiaKernel))
+      if (launch_replanned(stream, *static_cast<const FiaCapture*>(c), query, key, value, options,
+                           workspace, attention_out, softmax_lse, uses))
+        return;
     att::FiaParamBuffer block;
+    if (stream.is_capturing()) {  // the plan stays with the task for its updates
+      auto state = std::make_shared<const FiaPlan::State>(query, key, value, options);
+      block.start(state->plan.header);
+      const att::FiaPlan& plan = state->plan;
+      return launch_planned(stream, plan, std::move(state), workspace, attention_out, softmax_lse,
+                            block, uses);
+    }
     att::build_fia_params(query, key, value, options, workspace, attention_out, softmax_lse,
                           nullptr, block);
-    launch(stream, kFiaKernel, block.bytes(),
-           fia_uses(query, key, value, options, workspace, attention_out, softmax_lse).span());
+    launch(stream, kFiaKernel, block.bytes(), uses.span());
   } catch (...) {  // a try block costs nothing on the update path (every FIA task of every step)
     abandon_update_on_error(stream);
     throw;
@@ -99,10 +159,10 @@ void fused_infer_attention_score_out(const FiaPlan& plan, const Tensor& workspac
   const FiaPlan::State& s = *plan.state_;
   const Stream stream = current_stream(s.q.device());
   const UpdateErrorGuard guard(stream);
-  att::FiaParamBuffer block = s.block;  // the plan's static part; the plan stays reusable
-  att::build_block(s.plan, workspace, attention_out, softmax_lse, nullptr, block);
-  launch(stream, kFiaKernel, block.bytes(),
-         fia_uses(s.q, s.k, s.v, s.o, workspace, attention_out, softmax_lse).span());
+  att::FiaParamBuffer block;
+  block.start(s.plan.header);  // the plan's static part; the plan stays reusable
+  launch_planned(stream, s.plan, plan.state_, workspace, attention_out, softmax_lse, block,
+                 fia_uses(s.q, s.k, s.v, s.o, workspace, attention_out, softmax_lse));
 }
 
 FiaResult fused_infer_attention_score(const Tensor& query, const Tensor& key, const Tensor& value,

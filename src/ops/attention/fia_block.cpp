@@ -331,16 +331,9 @@ void check_memory(const FiaPlan& c, const Tensor& workspace, const Tensor& out, 
 
 }  // namespace
 
-void build_block(const FiaPlan& c, const Tensor& workspace, const Tensor& attention_out,
-                 const Tensor& softmax_lse, float* lse_zero, FiaParamBuffer& buffer) {
+void bind_outputs(const FiaPlan& c, const Tensor& workspace, const Tensor& attention_out,
+                  const Tensor& softmax_lse, float* lse_zero, FiaParams& p) {
   const FiaOptions& options = c.o;
-  FiaParams& p = buffer.header();
-  buffer.size_tail(c.key.batch);
-  const float scale = static_cast<float>(options.scale);
-  NG_CHECK_ARG(std::isfinite(scale), kOp, "scale = ", options.scale,
-               ": must be finite in float32");
-
-  // Outputs.
   check_output(attention_out, "attention_out", c.q);
   NG_CHECK_ARG(attention_out.dtype() == c.out_dtype, kOp, "attention_out = ",
                TensorText{attention_out},
@@ -366,14 +359,6 @@ void build_block(const FiaPlan& c, const Tensor& workspace, const Tensor& attent
                " bytes; these arguments need ", need, " (size it with fia_max_workspace)");
   check_memory(c, workspace, attention_out, softmax_lse);
 
-  // Host values (Note [FIA parameter block]).
-  resolve_host_lengths(c, buffer);
-  const std::int64_t prefix_len = resolve_prefix_len(c);
-  if (c.paged) check_block_ids(c, buffer.actual_kv());
-  const FiaBand band = finish_mask(c, buffer.actual_q(), buffer.actual_kv(), prefix_len, p);
-  finish_quant(c, band, buffer.actual_q(), buffer.actual_kv(), prefix_len);
-
-  // The rest of the block (the plan wrote the key, the workspace plan and the input views).
   p.out = view_of(attention_out, c.out, c.key.dv);
   if (options.softmax_lse_flag) {
     p.lse = softmax_lse.data_ptr<float>();
@@ -390,8 +375,41 @@ void build_block(const FiaPlan& c, const Tensor& workspace, const Tensor& attent
   p.lse_zero = options.softmax_lse_flag ? nullptr : lse_zero;
   p.workspace = static_cast<std::byte*>(workspace.data());
   p.workspace_bytes = static_cast<std::int64_t>(workspace.nbytes());
+}
+
+void check_scale(const FiaPlan& c) {
+  NG_CHECK_ARG(std::isfinite(static_cast<float>(c.o.scale)), kOp, "scale = ", c.o.scale,
+               ": must be finite in float32");
+}
+
+void resolve_host_values(const FiaPlan& c, FiaParamBuffer& buffer) {
+  FiaParams& p = buffer.header();
+  buffer.size_tail(c.key.batch);
+  resolve_host_lengths(c, buffer);
+  const std::int64_t prefix_len = resolve_prefix_len(c);
+  if (c.paged) check_block_ids(c, buffer.actual_kv());
+  const FiaBand band = finish_mask(c, buffer.actual_q(), buffer.actual_kv(), prefix_len, p);
+  finish_quant(c, band, buffer.actual_q(), buffer.actual_kv(), prefix_len);
   p.prefix_len = prefix_len;
-  p.scale = scale;
+  p.scale = static_cast<float>(c.o.scale);
+}
+
+void build_block(const FiaPlan& c, const Tensor& workspace, const Tensor& attention_out,
+                 const Tensor& softmax_lse, float* lse_zero, FiaParamBuffer& buffer) {
+  check_scale(c);
+  bind_outputs(c, workspace, attention_out, softmax_lse, lse_zero, buffer.header());
+  resolve_host_values(c, buffer);
+}
+
+void replan_block(const FiaPlan& captured, const FiaParams* bound, const Tensor& query,
+                  const Tensor& key, const Tensor& value, const FiaOptions& options,
+                  const Tensor& workspace, const Tensor& attention_out, const Tensor& softmax_lse,
+                  FiaParamBuffer& buffer) {
+  FiaPlan plan(query, key, value, options, buffer.start(bound ? *bound : captured.header));
+  static_cast<FiaFindings&>(plan) = captured;
+  check_scale(plan);
+  if (!bound) bind_outputs(plan, workspace, attention_out, softmax_lse, nullptr, buffer.header());
+  resolve_host_values(plan, buffer);
 }
 
 }  // namespace npugraph::ops::attention

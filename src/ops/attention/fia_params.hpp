@@ -216,6 +216,12 @@ class FiaParamBuffer {
     heap_.clear();
     return *::new (static_cast<void*>(inline_)) FiaParams{};
   }
+  // The same with a copy of `header` (a plan's static part).
+  FiaParams& start(const FiaParams& header) {
+    batch_ = 0;
+    heap_.clear();
+    return *::new (static_cast<void*>(inline_)) FiaParams(header);
+  }
   // Sizes the tail for `batch` (>= 1) value arrays; the header is kept.
   void size_tail(std::int64_t batch) {
     batch_ = batch;

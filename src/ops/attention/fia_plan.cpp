@@ -142,6 +142,36 @@ void plan_fia(FiaPlan& c) {
   c.out_dtype = c.key.out_int8 ? DType::i8 : c.q_dtype;
 }
 
+bool same_plan_inputs(const FiaPlan& planned, const Tensor& q, const Tensor& k, const Tensor& v,
+                      const FiaOptions& o) {
+  // Every FiaOptions field is named below, as a tensor, a host value or a static option: a new field
+  // changes the size and stops this build until it is sorted here.
+  static_assert(sizeof(FiaOptions) == 21 * sizeof(Tensor) + 3 * sizeof(std::vector<std::int64_t>) +
+                                          sizeof(std::string) + 12 * sizeof(std::int64_t),
+                "FiaOptions changed: sort the new field into same_plan_inputs");
+  const FiaOptions& p = planned.o;
+  if (!same_tensor(planned.q, q) || !same_tensor(planned.k, k) || !same_tensor(planned.v, v))
+    return false;
+  for (const auto member :
+       {&FiaOptions::pse_shift, &FiaOptions::atten_mask, &FiaOptions::dequant_scale1,
+        &FiaOptions::quant_scale1, &FiaOptions::dequant_scale2, &FiaOptions::quant_scale2,
+        &FiaOptions::quant_offset2, &FiaOptions::antiquant_scale, &FiaOptions::antiquant_offset,
+        &FiaOptions::block_table, &FiaOptions::query_padding_size, &FiaOptions::kv_padding_size,
+        &FiaOptions::key_antiquant_scale, &FiaOptions::key_antiquant_offset,
+        &FiaOptions::value_antiquant_scale, &FiaOptions::value_antiquant_offset,
+        &FiaOptions::key_shared_prefix, &FiaOptions::value_shared_prefix, &FiaOptions::query_rope,
+        &FiaOptions::key_rope, &FiaOptions::key_rope_antiquant_scale})
+    if (!same_tensor(p.*member, o.*member)) return false;
+  // Not compared, the host values (the block stage reads them): actual_seq_lengths,
+  // actual_seq_lengths_kv, actual_shared_prefix_len, scale, pre_tokens, next_tokens.
+  return p.num_heads == o.num_heads && p.input_layout == o.input_layout &&
+         p.num_key_value_heads == o.num_key_value_heads && p.sparse_mode == o.sparse_mode &&
+         p.inner_precise == o.inner_precise && p.block_size == o.block_size &&
+         p.antiquant_mode == o.antiquant_mode && p.softmax_lse_flag == o.softmax_lse_flag &&
+         p.key_antiquant_mode == o.key_antiquant_mode &&
+         p.value_antiquant_mode == o.value_antiquant_mode;
+}
+
 void build_fia_params(const Tensor& query, const Tensor& key, const Tensor& value,
                       const FiaOptions& options, const Tensor& workspace,
                       const Tensor& attention_out, const Tensor& softmax_lse, float* lse_zero,

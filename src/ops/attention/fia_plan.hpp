@@ -17,6 +17,15 @@
 // fia_output_dtype read it, the public FiaPlan (the Python auto-dispatch recording) keeps it, and
 // the update check compares the key and the workspace plan it wrote into the block.
 //
+//
+// Note [FIA re-plan]
+// A captured `.out` call leaves its plan with the captured task (Note [Capture state] in
+// npugraph/kernel.hpp). A task update that re-issues it with the same tensors and the same options
+// that are not host values (same_plan_inputs) starts from that plan: the static part of the block
+// is copied and only build_block runs — the outputs, the workspace and every host value are
+// checked as on any call. Anything else plans from scratch. The plan reads nothing but what
+// same_plan_inputs compares, so both give the same block (tests/ops/test_fia_replan.cpp).
+//
 // Every message reads "fused_infer_attention_score: <argument> = <value>: <rule>". Message parts are
 // only formatted when a check fails, and nothing here allocates for batches up to
 // FiaParamBuffer::kInlineBatch, so re-planning a task for an update stays cheap.
@@ -48,17 +57,9 @@ std::ostream& operator<<(std::ostream& os, const TensorText& x);
 inline std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 inline std::int64_t align_up(std::int64_t a, std::int64_t b) { return ceil_div(a, b) * b; }
 
-// One call's plan (Note [FIA plan]). It refers to the call's arguments and to the header it fills:
-// it lives within one call (the public ops::FiaPlan keeps copies of both).
-struct FiaPlan {
-  const Tensor& q;
-  const Tensor& k;
-  const Tensor& v;
-  const FiaOptions& o;
-  FiaParams& header;  // written in place: the launch's block header (or a scratch one)
-  FiaShapeKey& key;   // header.key
-
-  // What the checks found.
+// What a plan's checks found, and the output contract: a function of the tensors' shapes, dtypes and
+// strides and of the options that are not host values (Note [FIA plan]).
+struct FiaFindings {
   FiaLayout in = FiaLayout::bsh, out = FiaLayout::bsh;
   bool token = false;    // TND/NTD
   bool decode = false;   // query S == 1, not TND/NTD
@@ -73,6 +74,17 @@ struct FiaPlan {
   // The output contract.
   Shape out_shape, lse_shape;
   DType out_dtype = DType::f32;
+};
+
+// One call's plan (Note [FIA plan]). It refers to the call's arguments and to the header it fills:
+// it lives within one call (the public ops::FiaPlan keeps copies of both).
+struct FiaPlan : FiaFindings {
+  const Tensor& q;
+  const Tensor& k;
+  const Tensor& v;
+  const FiaOptions& o;
+  FiaParams& header;  // written in place: the launch's block header (or a scratch one)
+  FiaShapeKey& key;   // header.key
 
   FiaPlan(const Tensor& query, const Tensor& key_, const Tensor& value, const FiaOptions& options,
           FiaParams& h)
@@ -112,6 +124,27 @@ void check_same_device(const Tensor& t, const char* name, const Tensor& q);
 // The workspace plan of a shape key (Note [FIA workspace]).
 FiaWorkspacePlan plan_workspace(const FiaShapeKey& key);
 
+// The same view (dtype, shape, strides) of the same memory, or both undefined.
+inline bool same_tensor(const Tensor& a, const Tensor& b) {
+  if (a.storage() != b.storage()) return false;
+  return !a.defined() || (a.data() == b.data() && a.dtype() == b.dtype() &&
+                          a.shape() == b.shape() && a.strides() == b.strides());
+}
+// This thread's updates that started from a captured plan (Note [FIA re-plan]): `plan` counts
+// them, `outputs` those that also kept the captured outputs and workspace. For tests.
+struct FiaReplanCounts {
+  std::uint64_t plan = 0, outputs = 0;
+};
+inline FiaReplanCounts& fia_replan_counts() {
+  thread_local FiaReplanCounts counts;
+  return counts;
+}
+
+// Whether planning (q, k, v, o) would read exactly what `planned` read: the same tensors (the same
+// views of the same memory) and the same options that are not host values (Note [FIA re-plan]).
+bool same_plan_inputs(const FiaPlan& planned, const Tensor& q, const Tensor& k, const Tensor& v,
+                      const FiaOptions& o);
+
 // Plans the call and fills `buffer` with the launch's block: everything the `.out` form does
 // before it launches. `lse_zero`: see FiaParams::lse_zero (only the eager form passes one).
 void build_fia_params(const Tensor& query, const Tensor& key, const Tensor& value,
@@ -125,5 +158,19 @@ void build_fia_params(const Tensor& query, const Tensor& key, const Tensor& valu
 // was built into it, or it is a copy).
 void build_block(const FiaPlan& plan, const Tensor& workspace, const Tensor& attention_out,
                  const Tensor& softmax_lse, float* lse_zero, FiaParamBuffer& buffer);
+// build_block's stages, in order: scale; the outputs and the workspace (checked, and their views
+// written into `header`; nothing here depends on a host value); every other host value (the tail,
+// sized here, and what the values decide).
+void check_scale(const FiaPlan& plan);
+void bind_outputs(const FiaPlan& plan, const Tensor& workspace, const Tensor& attention_out,
+                  const Tensor& softmax_lse, float* lse_zero, FiaParams& header);
+void resolve_host_values(const FiaPlan& plan, FiaParamBuffer& buffer);
+// build_block for a call that same_plan_inputs() says reads what `captured` read (Note [FIA
+// re-plan]): the block build_fia_params gives, from `captured`'s static part. `bound`: the header
+// `captured` had once bound to these outputs and this workspace (bind_outputs is skipped), or null.
+void replan_block(const FiaPlan& captured, const FiaParams* bound, const Tensor& query,
+                  const Tensor& key, const Tensor& value, const FiaOptions& options,
+                  const Tensor& workspace, const Tensor& attention_out, const Tensor& softmax_lse,
+                  FiaParamBuffer& buffer);
 
 }  // namespace npugraph::ops::attention
