@@ -2,7 +2,7 @@
 //
 //   npugraph-generate [--model PATH] --prompt TEXT [--max-tokens N] [--batch B] [--mode graph|eager|both]
 //                     [--order update-first|replay-first] [--threads T] [--temperature X] [--top-k K]
-//                     [--top-p P] [--seed S] [--max-context N] [--raw]
+//                     [--top-p P] [--seed S] [--max-context N] [--raw] [--separate-projections]
 //
 // Streams request 0's text as it is generated (a progress bar for --batch > 1), then prints a
 // summary per mode: prefill and decode tokens/s, ms per step, the host time per step split into input
@@ -31,6 +31,7 @@ struct Args {
   double temperature = 0.0, top_p = 1.0;
   std::uint64_t seed = 0;
   bool raw = false;
+  bool separate = false;  // EngineOptions::fuse_projections off (for comparisons)
 };
 
 [[noreturn]] void usage(const std::string& error) {
@@ -38,7 +39,7 @@ struct Args {
                "%s%snpugraph-generate [--model PATH] --prompt TEXT [--max-tokens N] [--batch B]\n"
                "                  [--mode graph|eager|both] [--order update-first|replay-first]\n"
                "                  [--threads T] [--temperature X] [--top-k K] [--top-p P] [--seed S]\n"
-               "                  [--max-context N] [--raw]\n"
+               "                  [--max-context N] [--raw] [--separate-projections]\n"
                "  --model defaults to the SmolLM2-135M-Instruct Q4_1 file `make setup` fetches.\n",
                error.c_str(), error.empty() ? "" : "\n\n");
   std::exit(2);
@@ -81,6 +82,10 @@ Args parse(int argc, char** argv) {
       a.raw = true;
       continue;
     }
+    if (f == "--separate-projections") {
+      a.separate = true;
+      continue;
+    }
     if (i + 1 >= argc) usage(f + ": needs a value");
     const std::string v = argv[++i];
     if (f == "--model") a.model = v;
@@ -115,7 +120,8 @@ Run run(const Args& a, llm::StepMode mode, bool show) {
                       .max_context = a.max_context, .mode = mode,
                       .order = a.order == "update-first" ? llm::GraphOrder::update_then_replay
                                                          : llm::GraphOrder::replay_then_update,
-                      .temperature = a.temperature, .top_k = a.top_k, .top_p = a.top_p, .keep_logits = true});
+                      .temperature = a.temperature, .top_k = a.top_k, .top_p = a.top_p, .keep_logits = true,
+                      .fuse_projections = !a.separate});
   std::vector<llm::Request> requests;
   for (std::int64_t i = 0; i < a.batch; ++i)
     requests.push_back({.prompt = a.prompt, .max_tokens = a.max_tokens, .chat = !a.raw,

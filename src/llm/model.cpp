@@ -1,5 +1,7 @@
 #include "npugraph/llm/model.hpp"
 
+#include <cstring>
+#include <initializer_list>
 #include <system_error>
 
 #include "npugraph/error.hpp"
@@ -40,6 +42,53 @@ Tensor norm(const std::shared_ptr<GgufFile>& file, const std::string& name) {
   return file_view(file, file->tensor_bytes(t), {static_cast<std::int64_t>(t.n_elements)}, DType::f32);
 }
 
+// Rows [row0, row0 + rows) of `m` (its bytes shared).
+Matrix row_view(const Matrix& m, std::int64_t row0, std::int64_t rows) {
+  Matrix r;
+  if (m.quant.defined()) {
+    const std::int64_t rb = m.quant.row_bytes();
+    r.quant = ops::QuantWeight(m.quant.bytes().narrow(0, row0 * rb, rows * rb), m.quant.type(), rows,
+                               m.quant.cols());
+  } else {
+    r.dense = m.dense.narrow(0, row0, rows);
+  }
+  return r;
+}
+
+// The matrices' rows stacked into one new matrix, and each of them replaced by a view of its rows
+// (LayerWeights::qkv); nothing when their types or widths differ.
+Matrix stack_rows(std::initializer_list<Matrix*> parts) {
+  const Matrix& first = **parts.begin();
+  std::int64_t rows = 0;
+  for (const Matrix* m : parts) {
+    if (m->cols() != first.cols() || m->quant.defined() != first.quant.defined()) return {};
+    if (m->quant.defined() ? m->quant.type() != first.quant.type()
+                           : m->dense.dtype() != first.dense.dtype() || !m->dense.is_contiguous())
+      return {};
+    rows += m->rows();
+  }
+  Matrix out;
+  Tensor bytes;
+  if (first.quant.defined()) {
+    bytes = empty({rows * first.quant.row_bytes()}, DType::u8);
+    out.quant = ops::QuantWeight(bytes, first.quant.type(), rows, first.cols());
+  } else {
+    bytes = empty({rows, first.cols()}, first.dense.dtype());
+    out.dense = bytes;
+  }
+  auto* dst = static_cast<std::byte*>(bytes.data());
+  std::int64_t row0 = 0;
+  for (Matrix* m : parts) {
+    const Tensor& src = m->quant.defined() ? m->quant.bytes() : m->dense;
+    std::memcpy(dst, src.data(), src.nbytes());
+    dst += src.nbytes();
+    const std::int64_t n = m->rows();
+    *m = row_view(out, row0, n);
+    row0 += n;
+  }
+  return out;
+}
+
 }  // namespace
 
 std::shared_ptr<const LlamaModel> LlamaModel::load(const std::filesystem::path& path) {
@@ -67,6 +116,8 @@ std::shared_ptr<const LlamaModel> LlamaModel::load(const std::filesystem::path& 
     w.gate = matrix(f, p + "ffn_gate.weight");
     w.up = matrix(f, p + "ffn_up.weight");
     w.down = matrix(f, p + "ffn_down.weight");
+    w.qkv = stack_rows({&w.q, &w.k, &w.v});
+    w.gate_up = stack_rows({&w.gate, &w.up});
   }
   return m;
 }

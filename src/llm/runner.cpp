@@ -108,6 +108,11 @@ ModelRunner::ModelRunner(std::shared_ptr<const LlamaModel> model, const EngineOp
   logits_ = empty({max_batch_, c.vocab}, DType::f32);
   lse_ = empty({1}, DType::f32);
   mask_ = compressed_causal_mask();
+  const LayerWeights& first = model_->layers.front();
+  if (options.fuse_projections && first.qkv.defined() && first.gate_up.defined()) {
+    qkv1_ = empty({c.hidden + 2 * c.kv_dim()}, DType::f32);
+    gate_up1_ = empty({2 * c.ffn}, DType::f32);
+  }
   // One workspace for every pass: FIA sizes it from the shapes only (not the lengths).
   std::int64_t ws = 0;
   auto need = [&](const Rows& r) {
@@ -126,6 +131,11 @@ ModelRunner::ModelRunner(std::shared_ptr<const LlamaModel> model, const EngineOp
 }
 
 ModelRunner::~ModelRunner() = default;
+
+Tensor ModelRunner::q_rows(std::int64_t n) const {
+  if (n == 1 && qkv1_.defined()) return qkv1_.narrow(0, 0, model_->config().hidden).view({1, model_->config().hidden});
+  return rows(q_, n);
+}
 
 std::int64_t ModelRunner::bucket_for(std::int64_t batch) const {
   for (std::int64_t b : kBuckets)
@@ -153,7 +163,7 @@ ops::FiaOptions ModelRunner::attention_options(const Rows& r) const {
 
 void ModelRunner::issue_attention(const Rows& r, std::size_t layer, Bucket* capture) {
   const LlamaConfig& c = model_->config();
-  const Tensor query = rows(q_, r.n).view({r.batch, r.q_len, c.hidden});
+  const Tensor query = q_rows(r.n).view({r.batch, r.q_len, c.hidden});
   const Tensor out = rows(attn_, r.n).view({r.batch, r.q_len, c.hidden});
   const ops::FiaOptions o = attention_options(r);
   if (!capture) {
@@ -181,17 +191,31 @@ void ModelRunner::issue_sampling(std::int64_t n, const Tensor& logits) {
 void ModelRunner::issue_step(const Rows& r, Bucket* capture) {
   const LlamaConfig& c = model_->config();
   const std::int64_t n = r.n;
-  const Tensor x = rows(x_, n), h = rows(h_, n), q = rows(q_, n), k = rows(k_, n), v = rows(v_, n);
-  const Tensor attn = rows(attn_, n), gate = rows(gate_, n), up = rows(up_, n), act = rows(act_, n);
+  // One token with stacked projections: q, k, v (gate, up) are the parts of one GEMV's output.
+  const bool stacked = n == 1 && qkv1_.defined();
+  const std::int64_t qkv_n = c.hidden + 2 * c.kv_dim();
+  auto part = [](const Tensor& all, std::int64_t start, std::int64_t length) {
+    return all.narrow(0, start, length).view({1, length});
+  };
+  const Tensor x = rows(x_, n), h = rows(h_, n), q = q_rows(n);
+  const Tensor k = stacked ? part(qkv1_, c.hidden, c.kv_dim()) : rows(k_, n);
+  const Tensor v = stacked ? part(qkv1_, c.hidden + c.kv_dim(), c.kv_dim()) : rows(v_, n);
+  const Tensor gate = stacked ? part(gate_up1_, 0, c.ffn) : rows(gate_, n);
+  const Tensor up = stacked ? part(gate_up1_, c.ffn, c.ffn) : rows(up_, n);
+  const Tensor attn = rows(attn_, n), act = rows(act_, n);
   const Tensor pos = rows(positions_, n);
   const ops::RopeOptions rope{.theta = c.rope_theta, .style = ops::RopeStyle::norm};
   embed(rows(ids_, n), model_->token_embd, x);
   for (std::size_t l = 0; l < model_->layers.size(); ++l) {
     const LayerWeights& w = model_->layers[l];
     ops::rms_norm_out(x, w.attn_norm, c.rms_eps, h);
-    matmul(h, w.q, q);
-    matmul(h, w.k, k);
-    matmul(h, w.v, v);
+    if (stacked) {
+      matmul(h, w.qkv, qkv1_.view({1, qkv_n}));
+    } else {
+      matmul(h, w.q, q);
+      matmul(h, w.k, k);
+      matmul(h, w.v, v);
+    }
     const Tensor q3 = q.view({n, c.heads, c.head_dim}), k3 = k.view({n, c.kv_heads, c.head_dim});
     ops::rotary_embedding_out(pos, q3, q3, rope);
     ops::rotary_embedding_out(pos, k3, k3, rope);
@@ -200,8 +224,12 @@ void ModelRunner::issue_step(const Rows& r, Bucket* capture) {
     matmul(attn, w.o, h);
     // x += attention; q = rmsnorm(x) (q is free here: the next layer recomputes it)
     ops::add_rms_norm_out(x, h, w.ffn_norm, c.rms_eps, q, Tensor(), x);
-    matmul(q, w.gate, gate);
-    matmul(q, w.up, up);
+    if (stacked) {
+      matmul(q, w.gate_up, gate_up1_.view({1, 2 * c.ffn}));
+    } else {
+      matmul(q, w.gate, gate);
+      matmul(q, w.up, up);
+    }
     ops::swiglu_out(gate, up, act);
     matmul(act, w.down, h);
     ops::add_out(x, h, x);
@@ -273,7 +301,7 @@ void ModelRunner::update(Bucket& b, std::span<const std::int64_t> lengths, bool 
   const Rows r{.n = b.rows, .batch = b.rows, .q_len = 1, .kv_lengths = {lengths.begin(), lengths.end()},
                .block_table = rows(block_table_, b.rows)};
   const ops::FiaOptions o = attention_options(r);
-  const Tensor query = rows(q_, r.n).view({r.batch, 1, c.hidden});
+  const Tensor query = q_rows(r.n).view({r.batch, 1, c.hidden});
   const Tensor out = rows(attn_, r.n).view({r.batch, 1, c.hidden});
   if (!per_layer) {  // one batched, stream-ordered update: installed before the replay that follows
     StreamGuard on(stream_);

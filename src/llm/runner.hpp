@@ -85,6 +85,10 @@ class ModelRunner {
   Tensor ids_, positions_, slots_, block_table_, prefill_table_, seeds_, steps_, next_ids_;
   // Activations, sized for max_rows_ tokens.
   Tensor x_, h_, q_, k_, v_, attn_, gate_, up_, act_, last_, logits_, lse_, workspace_, mask_;
+  // One token's q|k|v and gate|up rows side by side, for the stacked projections (undefined when
+  // they are not used): q_row(1) etc. are views of them.
+  Tensor qkv1_, gate_up1_;
+  Tensor q_rows(std::int64_t n) const;
   std::vector<std::unique_ptr<Bucket>> buckets_;
 };
 

@@ -55,6 +55,18 @@ TEST(LlmEngine, GraphAndEagerLogitsAreBitwiseEqualAtBatchOne) {
   expect_same(eager, graph);
 }
 
+TEST(LlmEngine, StackedProjectionsGiveTheSameLogitsBitwise) {
+  // One token's q/k/v and gate/up as one GEMV each (EngineOptions::fuse_projections) against the
+  // separate GEMVs: the same per-row arithmetic, so the same logits at every step.
+  const std::vector<llm::Request> req{{.prompt = "the tall cat", .max_tokens = 16}};
+  for (llm::StepMode mode : {llm::StepMode::eager, llm::StepMode::graph}) {
+    const auto stacked = run({.max_batch = 1, .mode = mode}, req);
+    const auto separate = run({.max_batch = 1, .mode = mode, .fuse_projections = false}, req);
+    ASSERT_EQ(stacked[0].tokens.size(), 16u);
+    expect_same(separate, stacked);
+  }
+}
+
 TEST(LlmEngine, ARaggedBatchWithContinuousBatchingIsBitwiseEqualInBothGraphOrders) {
   const auto req = ragged(12);
   for (std::int64_t max_batch : {2, 8}) {  // 2: requests join as others leave; 8: padded buckets

@@ -43,6 +43,7 @@ struct EngineOptions {
   double top_p = 1.0;
   bool keep_logits = false;              // keep a hash of every step's logits (graph vs eager checks)
   bool keep_full_logits = false;         // keep every step's logits row (reference checks; vocab floats each)
+  bool fuse_projections = true;          // one token: q/k/v and gate/up as one GEMV each (the same logits, bitwise)
 };
 
 struct Request {

@@ -20,6 +20,7 @@ namespace npugraph::llm {
 struct Matrix {
   ops::QuantWeight quant;  // defined for block-quantised weights
   Tensor dense;            // defined for float weights, [rows, cols]
+  bool defined() const { return quant.defined() || dense.defined(); }
   std::int64_t rows() const { return quant.defined() ? quant.rows() : dense.size(0); }
   std::int64_t cols() const { return quant.defined() ? quant.cols() : dense.size(1); }
 };
@@ -27,6 +28,9 @@ struct Matrix {
 struct LayerWeights {
   Tensor attn_norm, ffn_norm;  // float32 [hidden]
   Matrix q, k, v, o, gate, up, down;
+  // The rows of q, k and v (of gate and up) in one matrix, when their types and widths match: one
+  // GEMV instead of three (two) for a single token. q, k, v (gate, up) are then views of its rows.
+  Matrix qkv, gate_up;
 };
 
 class LlamaModel {
