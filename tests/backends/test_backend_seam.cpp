@@ -82,7 +82,7 @@ TEST(BackendSeam, AMissingCapabilityThrowsUnsupportedErrorNamingTheBackend) {
 
 TEST(BackendSeam, AKernelWithoutACpuSlotIsRefusedByTheCpuBackend) {
   static const ng::KernelDef cuda_only{.name = "cuda_only",
-                                       .cuda = [](const void*, std::size_t, void*) {}};
+                                       .cuda = [](const void*, std::size_t, const void*, void*) {}};
   const int dummy = 0;
   EXPECT_TRUE(throws<ng::ArgumentError>([&] { ng::launch(ng::current_stream(), cuda_only, dummy); },
                                              {"cuda_only", "no implementation for the cpu backend"}));
