@@ -87,7 +87,6 @@ if(NPUGRAPH_HAVE_CUDA)
 else()
   set(NPUGRAPH_CONFIG_EXTRA_DEPENDENCY "")
 endif()
-
 # The option's behaviour, checked by configuring the project again in a scratch folder (ctest
 # label cmake): OFF enables no CUDA language; ON with no nvcc is a configure error naming the fix.
 if(NPUGRAPH_BUILD_TESTS AND PROJECT_IS_TOP_LEVEL)
@@ -96,4 +95,10 @@ if(NPUGRAPH_BUILD_TESTS AND PROJECT_IS_TOP_LEVEL)
                    -DWORK=${CMAKE_CURRENT_BINARY_DIR}/cmake-cuda-option-test
                    -P ${CMAKE_CURRENT_SOURCE_DIR}/cmake/CudaOptionTest.cmake)
   set_tests_properties(cmake_cuda_option PROPERTIES LABELS cmake TIMEOUT 300)
+  # The GPU tests alone (tools/gpu_check.sh: ctest -L gpu). Without a GPU they skip.
+  if(NPUGRAPH_HAVE_CUDA)
+    add_test(NAME gpu_tests COMMAND npugraph_tests --gtest_filter=CudaGpu*
+                                    --gtest_output=xml:${CMAKE_CURRENT_BINARY_DIR}/gpu_tests.xml)
+    set_tests_properties(gpu_tests PROPERTIES LABELS gpu TIMEOUT 900)
+  endif()
 endif()

@@ -26,6 +26,14 @@ constexpr std::string_view kCompiled[] = {"cpu"};
 
 std::span<const std::string_view> compiled_backends() noexcept { return kCompiled; }
 
+int cuda_device_count() noexcept {
+#if NPUGRAPH_HAVE_CUDA
+  return cuda::device_count();
+#else
+  return 0;
+#endif
+}
+
 Backend& backend_for(Device device) {
   if (device.is_cpu()) return cpu_backend();
 #if NPUGRAPH_HAVE_CUDA

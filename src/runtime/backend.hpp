@@ -76,6 +76,8 @@ class Backend {
 Backend& backend_for(Device device);
 // The backends this build has, by name ("cpu", and "cuda" when built with the toolkit).
 std::span<const std::string_view> compiled_backends() noexcept;
+// CUDA devices this machine has for the cuda backend (0 without a GPU, or in a build without it).
+int cuda_device_count() noexcept;
 
 // Throws UnsupportedError naming the backend when it lacks a capability: `what` names the feature
 // and the call ("ExternalEvent::record"), `cap` is the BackendCaps member.
