@@ -8,7 +8,8 @@
 # It takes the carried build (or configures and builds one with every core), records the GPU and the
 # toolkit, runs the GPU tests (ctest label gpu: the CudaGpu* suites, NPUGRAPH_GPU_CYCLES update ->
 # replay cycles per order), the no-GPU CUDA checks for comparison (they must now report the
-# device), and the GPU benchmarks when built (bench_cuda*), then writes summary.txt. Everything
+# device), and the GPU benchmarks (bench_cuda, and bench/cuda/torch_peer.py beside it), then
+# writes summary.txt. Everything
 # lands under $OUT; the exit status is 0 only when every step passed. It never resets or
 # reconfigures the GPU.
 set -u
@@ -36,6 +37,9 @@ if [ ! -x "$BUILD/npugraph_tests" ]; then
   step configure cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DNPUGRAPH_CUDA=ON -DNPUGRAPH_WERROR=ON \
     -DNPUGRAPH_BUILD_PYTHON=OFF -DNPUGRAPH_BUILD_APPS=OFF -DNPUGRAPH_BUILD_EXAMPLES=OFF
   step build cmake --build "$BUILD" -j"$JOBS" --target npugraph_tests
+  # The benchmarks need Google Benchmark on the machine: a failure here only skips them.
+  cmake --build "$BUILD" -j"$JOBS" --target bench_cuda > "$OUT/build_bench.log" 2>&1 ||
+    echo "bench_cuda not built (no Google Benchmark?): see build_bench.log" | tee -a "$OUT/summary.txt"
 else
   echo "using the carried build $BUILD" | tee -a "$OUT/summary.txt"
 fi
@@ -57,12 +61,15 @@ step cuda_checks "$BUILD/npugraph_tests" --gtest_filter='CudaBackend*:BackendSea
 # The runtime and graph suites once more: they run on the cpu, but beside a live CUDA context.
 step cpu_suites_beside_gpu "$BUILD/npugraph_tests" --gtest_filter='Graph*:Update*:Stream*:Event*' --gtest_brief=1
 
-# GPU benchmarks: none is written yet for the CUDA backend (docs/backends.md); run any that exist.
+# GPU benchmarks: bench_cuda (bench/cuda/npugraph.cpp) beside PyTorch on the same GPU
+# (bench/cuda/torch_peer.py); medians of 5 repetitions, JSON under $OUT.
 found=0
 for b in "$BUILD"/bench_cuda*; do
   [ -x "$b" ] || continue; found=1
-  step "$(basename "$b")" "$b" --benchmark_out="$OUT/$(basename "$b").json" --benchmark_out_format=json
+  step "$(basename "$b")" "$b" --benchmark_out="$OUT/$(basename "$b").json" --benchmark_out_format=json \
+    --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
 done
-[ $found = 1 ] || echo "benchmarks: none built (no bench_cuda*): every GPU figure is not measured" | tee -a "$OUT/summary.txt"
+[ $found = 1 ] || echo "benchmarks: bench_cuda not built: its figures are not measured" | tee -a "$OUT/summary.txt"
+step torch_peer python3 bench/cuda/torch_peer.py --out "$OUT/torch_cuda.json"
 date -u +"ended %F %T UTC, status $status" | tee -a "$OUT/summary.txt"
 exit $status
