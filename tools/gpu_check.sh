@@ -2,11 +2,12 @@
 # tools/gpu_check.sh — the one prepared script for the GPU machine (docs/backends.md, "Checking on
 # a GPU"). Run from the repository root, with $OUT the folder whose contents come back:
 #
-#   tools/gpu_check.sh                       # uses ./build-cuda when it holds a build, else builds it
+#   tools/gpu_check.sh prepare               # here: libraries the carried build needs -> build-cuda/
+#   tools/gpu_check.sh                       # there: uses ./build-cuda when it holds a build, else builds
 #   BUILD=build-x NPUGRAPH_GPU_CYCLES=10000 tools/gpu_check.sh
 #
 # It takes the carried build (or configures and builds one with every core), records the GPU and the
-# toolkit, runs the GPU tests (ctest label gpu: the CudaGpu* suites, NPUGRAPH_GPU_CYCLES update ->
+# toolkit, runs the GPU tests (the CudaGpu* suites of ctest label gpu, NPUGRAPH_GPU_CYCLES update ->
 # replay cycles per order), the no-GPU CUDA checks for comparison (they must now report the
 # device), and the GPU benchmarks (bench_cuda, and bench/cuda/torch_peer.py beside it), then
 # writes summary.txt. Everything
@@ -17,6 +18,22 @@ OUT=${OUT:-$PWD/gpu-check-out}
 BUILD=${BUILD:-build-cuda}
 CYCLES=${NPUGRAPH_GPU_CYCLES:-10000}
 JOBS=${JOBS:-$(nproc)}
+
+# `tools/gpu_check.sh prepare` (here, before carrying $BUILD to the GPU machine): copies the shared
+# libraries the binaries need beyond the C/C++ runtime (Highway's libhwy) into $BUILD/carried-libs,
+# which the run below puts on LD_LIBRARY_PATH. cudart is linked statically; the driver is the GPU
+# machine's own.
+if [ "${1:-}" = prepare ]; then
+  mkdir -p "$BUILD/carried-libs"
+  for bin in "$BUILD/npugraph_tests" "$BUILD/bench_cuda"; do
+    [ -x "$bin" ] || continue
+    ldd "$bin" | awk '$3 ~ /^\// {print $3}' | grep -Ev '/(libc|libm|libstdc\+\+|libgcc_s|libpthread|libdl|librt)\.so' |
+      while read -r lib; do cp -L "$lib" "$BUILD/carried-libs/"; done
+  done
+  ls -la "$BUILD/carried-libs"
+  exit 0
+fi
+export LD_LIBRARY_PATH="$PWD/$BUILD/carried-libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 mkdir -p "$OUT"
 exec > >(tee "$OUT/gpu_check.log") 2>&1
 status=0
@@ -47,19 +64,23 @@ if [ ! -x "$BUILD/npugraph_tests" ]; then
   echo "no test binary: nothing more to run" | tee -a "$OUT/summary.txt"; exit 1
 fi
 
-# The GPU tests: ctest -L gpu when ctest can read the build's test list, else the binary directly.
+# The GPU tests (what ctest -L gpu runs), by the binary itself: a carried build's ctest files hold
+# the absolute paths of the machine it was built on.
 export NPUGRAPH_GPU_CYCLES=$CYCLES
-if [ -f "$BUILD/CTestTestfile.cmake" ] && command -v ctest > /dev/null; then
-  step gpu_tests bash -c "cd '$BUILD' && ctest -L gpu --output-on-failure --timeout 900"
-  cp "$BUILD/gpu_tests.xml" "$OUT/" 2>/dev/null
-else
-  step gpu_tests "$BUILD/npugraph_tests" --gtest_filter='CudaGpu*' --gtest_output="xml:$OUT/gpu_tests.xml"
+step gpu_tests "$BUILD/npugraph_tests" --gtest_filter='CudaGpu*' --gtest_output="xml:$OUT/gpu_tests.xml"
+# A skipped GPU test means the device was not found: that run proves nothing, so it fails.
+skipped=$(grep -o 'result="skipped"' "$OUT/gpu_tests.xml" 2>/dev/null | wc -l)
+ran=$(grep -o 'result="completed"' "$OUT/gpu_tests.xml" 2>/dev/null | wc -l)
+echo "gpu tests: $ran ran, $skipped skipped" | tee -a "$OUT/summary.txt"
+if [ "$skipped" -gt 0 ] || [ "$ran" -eq 0 ]; then
+  grep -A2 'result="skipped"' "$OUT/gpu_tests.xml" > "$OUT/skips.txt" 2>/dev/null
+  echo "FAIL: GPU tests skipped or none ran (see skips.txt): no CUDA device was found" | tee -a "$OUT/summary.txt"
+  status=1
 fi
-grep -h "SKIPPED\|Skipped\|no CUDA device" "$OUT/gpu_tests.log" > "$OUT/skips.txt" 2>/dev/null && {
-  echo "WARNING: GPU tests skipped (see skips.txt): no device was found" | tee -a "$OUT/summary.txt"; status=1; }
 step cuda_checks "$BUILD/npugraph_tests" --gtest_filter='CudaBackend*:BackendSeam*'
 # The runtime and graph suites once more: they run on the cpu, but beside a live CUDA context.
-step cpu_suites_beside_gpu "$BUILD/npugraph_tests" --gtest_filter='Graph*:Update*:Stream*:Event*' --gtest_brief=1
+step cpu_suites_beside_gpu "$BUILD/npugraph_tests" --gtest_brief=1 \
+  --gtest_filter='Capture*:GraphDef*:ReplayOrder*:Seed*:GroupTest*:TaskGroupErrors*:BatchTest*:LaunchOrderUpdate*:StreamOrderUpdate*:ExternalEvent*:Stalls*:ElementwiseUpdate*'
 
 # GPU benchmarks: bench_cuda (bench/cuda/npugraph.cpp) beside PyTorch on the same GPU
 # (bench/cuda/torch_peer.py); medians of 5 repetitions, JSON under $OUT.
