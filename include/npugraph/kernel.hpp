@@ -63,7 +63,12 @@ using UpdateCheckFn = std::string (*)(std::span<const std::byte> captured,
                                       std::span<const std::byte> updated);
 
 // A kernel's launcher on a CUDA stream (`stream` is the cudaStream_t): what the CUDA backend calls.
-using CudaLaunchFn = void (*)(const void* params, std::size_t size, void* stream);
+// `params` is the host copy of the parameter block: the launcher may read it for the launch
+// configuration only (grid size), i.e. only what the kernel's check_update keeps fixed. The kernels
+// it launches read `device_params`, the device-resident copy of the same bytes, and nothing else of
+// the block: in a graph the backend rewrites that copy to install an update (docs/backends.md).
+using CudaLaunchFn = void (*)(const void* params, std::size_t size, const void* device_params,
+                              void* stream);
 
 // What a parameter block holds, for people: the op's tensors (dtype and shape) and the values an
 // update may change, on one or a few lines ("query float16[1, 32, 1, 128] ... scale 0.5"). The graph

@@ -99,6 +99,7 @@ std::shared_ptr<ExecGraph> instantiate(const GraphDefData& def, std::uint64_t gr
                                        std::shared_ptr<MemPool> pool, Device device) {
   auto g = std::make_shared<ExecGraph>();
   g->graph_id = graph_id;
+  g->device = device;
   g->pool = std::move(pool);
   const std::size_t n = def.nodes.size();
   NG_CHECK_ARG(n < (1u << 31), "instantiate: graph has ", n, " tasks: must be < 2^31");
@@ -308,6 +309,11 @@ void end_replay(ExecGraph& graph, bool had_turn) {
   t.runner.reset();
   if (had_turn) advance_turn(t);
   else if (t.waiters) t.cv.notify_all();
+}
+
+void check_replay_device(const ExecGraph& graph, const StreamState& stream, const char* call) {
+  NG_CHECK_ARG(stream.device == graph.device, call, ": stream = ", stream.str(), ": graph ", graph.graph_id,
+               " was built for ", graph.device.str(), " and replays only on a stream of that device");
 }
 
 }  // namespace npugraph::detail

@@ -152,6 +152,7 @@ struct ExecGraph {
   // kernel's describe; for a group, the newest installed set) and each ExternalEvent's name.
   std::string dot();
   std::uint64_t graph_id = 0;
+  Device device;                      // whose backend built `backend`; replays run on its streams
   std::vector<ExecNode> nodes;        // in topological order
   std::vector<std::uint32_t> succ;    // successor lists, indexed by ExecNode::succ_begin/end
   std::vector<std::uint32_t> sources;
@@ -180,6 +181,10 @@ struct ExecGraph {
   void publish(std::span<const std::uint32_t> groups, std::span<SetRef> sets);
   void recycle(LaunchTable* t) noexcept;
 };
+
+// Throws ArgumentError when `stream` is not on the graph's device (a device's executable form
+// runs only on its own streams).
+void check_replay_device(const ExecGraph& graph, const StreamState& stream, const char* call);
 
 // Builds the executable graph, and its device's executable form, for `device`.
 std::shared_ptr<ExecGraph> instantiate(const GraphDefData& def, std::uint64_t graph_id,

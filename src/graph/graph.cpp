@@ -73,6 +73,7 @@ void GraphExec::launch(const Stream& stream) const {
   task.kind = detail::TaskKind::graph_launch;
   task.object = exec_;
   task.pin = exec_->pin_table();
+  detail::check_replay_device(*exec_, state_of(stream), "GraphExec::launch");
   detail::issue(state_of(stream), std::move(task));
 }
 
@@ -151,6 +152,7 @@ void Graph::replay(const Stream& stream) const {
     task.object = core_->exec;
   }
   const std::uint64_t graph_id = static_cast<detail::ExecGraph*>(task.object.get())->graph_id;
+  detail::check_replay_device(*static_cast<detail::ExecGraph*>(task.object.get()), state_of(stream), "replay");
   task.pin = static_cast<detail::ExecGraph*>(task.object.get())->pin_table();
   const bool traced = detail::tracing_on();
   const std::int64_t start = traced ? detail::trace_now_ns() : 0;

@@ -2,8 +2,8 @@
 //
 // Instantiation builds the device-independent ExecGraph (node table, task groups, parameter sets,
 // launch order) and asks the device's GraphBackend for its executable form: the cpu backend keeps
-// reusable replay states and walks the node table on the stream's worker; a CUDA backend would build
-// a cudaGraphExec_t. A replay is a graph_launch task on a stream, which the device's queue runs in
+// reusable replay states and walks the node table on the stream's worker; the cuda backend builds
+// a cudaGraphExec_t where it can (Note [CUDA graphs from the node table]). A replay is a graph_launch task on a stream, which the device's queue runs in
 // the graph's launch order (Note [Replay order]); a stream-ordered update is a patch task; a
 // launch-ordered update publishes a launch table and tells the backend (published()).
 #pragma once
@@ -28,8 +28,9 @@ class GraphBackend {
  public:
   virtual ~GraphBackend() = default;
   virtual std::unique_ptr<BackendGraph> instantiate(ExecGraph& graph) = 0;
-  // A launch-ordered update published new parameter sets for `groups` (a CUDA backend sets the
-  // kernel nodes' parameters here); the cpu backend reads the launch table at each replay.
+  // A launch-ordered update published new parameter sets for `groups`. The cpu and cuda backends
+  // both read the launch table pinned by each replay (Note [CUDA replay binds sets]); a backend
+  // that bakes parameters into its executable form would install them here.
   virtual void published(ExecGraph& graph, std::span<const std::uint32_t> groups) = 0;
 };
 

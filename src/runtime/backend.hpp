@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string_view>
 
 #include "npugraph/device.hpp"
@@ -70,8 +71,13 @@ class Backend {
   virtual bool has_kernel(const KernelDef& kernel) const noexcept = 0;
 };
 
-// The backend for `device`; throws UnsupportedError when this build has none (backends/registry.cpp).
+// The backend for `device`; throws UnsupportedError when this build has none, or when the machine
+// lacks the device (cuda:N without a GPU; backends/registry.cpp).
 Backend& backend_for(Device device);
+// The backends this build has, by name ("cpu", and "cuda" when built with the toolkit).
+std::span<const std::string_view> compiled_backends() noexcept;
+// CUDA devices this machine has for the cuda backend (0 without a GPU, or in a build without it).
+int cuda_device_count() noexcept;
 
 // Throws UnsupportedError naming the backend when it lacks a capability: `what` names the feature
 // and the call ("ExternalEvent::record"), `cap` is the BackendCaps member.

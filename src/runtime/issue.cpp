@@ -142,6 +142,12 @@ void launch(const Stream& stream, const KernelDef& kernel, std::span<const std::
   auto& s = state_of(stream);
   NG_CHECK_ARG(s.backend.has_kernel(kernel), "launch: kernel '", kernel.name,
                "' has no implementation for the ", s.backend.name(), " backend");
+  // A kernel reads only memory of its stream's device (the cpu cannot read a CUDA pointer; a
+  // CUDA kernel reading host memory would fault or crawl): refused here, naming the tensor.
+  for (const Tensor* t : uses)
+    NG_CHECK_ARG(!t || !t->defined() || t->device() == s.device, "launch: kernel '", kernel.name,
+                 "': tensor ", t->str(), " is on ", t->device().str(), ", but the stream (", s.str(),
+                 ") runs on ", s.device.str(), ": move it with copy_ first");
   if (s.mode.load(std::memory_order_acquire) == detail::StreamMode::updating) {
     // Bound straight into the update's recycled parameter set: no task, no allocation, and no lock
     // on the thread that began the update (Note [Update binding]).

@@ -1,6 +1,9 @@
 // Allocation: which pool a new tensor's memory comes from, and the memory API (memory.hpp).
 #include "npugraph/memory.hpp"
 
+#include <mutex>
+#include <vector>
+
 #include "npugraph/error.hpp"
 #include "npugraph/stream.hpp"
 #include "npugraph/tensor.hpp"
@@ -15,8 +18,17 @@ void check_shape(const Shape& shape, const char* what);  // core/tensor.cpp
 MemPool& default_pool(Device device) {
   backend_for(device);  // throws UnsupportedError for a device this build has no backend for
   // Leaked on purpose: tensors may be destroyed during static destruction.
-  static MemPool* pool = new MemPool(Device::cpu(), false);
-  return *pool;
+  if (device.is_cpu()) {
+    static MemPool* pool = new MemPool(Device::cpu(), false);
+    return *pool;
+  }
+  static std::mutex mu;
+  static auto* pools = new std::vector<MemPool*>;  // per CUDA device index, made on first use
+  std::lock_guard lock(mu);
+  const auto i = static_cast<std::size_t>(device.index());
+  if (pools->size() <= i) pools->resize(i + 1, nullptr);
+  if (!(*pools)[i]) (*pools)[i] = new MemPool(device, false);
+  return *(*pools)[i];
 }
 
 namespace {
@@ -31,7 +43,7 @@ struct PoolChoice {
 };
 
 PoolChoice choose_pool(Device device) {
-  auto s = current_state();
+  auto s = current_state(device);
   if (s->mode.load(std::memory_order_acquire) == StreamMode::capturing) {
     RuntimeLock lock;
     if (s->alloc_pool) return {s->alloc_pool, s->alloc_pool.get(), s->id};

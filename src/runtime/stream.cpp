@@ -21,6 +21,8 @@ struct Registry {
   std::mutex mu;
   std::vector<std::weak_ptr<StreamState>> streams;
   std::shared_ptr<StreamState> default_cpu;
+  std::vector<std::shared_ptr<StreamState>> default_cuda;  // by device index, made on first use
+  std::mutex default_mu;                                   // guards default_cuda
   std::uint64_t next_id = 1;
 
   ~Registry() {
@@ -68,15 +70,26 @@ std::shared_ptr<StreamState> make_stream(Device device, StreamOptions options, b
   return state;
 }
 
+// Each device has its default stream: the cpu's has id 0; a CUDA device's is made on first use and
+// has an id of its own (stream ids are unique across devices: the pools key reuse by them).
 const std::shared_ptr<StreamState>& default_state(Device device) {
-  backend_for(device);
+  backend_for(device);  // throws for a device this build or this machine cannot serve
   Registry& r = registry();
-  static std::once_flag once;
-  std::call_once(once, [&] { r.default_cpu = make_stream(device, {}, true); });
-  return r.default_cpu;
+  if (device.is_cpu()) {
+    static std::once_flag once;
+    std::call_once(once, [&] { r.default_cpu = make_stream(device, {}, true); });
+    return r.default_cpu;
+  }
+  std::lock_guard lock(r.default_mu);
+  const auto i = static_cast<std::size_t>(device.index());
+  if (r.default_cuda.size() <= i) r.default_cuda.resize(i + 1);
+  if (!r.default_cuda[i]) r.default_cuda[i] = make_stream(device, {}, false);
+  return r.default_cuda[i];
 }
 
+// The current stream, per device kind (a CUDA stream made current leaves the cpu's alone).
 thread_local std::shared_ptr<StreamState> t_current;
+thread_local std::shared_ptr<StreamState> t_current_cuda;
 
 // Waits for `s` to finish what was issued before the call; throws on stalls (Note [Stalls]),
 // timeouts and task errors.
@@ -169,9 +182,20 @@ StreamState& state_of(const Stream& stream) {
 
 bool runtime_exiting() { return g_exiting.load(std::memory_order_relaxed); }
 
+std::shared_ptr<StreamState>& current_slot(Device device) {
+  return device.is_cpu() ? t_current : t_current_cuda;
+}
+
 std::shared_ptr<StreamState> current_state() {
   if (!t_current) t_current = default_state(Device::cpu());
   return t_current;
+}
+
+std::shared_ptr<StreamState> current_state(Device device) {
+  if (device.is_cpu()) return current_state();
+  const auto& slot = current_slot(device);
+  if (slot && slot->device == device) return slot;
+  return default_state(device);
 }
 
 }  // namespace npugraph::detail
@@ -226,21 +250,23 @@ bool Stream::is_updating() const {
 }
 
 Stream current_stream(Device device) {
-  NG_CHECK_AS(UnsupportedError, device.is_cpu(), "current_stream: device = ", device.str(),
-              ": this build has no backend for it (available: cpu)");
-  return Stream(detail::current_state());
+  if (device.is_cpu()) return Stream(detail::current_state());
+  try {
+    return Stream(detail::current_state(device));
+  } catch (const UnsupportedError& e) {
+    NG_THROW(UnsupportedError, "current_stream: ", e.what());
+  }
 }
 
 void set_current_stream(const Stream& stream) {
-  state_of(stream);
-  detail::t_current = stream.impl();
+  detail::current_slot(state_of(stream).device) = stream.impl();
 }
 
 StreamGuard::StreamGuard(const Stream& stream) : previous_(current_stream(stream.device())) {
   set_current_stream(stream);
 }
 
-StreamGuard::~StreamGuard() { detail::t_current = previous_.impl(); }
+StreamGuard::~StreamGuard() { detail::current_slot(previous_.device()) = previous_.impl(); }
 
 void device_synchronize(Device device) {
   detail::check_sync_call("device_synchronize", nullptr);

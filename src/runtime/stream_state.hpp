@@ -148,8 +148,11 @@ void defer_release(std::shared_ptr<void> object);
 // The stream's state; throws ArgumentError for an undefined handle.
 StreamState& state_of(const Stream& stream);
 
-// The calling thread's current stream (the default stream until one is set).
+// The calling thread's current stream (the default stream until one is set): the cpu's, and the
+// one of `device` (current streams are kept per device kind).
 std::shared_ptr<StreamState> current_state();
+std::shared_ptr<StreamState> current_state(Device device);
+std::shared_ptr<StreamState>& current_slot(Device device);
 
 
 }  // namespace npugraph::detail

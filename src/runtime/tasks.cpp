@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <utility>
 
 #include "npugraph/error.hpp"
 #include "runtime/issue.hpp"
@@ -55,6 +56,9 @@ void fill_(const Stream& stream, const Tensor& dst, double value) {
                  "fill_: value = ", value, ": must be an integer in [", lo, ", ", hi, "] for a ",
                  dtype_name(dst.dtype()), " tensor");
   }
+  const Device dev = state_of(stream).device;
+  NG_CHECK_ARG(dst.device() == dev, "fill_: dst = ", dst.str(), " is on ", dst.device().str(),
+               ", but the stream runs on ", dev.str());
   const detail::FillArgs args{dst.data(), static_cast<std::size_t>(dst.numel()), dst.element_size(),
                               value_bits(dst.dtype(), value)};
   Task task;
@@ -74,6 +78,12 @@ void copy_(const Stream& stream, const Tensor& dst, const Tensor& src) {
                ": must equal dst dtype ", dtype_name(dst.dtype()));
   NG_CHECK_ARG(dst.numel() == src.numel(), "copy_: src = ", src.str(), ": must have as many elements (",
                dst.numel(), ") as dst = ", dst.str());
+  // A cpu stream copies between cpu tensors; a CUDA stream between its device and the host.
+  const Device dev = state_of(stream).device;
+  for (const auto& [t, name] : {std::pair{&dst, "dst"}, std::pair{&src, "src"}})
+    NG_CHECK_ARG(t->device() == dev || t->device().is_cpu(), "copy_: ", name, " = ", t->str(), " is on ",
+                 t->device().str(), ": a ", dev.str(), " stream copies between ", dev.str(),
+                 dev.is_cpu() ? " tensors" : " and the cpu", " (use a stream of that device)");
   const detail::CopyArgs args{dst.data(), src.data(), dst.nbytes()};
   Task task;
   task.kind = TaskKind::copy;

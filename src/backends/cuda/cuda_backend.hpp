@@ -1,38 +1,48 @@
-// The CUDA backend against the seam (docs/backends.md): declarations only, no implementation yet.
-// It proves the seam fits a device whose memory is not the host's and whose graphs are its own:
-// every pure virtual of Backend and GraphBackend has its CUDA counterpart here, and
-// tests/backends/test_backend_seam.cpp checks that this class is complete (not abstract).
+// The CUDA backend against the seam (docs/backends.md, "The CUDA backend"). Built only with the
+// toolkit (cmake/Cuda.cmake: NPUGRAPH_CUDA); this header needs no CUDA header, so the registry and
+// the tests include it in every build, and tests/backends/test_backend_seam.cpp checks that the
+// classes are complete (no pure virtual left).
 //
-// Plan, per piece of the seam:
-//   memory   cudaMalloc / cudaFree blocks under the runtime's caching MemPool (stream-ordered reuse
-//            and graph-private pools come from MemPool, as on the cpu); copy = cudaMemcpy; pinned
-//            host staging for parameter blocks.
-//   queues   one cudaStream_t per stream; kernel tasks call KernelDef::cuda on it; fill / copy are
-//            cudaMemsetAsync / cudaMemcpyAsync; host functions cudaLaunchHostFunc; ExternalEvent a
-//            device flag written and waited on with stream memory operations.
-//   graphs   instantiate() builds a cudaGraph from the ExecGraph's node table (one kernel node per
-//            task, edges as recorded) rather than from stream capture, so each task group's kernel
-//            nodes are known by construction; every grouped task reads its parameters from a
-//            device-resident block. Stream-ordered update = a copy of the new block on the update
-//            stream (a patch task); launch-ordered update = cudaGraphExecKernelNodeSetParams
-//            (published()). Replays launch in the graph's launch order (Note [Replay order]).
+// What each piece does (the Notes in the .cpp files say why):
+//   devices  cuda:N is served when cudaGetDeviceCount finds N+1 devices; otherwise creating a
+//            stream or a tensor on it throws UnsupportedError naming the device (cuda_backend.cpp).
+//   memory   cudaMalloc blocks under the runtime's caching MemPool (stream-ordered reuse and
+//            graph-private pools come from MemPool, as on the cpu); copies cudaMemcpy; pinned host
+//            staging for parameter blocks (cuda_params.cpp).
+//   queues   a host worker per stream issues its tasks onto one cudaStream_t and synchronizes it
+//            wherever the host must observe completion (Note [Host-driven CUDA queue],
+//            cuda_queue.cpp); kernel tasks call KernelDef::cuda with a device copy of their block.
+//   graphs   instantiate() captures the ExecGraph's node table into a cudaGraphExec (one node per
+//            task, in topological order) when every node is device work, and otherwise replays by
+//            walking the table on the worker; either way every kernel reads its parameters from a
+//            device-resident block, and a replay uploads the sets it pins into the blocks of its
+//            groups, in stream order, before the launch (Note [CUDA replay binds sets],
+//            cuda_graph.cpp).
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "graph/graph_backend.hpp"
 #include "runtime/backend.hpp"
 
-struct CUstream_st;      // cudaStream_t
-struct CUgraphExec_st;   // cudaGraphExec_t
-struct CUgraphNode_st;   // cudaGraphNode_t
+struct CUstream_st;     // cudaStream_t
+struct CUevent_st;      // cudaEvent_t
+struct CUgraphExec_st;  // cudaGraphExec_t
 
 namespace npugraph::detail::cuda {
 
-// A stream's queue: tasks become work on one CUDA stream, in order.
+// CUDA devices the driver reports (0 without a GPU or a driver); the first call asks, once.
+int device_count() noexcept;
+// Why there are none: cudaGetDeviceCount's error ("cudaErrorNoDevice: no CUDA-capable device is
+// detected"), or empty.
+const std::string& device_count_error() noexcept;
+
+// A stream's queue: a host worker issuing the stream's tasks onto one CUDA stream, in order.
 class CudaStreamQueue final : public StreamQueue {
  public:
   CudaStreamQueue(int device, const std::shared_ptr<StreamState>& owner);
@@ -43,16 +53,26 @@ class CudaStreamQueue final : public StreamQueue {
   bool wait_completed(std::uint64_t target, std::chrono::steady_clock::time_point deadline) override;
   void shutdown() noexcept override;
 
+  struct Impl;
+
  private:
-  CUstream_st* stream_ = nullptr;
-  StreamState* owner_;
+  std::unique_ptr<Impl> impl_;
 };
 
-// The executable form of one ExecGraph on a device.
+// The executable form of one ExecGraph on a device (cuda_graph.cpp).
 struct CudaGraph final : BackendGraph {
-  CUgraphExec_st* exec = nullptr;
-  std::vector<CUgraphNode_st*> kernel_nodes;  // per ExecGraph node (null for non-kernel nodes)
-  std::vector<void*> param_blocks;            // per grouped task: its device-resident parameters
+  explicit CudaGraph(int device_index) : device(device_index) {}
+  ~CudaGraph() override;
+  const int device;
+  CUgraphExec_st* exec = nullptr;        // null: replays walk the node table
+  void* device_blocks = nullptr;         // every kernel node's parameter block, device-resident
+  void* staging = nullptr;               // pinned host mirror of device_blocks (uploads)
+  std::size_t bytes = 0;
+  std::vector<std::size_t> offset;       // per ExecGraph node: its block's offset (kernel nodes)
+  std::vector<std::uint64_t> bound;      // per group: the stamp of the set in its blocks now
+  std::vector<bool> bound_valid;
+  CUevent_st* last_replay = nullptr;     // recorded after each replay: the next one waits on it
+  std::mutex mu;                         // one replay at a time binds and launches
 };
 
 class CudaBackend final : public Backend, public GraphBackend {
@@ -71,8 +91,14 @@ class CudaBackend final : public Backend, public GraphBackend {
   std::unique_ptr<BackendGraph> instantiate(ExecGraph& graph) override;
   void published(ExecGraph& graph, std::span<const std::uint32_t> groups) override;
 
+  int device() const { return device_; }
+
  private:
   int device_;
 };
+
+// The backend of cuda:`index`; throws UnsupportedError naming the device when this machine has
+// no such CUDA device (cuda_backend.cpp). Defined only in builds with the CUDA backend.
+CudaBackend& cuda_backend(int index);
 
 }  // namespace npugraph::detail::cuda

@@ -13,10 +13,18 @@ namespace {
 
 namespace ew = elementwise;
 
-const KernelDef kAdd{.name = "add", .cpu = &ew::add_cpu, .check_update = &ew::check_add_update};
-const KernelDef kScale{
-    .name = "scale", .cpu = &ew::scale_cpu, .check_update = &ew::check_scale_update};
-const KernelDef kNoop{.name = "noop", .cpu = &ew::noop_cpu};
+// The CUDA slots are filled when the library is built with the CUDA backend (cmake/Cuda.cmake).
+#if NPUGRAPH_HAVE_CUDA
+#define NG_CUDA_SLOT(f) (f)
+#else
+#define NG_CUDA_SLOT(f) nullptr
+#endif
+
+const KernelDef kAdd{.name = "add", .cpu = &ew::add_cpu, .cuda = NG_CUDA_SLOT(&ew::add_cuda),
+                     .check_update = &ew::check_add_update};
+const KernelDef kScale{.name = "scale", .cpu = &ew::scale_cpu, .cuda = NG_CUDA_SLOT(&ew::scale_cuda),
+                       .check_update = &ew::check_scale_update};
+const KernelDef kNoop{.name = "noop", .cpu = &ew::noop_cpu, .cuda = NG_CUDA_SLOT(&ew::noop_cuda)};
 
 void launch_add(const Stream& stream, const ew::ElementwisePlan& plan, const Tensor& a,
                 const Tensor& b, const Tensor& out) {

@@ -38,6 +38,10 @@ static_assert(std::is_trivially_copyable_v<BinaryParams> && std::is_trivially_co
 void add_cpu(const void* params, std::size_t size, const ExecContext& ctx);
 void scale_cpu(const void* params, std::size_t size, const ExecContext& ctx);
 void noop_cpu(const void* params, std::size_t size, const ExecContext& ctx);
+// Their CUDA launchers (elementwise_cuda.cu; built with the CUDA backend only, cmake/Cuda.cmake).
+void add_cuda(const void* params, std::size_t size, const void* device_params, void* stream);
+void scale_cuda(const void* params, std::size_t size, const void* device_params, void* stream);
+void noop_cuda(const void* params, std::size_t size, const void* device_params, void* stream);
 // The update checks: the element count (and so the parallel split) may not change.
 std::string check_add_update(std::span<const std::byte> captured, std::span<const std::byte> updated);
 std::string check_scale_update(std::span<const std::byte> captured,
