@@ -3,8 +3,9 @@
 //   eager    npugraph::dist::all_reduce on a stream, synchronized after the batch
 //   replay   a graph of kPerGraph captured all_reduces, replayed, synchronized after the batch
 // Run by hand under mpirun (docs/dist.md, "Benchmark"):
-//   mpirun -np 2 --allow-run-as-root --oversubscribe --bind-to none --mca pml ob1 \
+//   mpirun -np 2 --allow-run-as-root --oversubscribe --bind-to none --mca pml ob1
 //     --mca btl self,vader --mca btl_vader_single_copy_mechanism none build/dist_allreduce_bench
+// (one command line)
 // Each time is the best of kTrials batches, the slowest rank's; algbw = bytes / time, busbw =
 // algbw * 2 (n - 1) / n (the ring all-reduce's traffic per rank, as nccl-tests reports it).
 #include <algorithm>
