@@ -1,5 +1,6 @@
 // all_reduce latency and bandwidth, 4 KB to 16 MB of float32 per rank, three ways in one run:
 //   mpi      MPI_Allreduce (in place) called directly on the host thread
+//   mpi_i    MPI_Iallreduce + MPI_Wait on the host thread (the nonblocking algorithm npugraph uses)
 //   eager    npugraph::dist::all_reduce on a stream, synchronized after the batch
 //   replay   a graph of kPerGraph captured all_reduces, replayed, synchronized after the batch
 // Run by hand under mpirun (docs/dist.md, "Benchmark"):
@@ -53,8 +54,9 @@ int main(int argc, char** argv) {
     const int n = comm.size();
     if (comm.rank() == 0) {
       std::printf("all_reduce float32, %d ranks; us per all_reduce, algbw / busbw GB/s\n", n);
-      std::printf("%10s %8s | %10s %8s | %10s %8s | %10s %8s %8s\n", "bytes", "iters", "mpi us",
-                  "busbw", "eager us", "busbw", "replay us", "algbw", "busbw");
+      std::printf("%10s %6s | %9s %7s | %9s %7s | %9s %7s | %9s %7s %7s\n", "bytes", "iters",
+                  "mpi us", "busbw", "mpi_i us", "busbw", "eager us", "busbw", "replay us", "algbw",
+                  "busbw");
     }
     for (std::int64_t bytes = 4096; bytes <= (16 << 20); bytes *= 4) {
       const std::int64_t count = bytes / 4;
@@ -74,6 +76,13 @@ int main(int argc, char** argv) {
         for (int i = 0; i < iters; ++i)
           MPI_Allreduce(MPI_IN_PLACE, host.data(), static_cast<int>(count), MPI_FLOAT, MPI_SUM, raw);
       });
+      const double mpi_i = best_time([&] {
+        for (int i = 0; i < iters; ++i) {
+          MPI_Request req;
+          MPI_Iallreduce(MPI_IN_PLACE, host.data(), static_cast<int>(count), MPI_FLOAT, MPI_SUM, raw, &req);
+          MPI_Wait(&req, MPI_STATUS_IGNORE);
+        }
+      });
       const double eager = best_time([&] {
         ng::StreamGuard on(s);
         for (int i = 0; i < iters; ++i) ng::dist::all_reduce(comm, x);
@@ -87,9 +96,10 @@ int main(int argc, char** argv) {
       auto us = [&](double t) { return t / iters * 1e6; };
       auto gbs = [&](double t) { return static_cast<double>(bytes) * iters / t / 1e9; };
       if (comm.rank() == 0)
-        std::printf("%10lld %8d | %10.1f %8.2f | %10.1f %8.2f | %10.1f %8.2f %8.2f\n",
-                    static_cast<long long>(bytes), iters, us(mpi), gbs(mpi) * bus, us(eager),
-                    gbs(eager) * bus, us(replay), gbs(replay), gbs(replay) * bus);
+        std::printf("%10lld %6d | %9.1f %7.2f | %9.1f %7.2f | %9.1f %7.2f | %9.1f %7.2f %7.2f\n",
+                    static_cast<long long>(bytes), iters, us(mpi), gbs(mpi) * bus, us(mpi_i),
+                    gbs(mpi_i) * bus, us(eager), gbs(eager) * bus, us(replay), gbs(replay),
+                    gbs(replay) * bus);
     }
     MPI_Comm_free(&raw);
   }

@@ -133,17 +133,23 @@ InFlight::~InFlight() { s_.in_flight.store(false); }
 void wait_for(CommState& s, MPI_Request& req, const std::string& what) {
   const std::int64_t ms = s.timeout_ms.load();
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
-  for (int polls = 0;; ++polls) {
+  const auto start = std::chrono::steady_clock::now();
+  for (;;) {
     int done = 0;
     {
       MpiLock lock;
       check_mpi(MPI_Test(&req, &done, MPI_STATUS_IGNORE), "MPI_Test", s, what.c_str());
     }
     if (done) return;
-    if (std::chrono::steady_clock::now() >= deadline) break;
-    // Spin briefly for latency, then give the core away (ranks often share cores).
-    if (polls < 2000) std::this_thread::yield();
-    else std::this_thread::sleep_for(std::chrono::microseconds(polls < 20000 ? 20 : 200));
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= deadline) break;
+    // Every MPI_Test advances the nonblocking algorithm's rounds: poll (yielding the core, which
+    // ranks often share) for the first 100 ms, the span of any healthy collective here; then a
+    // late rank is likely, so sleep between polls (20 us, after 1 s 1 ms) until the deadline.
+    const auto waited = now - start;
+    if (waited < std::chrono::milliseconds(100)) std::this_thread::yield();
+    else if (waited < std::chrono::seconds(1)) std::this_thread::sleep_for(std::chrono::microseconds(20));
+    else std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   std::string reason = npugraph::detail::cat(what, " timed out after ", deadline_text(ms));
   {
