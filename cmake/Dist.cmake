@@ -63,6 +63,15 @@ if(NPUGRAPH_DIST_BUILT)
       set_tests_properties(dist_mpi_np${np} PROPERTIES TIMEOUT 120 RUN_SERIAL ON LABELS mpi
                            ENVIRONMENT "${_ng_dist_env}")
     endforeach()
+    # A rank that exits (finalizes and leaves) while rank 0 waits in an all_reduce.
+    add_executable(dist_exited_rank_test ${CMAKE_CURRENT_SOURCE_DIR}/tests/dist/exited_rank/exited_rank_main.cpp)
+    target_link_libraries(dist_exited_rank_test PRIVATE npugraph_dist npugraph_warnings)
+    add_test(NAME dist_mpi_exited_rank
+             COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 ${NPUGRAPH_MPIEXEC_FLAGS}
+                     ${MPIEXEC_PREFLAGS} $<TARGET_FILE:dist_exited_rank_test> ${MPIEXEC_POSTFLAGS})
+    set_tests_properties(dist_mpi_exited_rank PROPERTIES TIMEOUT 60 RUN_SERIAL ON LABELS mpi
+                         ENVIRONMENT "${_ng_dist_env}" PASS_REGULAR_EXPRESSION "exited-rank check: ok"
+                         FAIL_REGULAR_EXPRESSION "exited-rank check: FAILED")
   endif()
 
   if(NPUGRAPH_BUILD_BENCH AND NOT NPUGRAPH_SANITIZE_KIND)
