@@ -39,6 +39,12 @@ if(NPUGRAPH_DIST_BUILT)
   target_compile_definitions(npugraph_dist PRIVATE NPUGRAPH_INTERNAL_CHECKS)
   target_link_libraries(npugraph_dist PUBLIC npugraph MPI::MPI_CXX PRIVATE $<BUILD_INTERFACE:npugraph_warnings>)
 
+  # The tests' environment: a short default deadline, so that a rank that fails an assertion and
+  # skips a collective cannot keep the others waiting long; Open MPI's leaks are not ours under ASan.
+  set(_ng_dist_env "NPUGRAPH_DIST_TIMEOUT_S=20" "OMPI_MCA_rmaps_base_oversubscribe=1")
+  if(NPUGRAPH_SANITIZE_KIND)
+    list(APPEND _ng_dist_env "ASAN_OPTIONS=detect_leaks=0")
+  endif()
   if(NPUGRAPH_BUILD_TESTS AND GTest_FOUND)
     file(GLOB NPUGRAPH_DIST_TEST_SOURCES CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/tests/dist/*.cpp)
     add_executable(npugraph_dist_tests ${NPUGRAPH_DIST_TEST_SOURCES}
@@ -47,13 +53,7 @@ if(NPUGRAPH_DIST_BUILT)
     target_include_directories(npugraph_dist_tests PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/src
                                ${CMAKE_CURRENT_SOURCE_DIR}/tests)
     target_link_libraries(npugraph_dist_tests PRIVATE npugraph_dist npugraph_warnings GTest::gtest)
-    # One ctest per rank count; every rank runs every test (tests/dist/dist_main.cpp). The default
-    # deadline is short so that a rank that fails an assertion and skips a collective cannot keep
-    # the others waiting long; Open MPI's leaks are not ours under ASan.
-    set(_ng_dist_env "NPUGRAPH_DIST_TIMEOUT_S=20" "OMPI_MCA_rmaps_base_oversubscribe=1")
-    if(NPUGRAPH_SANITIZE_KIND)
-      list(APPEND _ng_dist_env "ASAN_OPTIONS=detect_leaks=0")
-    endif()
+    # One ctest per rank count; every rank runs every test (tests/dist/dist_main.cpp).
     foreach(np 2 3)
       add_test(NAME dist_mpi_np${np}
                COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${np} ${NPUGRAPH_MPIEXEC_FLAGS}
@@ -72,6 +72,21 @@ if(NPUGRAPH_DIST_BUILT)
     set_tests_properties(dist_mpi_exited_rank PROPERTIES TIMEOUT 60 RUN_SERIAL ON LABELS mpi
                          ENVIRONMENT "${_ng_dist_env}" PASS_REGULAR_EXPRESSION "exited-rank check: ok"
                          FAIL_REGULAR_EXPRESSION "exited-rank check: FAILED")
+  endif()
+
+  # npugraph.dist (python/npugraph/dist.py over _C.dist, python/src/dist.cpp), tested under mpirun
+  # with mpi4py (tests/dist/python/).
+  if(TARGET npugraph_python)
+    target_link_libraries(npugraph_python PRIVATE npugraph_dist)
+    target_compile_definitions(npugraph_python PRIVATE NPUGRAPH_HAVE_DIST)
+    if(NPUGRAPH_BUILD_TESTS AND DEFINED NPUGRAPH_TEST_PYTHON)
+      add_test(NAME dist_python_np2
+               COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 ${NPUGRAPH_MPIEXEC_FLAGS}
+                       ${MPIEXEC_PREFLAGS} ${NPUGRAPH_TEST_PYTHON} -m pytest -q -p no:cacheprovider
+                       ${CMAKE_CURRENT_SOURCE_DIR}/tests/dist/python ${MPIEXEC_POSTFLAGS})
+      set_tests_properties(dist_python_np2 PROPERTIES TIMEOUT 120 RUN_SERIAL ON LABELS mpi
+                           ENVIRONMENT "${NPUGRAPH_PY_ENV};${_ng_dist_env}")
+    endif()
   endif()
 
   if(NPUGRAPH_BUILD_BENCH AND NOT NPUGRAPH_SANITIZE_KIND)
