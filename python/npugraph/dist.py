@@ -27,7 +27,7 @@ class ReduceOp:
 
 def is_available():
     """Whether this build of npugraph has npugraph::dist (CMake found MPI)."""
-    return hasattr(_C, "dist")
+    return _C.dist.is_available()
 
 
 def _check_available():
