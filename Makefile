@@ -21,7 +21,7 @@ VENV_PY := $(VENV)/bin/python
 # The module is built for the venv's interpreter (Debian's python3 behind it), the one pip uses too.
 CMAKE_COMMON := -DNPUGRAPH_WERROR=ON -DPython3_EXECUTABLE=$(CURDIR)/$(VENV_PY)
 
-.PHONY: all setup packages build demo seed test test-release test-asan test-tsan test-fuzz fuzz fuzz-build \
+.PHONY: all setup packages build demo seed test test-dist test-release test-asan test-tsan test-fuzz fuzz fuzz-build \
         fuzz-regressions bench clean test-wheel stubs
 
 all: build
@@ -190,3 +190,7 @@ bench: build
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(FUZZ_BUILD)
+
+# The MPI tests alone (npugraph::dist under mpirun, ctest label mpi; docs/dist.md).
+test-dist: build
+	cd $(BUILD) && ctest --output-on-failure -L mpi

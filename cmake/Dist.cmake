@@ -72,6 +72,14 @@ if(NPUGRAPH_DIST_BUILT)
     set_tests_properties(dist_mpi_exited_rank PROPERTIES TIMEOUT 60 RUN_SERIAL ON LABELS mpi
                          ENVIRONMENT "${_ng_dist_env}" PASS_REGULAR_EXPRESSION "exited-rank check: ok"
                          FAIL_REGULAR_EXPRESSION "exited-rank check: FAILED")
+    # A rank killed by SIGKILL: --enable-recovery keeps mpirun from ending the job itself, so the
+    # survivor's deadline is what reports it.
+    add_test(NAME dist_mpi_killed_rank
+             COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 --enable-recovery ${NPUGRAPH_MPIEXEC_FLAGS}
+                     ${MPIEXEC_PREFLAGS} $<TARGET_FILE:dist_exited_rank_test> ${MPIEXEC_POSTFLAGS} kill)
+    set_tests_properties(dist_mpi_killed_rank PROPERTIES TIMEOUT 60 RUN_SERIAL ON LABELS mpi
+                         ENVIRONMENT "${_ng_dist_env}" PASS_REGULAR_EXPRESSION "exited-rank check: ok"
+                         FAIL_REGULAR_EXPRESSION "exited-rank check: FAILED")
   endif()
 
   # npugraph.dist (python/npugraph/dist.py over _C.dist, python/src/dist.cpp), tested under mpirun

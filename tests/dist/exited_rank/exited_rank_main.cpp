@@ -1,8 +1,12 @@
-// A rank that exits: every rank but 0 finalizes MPI and leaves without joining rank 0's all_reduce.
-// Rank 0's task must fail with the timeout error within the deadline (1 s here), and the process
-// must end normally. Prints "exited-rank check: ok" on rank 0 when it does (ctest matches it).
+// A rank that exits: every rank but 0 finalizes MPI and leaves without joining rank 0's all_reduce
+// (argument "kill": is killed by SIGKILL instead; mpirun then needs --enable-recovery, else it ends
+// the whole job itself). Rank 0's task must fail with the timeout error within the deadline (1 s
+// here), and the process must end normally. Prints "exited-rank check: ok" on rank 0 when it does
+// (ctest matches it).
 #include <chrono>
+#include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <string>
 
 #include "npugraph/dist.hpp"
@@ -12,12 +16,15 @@ namespace ng = npugraph;
 
 int main(int argc, char** argv) {
   ng::dist::init(&argc, &argv);
+  const bool kill = argc > 1 && std::strcmp(argv[1], "kill") == 0;
   bool ok = true;
   {
     ng::dist::Communicator comm = ng::dist::Communicator::world();
     comm.set_timeout(std::chrono::milliseconds(1000));
     if (comm.rank() != 0) {
-      std::printf("rank %d: exiting without the all_reduce\n", comm.rank());
+      std::printf("rank %d: %s without the all_reduce\n", comm.rank(), kill ? "killed" : "exiting");
+      std::fflush(stdout);
+      if (kill) std::raise(SIGKILL);
     } else {
       const ng::Tensor x = ng::zeros({32}, ng::f32);
       const auto t0 = std::chrono::steady_clock::now();
