@@ -63,6 +63,19 @@ if(NPUGRAPH_DIST_BUILT)
       set_tests_properties(dist_mpi_np${np} PROPERTIES TIMEOUT 120 RUN_SERIAL ON LABELS mpi
                            ENVIRONMENT "${_ng_dist_env}")
     endforeach()
+    # The same tests on MPI_THREAD_SERIALIZED (npugraph's MPI lock), and FUNNELED refused.
+    add_test(NAME dist_mpi_np2_serialized
+             COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 ${NPUGRAPH_MPIEXEC_FLAGS}
+                     ${MPIEXEC_PREFLAGS} $<TARGET_FILE:npugraph_dist_tests> ${MPIEXEC_POSTFLAGS} --gtest_brief=1)
+    add_test(NAME dist_mpi_thread_funneled
+             COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 ${NPUGRAPH_MPIEXEC_FLAGS}
+                     ${MPIEXEC_PREFLAGS} $<TARGET_FILE:npugraph_dist_tests> ${MPIEXEC_POSTFLAGS})
+    set_tests_properties(dist_mpi_np2_serialized PROPERTIES TIMEOUT 120 RUN_SERIAL ON LABELS mpi
+                         ENVIRONMENT "${_ng_dist_env};NPUGRAPH_DIST_TEST_LEVEL=serialized")
+    set_tests_properties(dist_mpi_thread_funneled PROPERTIES TIMEOUT 60 RUN_SERIAL ON LABELS mpi
+                         ENVIRONMENT "${_ng_dist_env};NPUGRAPH_DIST_TEST_LEVEL=funneled"
+                         PASS_REGULAR_EXPRESSION "thread-level check: ok"
+                         FAIL_REGULAR_EXPRESSION "thread-level check: FAILED")
     # A rank that exits (finalizes and leaves) while rank 0 waits in an all_reduce.
     add_executable(dist_exited_rank_test ${CMAKE_CURRENT_SOURCE_DIR}/tests/dist/exited_rank/exited_rank_main.cpp)
     target_link_libraries(dist_exited_rank_test PRIVATE npugraph_dist npugraph_warnings)
