@@ -38,6 +38,10 @@ if(NPUGRAPH_DIST_BUILT)
   target_include_directories(npugraph_dist PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/src)
   target_compile_definitions(npugraph_dist PRIVATE NPUGRAPH_INTERNAL_CHECKS)
   target_link_libraries(npugraph_dist PUBLIC npugraph MPI::MPI_CXX PRIVATE $<BUILD_INTERFACE:npugraph_warnings>)
+  # Inside another project it is built only when something links it.
+  if(NOT PROJECT_IS_TOP_LEVEL)
+    set_target_properties(npugraph_dist PROPERTIES EXCLUDE_FROM_ALL ON)
+  endif()
 
   # The tests' environment: a short default deadline, so that a rank that fails an assertion and
   # skips a collective cannot keep the others waiting long; Open MPI's leaks are not ours under ASan.
