@@ -30,10 +30,11 @@ const char* level_name(int level) {
 }
 
 int thread_level() {
+  NG_CHECK_STATE(is_initialized(), "dist: MPI is not initialized (or already finalized): call "
+                 "npugraph::dist::init() (or MPI_Init_thread with MPI_THREAD_MULTIPLE) before making "
+                 "a Communicator");
   int level = g_level.load();
   if (level >= 0) return level;
-  NG_CHECK_STATE(is_initialized(), "dist: MPI is not initialized: call npugraph::dist::init() (or "
-                 "MPI_Init_thread with MPI_THREAD_MULTIPLE) before making a Communicator");
   MPI_Query_thread(&level);
   NG_CHECK_STATE(level >= MPI_THREAD_SERIALIZED, "dist: MPI thread level = ", level_name(level),
                  ": npugraph's collectives run on stream worker threads and need MPI_THREAD_MULTIPLE "
@@ -118,6 +119,9 @@ void check_mpi(int rc, const char* call, const CommState& s, const char* op) {
 }
 
 InFlight::InFlight(CommState& s, const char* op) : s_(s) {
+  // MPI calls after MPI_Finalize are undefined (Open MPI aborts): refuse them.
+  NG_CHECK_STATE(!finalized(), "dist ", op, " on ", s.str(), ": MPI is finalized (dist::finalize or "
+                 "MPI_Finalize ran before this collective; synchronize the streams first)");
   if (s.is_broken.load()) {
     std::lock_guard lock(s.mu);
     NG_THROW(StateError, "dist ", op, " on ", s.str(), ": the communicator is broken: ", s.broken_reason,

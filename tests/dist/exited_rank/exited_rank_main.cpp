@@ -40,11 +40,29 @@ int main(int argc, char** argv) {
       ok = what.find("all_reduce of 32 float32 elements timed out after 1 s") != std::string::npos &&
            what.find(rank) != std::string::npos && took >= 1.0 && took < 4.0;
       std::printf("rank 0: after %.2f s: %s\n", took, what.empty() ? "(no error)" : what.c_str());
+      // A collective after MPI_Finalize is refused (MPI would abort).
+      ng::dist::finalize();
+      what.clear();
+      try {
+        const ng::Tensor y = ng::zeros({4}, ng::f32);
+        ng::dist::all_reduce(comm, y);
+        ng::current_stream().synchronize();
+      } catch (const ng::TaskError& e) {
+        what = e.what();
+      }
+      try {  // and so is a new communicator
+        (void)ng::dist::Communicator::world();
+        ok = false;
+      } catch (const ng::StateError& e) {
+        ok = ok && std::string(e.what()).find("MPI is not initialized") != std::string::npos;
+      }
+      std::printf("rank 0: after finalize: %s\n", what.c_str());
+      ok = ok && what.find("MPI is finalized") != std::string::npos;
       std::printf("exited-rank check: %s\n", ok ? "ok" : "FAILED");
     }
   }
   std::fflush(stdout);
   ng::device_synchronize();
-  ng::dist::finalize();
+  ng::dist::finalize();  // rank 0 finalized above; a second call does nothing
   return ok ? 0 : 1;
 }
