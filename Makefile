@@ -11,7 +11,8 @@ CMAKE_FLAGS ?=
 PACKAGES := cmake make g++ libgtest-dev libgmock-dev libbenchmark-dev \
             python3-dev python3-pybind11 python3-numpy python3-pytest python3-torch \
             libhwy-dev libtbb-dev libopenblas0-pthread \
-            clang-16 libclang-rt-16-dev python3-venv graphviz
+            clang-16 libclang-rt-16-dev python3-venv graphviz \
+            openmpi-bin libopenmpi-dev python3-mpi4py
 PYTHON := /usr/bin/python3
 # The project venv (PEP 668: Debian's Python takes no pip installs): Debian's torch, numpy and
 # pybind11 stay visible; the pinned test packages of tools/requirements-test.txt go into it.
@@ -20,7 +21,7 @@ VENV_PY := $(VENV)/bin/python
 # The module is built for the venv's interpreter (Debian's python3 behind it), the one pip uses too.
 CMAKE_COMMON := -DNPUGRAPH_WERROR=ON -DPython3_EXECUTABLE=$(CURDIR)/$(VENV_PY)
 
-.PHONY: all setup packages build demo seed test test-release test-asan test-tsan test-fuzz fuzz fuzz-build \
+.PHONY: all setup packages build demo seed test test-dist test-release test-asan test-tsan test-fuzz fuzz fuzz-build \
         fuzz-regressions bench clean test-wheel stubs
 
 all: build
@@ -189,3 +190,7 @@ bench: build
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(FUZZ_BUILD)
+
+# The MPI tests alone (npugraph::dist under mpirun, ctest label mpi; docs/dist.md).
+test-dist: build
+	cd $(BUILD) && ctest --output-on-failure -L mpi

@@ -15,7 +15,8 @@ install(TARGETS npugraph EXPORT npugraphTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT npugraph_development)
 install(DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR}/include/npugraph
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} COMPONENT npugraph_development
-        FILES_MATCHING PATTERN "*.hpp")
+        FILES_MATCHING PATTERN "*.hpp"
+        PATTERN "dist.hpp" EXCLUDE)  # npugraph::dist (MPI) is a build-tree library for now (docs/dist.md)
 install(EXPORT npugraphTargets NAMESPACE npugraph:: FILE npugraphTargets.cmake
         DESTINATION ${NPUGRAPH_INSTALL_CMAKEDIR} COMPONENT npugraph_development)
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Checks that includes run one way between the layers (docs/architecture.md):
 
-    core <- runtime <- graph <- {ops, backends} <- llm <- python
+    core <- runtime <- graph <- {ops, backends, dist} <- llm <- python
 
 A file may include headers of its own layer or of a lower one. Public headers (include/npugraph/)
 belong to the layer that implements them. Prints every upward include and the folder-level edges,
@@ -15,7 +15,7 @@ import re
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-RANK = {"core": 0, "runtime": 1, "graph": 2, "ops": 3, "backends": 3, "llm": 4, "python": 5}
+RANK = {"core": 0, "runtime": 1, "graph": 2, "ops": 3, "backends": 3, "dist": 3, "llm": 4, "python": 5}
 
 # Public headers -> the layer implementing them.
 PUBLIC = {
@@ -24,6 +24,7 @@ PUBLIC = {
     "stream.hpp": "runtime", "event.hpp": "runtime", "external_event.hpp": "runtime",
     "memory.hpp": "runtime", "kernel.hpp": "runtime", "tasks.hpp": "runtime",
     "graph.hpp": "graph", "task_group.hpp": "graph", "trace.hpp": "runtime",
+    "dist.hpp": "dist",  # npugraph::dist (MPI): beside the ops, not in the umbrella header
     "npugraph.hpp": "ops",  # the umbrella re-exports everything up to the ops
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)

@@ -19,5 +19,6 @@ void bind_graph(py::module_& m, py::module_& npu);    // NPUGraph, graph(), task
 void bind_fia(py::module_& m);
 void bind_llm_ops(py::module_& m);  // the decode engine's ops, QuantWeight (llm_ops.cpp)
 void bind_llm(py::module_& m);  // npugraph.llm: the decode engine (llm.cpp)
+void bind_dist(py::module_& m);  // _C.dist, when built with npugraph::dist (dist.cpp)
 
 }  // namespace npugraph::python

@@ -12,6 +12,7 @@ PYBIND11_MODULE(_C, m) {
   npugraph::python::bind_fia(m);
   npugraph::python::bind_llm_ops(m);
   npugraph::python::bind_llm(m);
+  npugraph::python::bind_dist(m);
   m.def("_in_internal_torch", &npugraph::python::in_internal_torch,
         "Whether this thread is inside npugraph's own use of torch (the capture's torch-op check skips it).");
 }

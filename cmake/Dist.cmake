@@ -1,0 +1,127 @@
+# npugraph::dist (include/npugraph/dist.hpp, src/dist/): collectives on MPI, built when MPI is found
+# (docs/dist.md). NPUGRAPH_MPI: AUTO (build it when find_package(MPI) finds MPI for C++; the C API is used), ON
+# (required), OFF (never). Its tests (tests/dist/) run under mpirun -np 2 and -np 3 from ctest; the
+# benchmark (bench/dist/) is a timing program run by hand under mpirun.
+set(NPUGRAPH_MPI AUTO CACHE STRING "Build npugraph::dist on MPI: AUTO, ON or OFF")
+set_property(CACHE NPUGRAPH_MPI PROPERTY STRINGS AUTO ON OFF)
+string(TOUPPER "${NPUGRAPH_MPI}" _ng_mpi)
+if(NOT _ng_mpi MATCHES "^(AUTO|ON|OFF)$")
+  message(FATAL_ERROR "NPUGRAPH_MPI = ${NPUGRAPH_MPI}: must be AUTO, ON or OFF")
+endif()
+
+set(NPUGRAPH_DIST_BUILT OFF)
+# libFuzzer builds have no use for it; the other builds take it when MPI is there.
+if(NOT _ng_mpi STREQUAL "OFF" AND NOT NPUGRAPH_SANITIZE_KIND STREQUAL "fuzzer")
+  # The C API from C++: no deprecated MPI C++ bindings (project languages: CXX only).
+  set(MPI_CXX_SKIP_MPICXX ON CACHE BOOL "npugraph uses MPI's C API")
+  if(_ng_mpi STREQUAL "ON")
+    find_package(MPI REQUIRED COMPONENTS CXX)
+  else()
+    find_package(MPI QUIET COMPONENTS CXX)
+  endif()
+  if(MPI_CXX_FOUND)
+    set(NPUGRAPH_DIST_BUILT ON)
+  endif()
+endif()
+message(STATUS "npugraph::dist (MPI): ${NPUGRAPH_DIST_BUILT} (NPUGRAPH_MPI=${NPUGRAPH_MPI})")
+
+# The flags mpirun needs in CI's container as root on 2 cores (docs/dist.md, "Running"): root
+# allowed, more ranks than cores, shared memory between ranks without ptrace-based single copy.
+set(NPUGRAPH_MPIEXEC_FLAGS --allow-run-as-root --oversubscribe --bind-to none
+    --mca pml ob1 --mca btl self,vader --mca btl_vader_single_copy_mechanism none
+    CACHE STRING "Flags mpirun gets before the program (the dist tests)")
+
+if(NPUGRAPH_DIST_BUILT)
+  file(GLOB NPUGRAPH_DIST_SOURCES CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/src/dist/*.cpp)
+  add_library(npugraph_dist STATIC ${NPUGRAPH_DIST_SOURCES})
+  add_library(npugraph::dist ALIAS npugraph_dist)
+  target_include_directories(npugraph_dist PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/src)
+  target_compile_definitions(npugraph_dist PRIVATE NPUGRAPH_INTERNAL_CHECKS)
+  target_link_libraries(npugraph_dist PUBLIC npugraph MPI::MPI_CXX PRIVATE $<BUILD_INTERFACE:npugraph_warnings>)
+  # Inside another project it is built only when something links it.
+  if(NOT PROJECT_IS_TOP_LEVEL)
+    set_target_properties(npugraph_dist PROPERTIES EXCLUDE_FROM_ALL ON)
+  endif()
+
+  # The tests' environment: a short default deadline, so that a rank that fails an assertion and
+  # skips a collective cannot keep the others waiting long; Open MPI's leaks are not ours under ASan.
+  set(_ng_dist_env "NPUGRAPH_DIST_TIMEOUT_S=20" "OMPI_MCA_rmaps_base_oversubscribe=1")
+  if(NPUGRAPH_SANITIZE_KIND)
+    list(APPEND _ng_dist_env "ASAN_OPTIONS=detect_leaks=0")
+  endif()
+  if(NPUGRAPH_BUILD_TESTS AND GTest_FOUND)
+    file(GLOB NPUGRAPH_DIST_TEST_SOURCES CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/tests/dist/*.cpp)
+    add_executable(npugraph_dist_tests ${NPUGRAPH_DIST_TEST_SOURCES}
+                   ${CMAKE_CURRENT_SOURCE_DIR}/tests/support/host_tensors.cpp
+                   ${CMAKE_CURRENT_SOURCE_DIR}/tests/support/bitwise.cpp)
+    target_include_directories(npugraph_dist_tests PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/src
+                               ${CMAKE_CURRENT_SOURCE_DIR}/tests)
+    target_link_libraries(npugraph_dist_tests PRIVATE npugraph_dist npugraph_warnings GTest::gtest)
+    # One ctest per rank count; every rank runs every test (tests/dist/dist_main.cpp).
+    foreach(np 2 3)
+      add_test(NAME dist_mpi_np${np}
+               COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${np} ${NPUGRAPH_MPIEXEC_FLAGS}
+                       ${MPIEXEC_PREFLAGS} $<TARGET_FILE:npugraph_dist_tests> ${MPIEXEC_POSTFLAGS}
+                       --gtest_brief=1)
+      # RUN_SERIAL: the ranks want the machine's cores to themselves.
+      set_tests_properties(dist_mpi_np${np} PROPERTIES TIMEOUT 120 RUN_SERIAL ON LABELS mpi
+                           ENVIRONMENT "${_ng_dist_env}")
+    endforeach()
+    # The same tests on MPI_THREAD_SERIALIZED (npugraph's MPI lock), and FUNNELED refused.
+    add_test(NAME dist_mpi_np2_serialized
+             COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 ${NPUGRAPH_MPIEXEC_FLAGS}
+                     ${MPIEXEC_PREFLAGS} $<TARGET_FILE:npugraph_dist_tests> ${MPIEXEC_POSTFLAGS} --gtest_brief=1)
+    add_test(NAME dist_mpi_thread_funneled
+             COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 ${NPUGRAPH_MPIEXEC_FLAGS}
+                     ${MPIEXEC_PREFLAGS} $<TARGET_FILE:npugraph_dist_tests> ${MPIEXEC_POSTFLAGS})
+    set_tests_properties(dist_mpi_np2_serialized PROPERTIES TIMEOUT 120 RUN_SERIAL ON LABELS mpi
+                         ENVIRONMENT "${_ng_dist_env};NPUGRAPH_DIST_TEST_LEVEL=serialized")
+    set_tests_properties(dist_mpi_thread_funneled PROPERTIES TIMEOUT 60 RUN_SERIAL ON LABELS mpi
+                         ENVIRONMENT "${_ng_dist_env};NPUGRAPH_DIST_TEST_LEVEL=funneled"
+                         PASS_REGULAR_EXPRESSION "thread-level check: ok"
+                         FAIL_REGULAR_EXPRESSION "thread-level check: FAILED")
+    # A rank that exits (finalizes and leaves) while rank 0 waits in an all_reduce.
+    add_executable(dist_exited_rank_test ${CMAKE_CURRENT_SOURCE_DIR}/tests/dist/exited_rank/exited_rank_main.cpp)
+    target_link_libraries(dist_exited_rank_test PRIVATE npugraph_dist npugraph_warnings)
+    add_test(NAME dist_mpi_exited_rank
+             COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 ${NPUGRAPH_MPIEXEC_FLAGS}
+                     ${MPIEXEC_PREFLAGS} $<TARGET_FILE:dist_exited_rank_test> ${MPIEXEC_POSTFLAGS})
+    set_tests_properties(dist_mpi_exited_rank PROPERTIES TIMEOUT 60 RUN_SERIAL ON LABELS mpi
+                         ENVIRONMENT "${_ng_dist_env}" PASS_REGULAR_EXPRESSION "exited-rank check: ok"
+                         FAIL_REGULAR_EXPRESSION "exited-rank check: FAILED")
+    # A rank killed by SIGKILL: --enable-recovery keeps mpirun from ending the job itself, so the
+    # survivor's deadline is what reports it.
+    add_test(NAME dist_mpi_killed_rank
+             COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 --enable-recovery ${NPUGRAPH_MPIEXEC_FLAGS}
+                     ${MPIEXEC_PREFLAGS} $<TARGET_FILE:dist_exited_rank_test> ${MPIEXEC_POSTFLAGS} kill)
+    set_tests_properties(dist_mpi_killed_rank PROPERTIES TIMEOUT 60 RUN_SERIAL ON LABELS mpi
+                         ENVIRONMENT "${_ng_dist_env}" PASS_REGULAR_EXPRESSION "exited-rank check: ok"
+                         FAIL_REGULAR_EXPRESSION "exited-rank check: FAILED")
+  endif()
+
+  # npugraph.dist (python/npugraph/dist.py over _C.dist, python/src/dist.cpp), tested under mpirun
+  # with mpi4py (tests/dist/python/).
+  if(TARGET npugraph_python)
+    target_link_libraries(npugraph_python PRIVATE npugraph_dist)
+    target_compile_definitions(npugraph_python PRIVATE NPUGRAPH_HAVE_DIST)
+    # Not in sanitizer builds: the sanitizer runtime preloaded into mpirun itself is untested.
+    if(NPUGRAPH_BUILD_TESTS AND DEFINED NPUGRAPH_TEST_PYTHON AND NOT NPUGRAPH_SANITIZE_KIND)
+      add_test(NAME dist_python_np2
+               COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 ${NPUGRAPH_MPIEXEC_FLAGS}
+                       ${MPIEXEC_PREFLAGS} ${NPUGRAPH_TEST_PYTHON} -m pytest -q -p no:cacheprovider
+                       ${CMAKE_CURRENT_SOURCE_DIR}/tests/dist/python ${MPIEXEC_POSTFLAGS})
+      set_tests_properties(dist_python_np2 PROPERTIES TIMEOUT 120 RUN_SERIAL ON LABELS mpi
+                           ENVIRONMENT "${NPUGRAPH_PY_ENV};${_ng_dist_env}")
+    endif()
+  endif()
+
+  if(NPUGRAPH_BUILD_BENCH AND NOT NPUGRAPH_SANITIZE_KIND)
+    # Not bench_*: make bench runs those directly, this one needs mpirun (docs/dist.md).
+    add_executable(dist_allreduce_bench ${CMAKE_CURRENT_SOURCE_DIR}/bench/dist/allreduce_bench.cpp)
+    target_link_libraries(dist_allreduce_bench PRIVATE npugraph_dist npugraph_warnings)
+  endif()
+elseif(NPUGRAPH_BUILD_TESTS)
+  # Without MPI the dist tests are reported as skipped, not failed.
+  add_test(NAME dist_mpi COMMAND sh -c "echo 'npugraph::dist is not built (no MPI; NPUGRAPH_MPI=${NPUGRAPH_MPI}): skipped'; exit 77")
+  set_tests_properties(dist_mpi PROPERTIES SKIP_RETURN_CODE 77 LABELS mpi)
+endif()
