@@ -2,10 +2,13 @@
 // (argument "kill": is killed by SIGKILL instead; mpirun then needs --enable-recovery, else it ends
 // the whole job itself). Rank 0's task must fail with the timeout error within the deadline (1 s
 // here), and the process must end normally. Prints "exited-rank check: ok" on rank 0 when it does
-// (ctest matches it).
+// (ctest matches it). With a killed peer rank 0 leaves without MPI_Finalize: Open MPI's finalize
+// waits for the dead rank (and for the abandoned collective), so a survivor can only report and exit
+// (docs/dist.md, "A rank that fails").
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -40,6 +43,11 @@ int main(int argc, char** argv) {
       ok = what.find("all_reduce of 32 float32 elements timed out after 1 s") != std::string::npos &&
            what.find(rank) != std::string::npos && took >= 1.0 && took < 4.0;
       std::printf("rank 0: after %.2f s: %s\n", took, what.empty() ? "(no error)" : what.c_str());
+      if (kill) {
+        std::printf("exited-rank check: %s\n", ok ? "ok" : "FAILED");
+        std::fflush(stdout);
+        std::_Exit(ok ? 0 : 1);
+      }
       // A collective after MPI_Finalize is refused (MPI would abort).
       ng::dist::finalize();
       what.clear();
