@@ -124,7 +124,10 @@ void launch(const Stream& stream, const KernelDef& kernel, std::span<const std::
 // captured_state() returns it while this thread updates `stream` and its next launch will replace a
 // task of `kernel` that was captured with one; null otherwise (another kernel, no update, another
 // thread's update). It is a cache: the op still checks that the arguments it derived it from are the
-// ones it is given, and the update's own check (KernelDef::check_update) still runs.
+// ones it is given. An update launch may pass that state back as its `capture_state` (a non-owning
+// shared_ptr will do): it vouches that it built the block from it, so that everything
+// KernelDef::check_update compares is the captured block's, and the runtime skips check_update for
+// that launch. Any other launch in an update is checked as always.
 void launch(const Stream& stream, const KernelDef& kernel, std::span<const std::byte> params,
             TensorUses uses, std::shared_ptr<const void> capture_state);
 const void* captured_state(const Stream& stream, const KernelDef& kernel);

@@ -84,7 +84,7 @@ const void* UpdateState::captured_state(const KernelDef& kernel) const {
 }
 
 void UpdateState::bind(StreamState& s, const KernelDef& kernel, std::span<const std::byte> params,
-                       TensorUses uses, std::shared_ptr<KeepAlive> built) {
+                       TensorUses uses, std::shared_ptr<KeepAlive> built, const void* vouch) {
   check_update_owner(s, kernel.name);
   UpdateState& u = *this;
   if (u.at >= u.targets.size())
@@ -97,7 +97,11 @@ void UpdateState::bind(StreamState& s, const KernelDef& kernel, std::span<const 
     fail_update(s, detail::cat("task update on ", s.str(), ": launch ", u.total + 1, " is kernel '",
                                kernel.name, "' but task ", i + 1, " of ", group_name(t), " is kernel '",
                                slot.kernels[i]->name, "'"));
-  if (kernel.check_update) {
+  const std::shared_ptr<KeepAlive>& captured = slot.captured->keep[i];
+  // Note [Capture state]: a launch that passes back its task's own capture state built its block
+  // from it, so what check_update compares is the captured block's by construction.
+  const bool vouched = vouch && captured && captured->capture_state.get() == vouch;
+  if (kernel.check_update && !vouched) {
     // Against the captured block (not the current one, which patches change asynchronously). It runs
     // under the runtime lock: a check_update must not call back into npugraph.
     std::string why;
@@ -114,7 +118,6 @@ void UpdateState::bind(StreamState& s, const KernelDef& kernel, std::span<const 
   }
   t.set->params[i].assign(params);
   // Note [Keep-alive]: the captured tensors (the common case) share the captured KeepAlive.
-  const std::shared_ptr<KeepAlive>& captured = slot.captured->keep[i];
   if (built || uses.empty()) t.set->keep[i] = std::move(built);
   else if (captured && captured->same(uses)) t.set->keep[i] = captured;
   else t.set->keep[i] = keep_alive(uses);

@@ -38,7 +38,7 @@ struct UpdateState final : UpdateLink {
   void clear();                       // drops every reference (call it unlocked)
 
   void bind(StreamState& stream, const KernelDef& kernel, std::span<const std::byte> params,
-            TensorUses uses, std::shared_ptr<KeepAlive> built) override;
+            TensorUses uses, std::shared_ptr<KeepAlive> built, const void* vouch = nullptr) override;
   void abandon(StreamState& stream) override;
   const void* captured_state(const KernelDef& kernel) const override;
 };

@@ -151,9 +151,10 @@ void launch(const Stream& stream, const KernelDef& kernel, std::span<const std::
   if (s.mode.load(std::memory_order_acquire) == detail::StreamMode::updating) {
     // Bound straight into the update's recycled parameter set: no task, no allocation, and no lock
     // on the thread that began the update (Note [Update binding]).
-    if (detail::owns_update(s)) return s.update->bind(s, kernel, params, uses, nullptr);
+    if (detail::owns_update(s)) return s.update->bind(s, kernel, params, uses, nullptr, capture_state.get());
     detail::RuntimeLock lock;
-    if (s.mode.load() == detail::StreamMode::updating) return s.update->bind(s, kernel, params, uses, nullptr);
+    if (s.mode.load() == detail::StreamMode::updating)
+      return s.update->bind(s, kernel, params, uses, nullptr, capture_state.get());
   }
   Task task;
   task.kind = TaskKind::kernel;

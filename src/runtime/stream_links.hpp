@@ -53,8 +53,9 @@ class UpdateLink {
   virtual ~UpdateLink() = default;
   // A kernel launch issued on the updating stream: bound to the next task of the group(s), or the
   // update fails (throws, abandoning it). `built`: the launch's KeepAlive when it was made already.
+  // `vouch`: the capture state the launch passed back (Note [Capture state]), or null.
   virtual void bind(StreamState& stream, const KernelDef& kernel, std::span<const std::byte> params,
-                    TensorUses uses, std::shared_ptr<KeepAlive> built) = 0;
+                    TensorUses uses, std::shared_ptr<KeepAlive> built, const void* vouch = nullptr) = 0;
   // Leaves update mode installing nothing (runtime_mutex() held).
   virtual void abandon(StreamState& stream) = 0;
   // The capture state of the task the next launch binds to, when it is a task of `kernel` (Note

@@ -118,7 +118,10 @@ bool launch_replanned(const Stream& stream, const FiaCapture& c, const Tensor& q
   att::FiaParamBuffer block;
   att::replan_block(captured, same_outputs ? &c.bound : nullptr, query, key, value, options,
                     workspace, attention_out, softmax_lse, block);
-  launch(stream, kFiaKernel, block.bytes(), uses.span());
+  // Built from the captured plan: passed back, it vouches for the static part (check_update skipped,
+  // Note [Capture state]); bind_outputs checked the workspace against the plan.
+  launch(stream, kFiaKernel, block.bytes(), uses.span(),
+         std::shared_ptr<const void>(std::shared_ptr<const void>(), &c));
   att::FiaReplanCounts& counts = att::fia_replan_counts();
   ++counts.plan;
   counts.outputs += same_outputs;
