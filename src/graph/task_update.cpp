@@ -117,8 +117,10 @@ void UpdateState::bind(StreamState& s, const KernelDef& kernel, std::span<const 
                                  "') cannot replace task ", i + 1, " of ", group_name(t), ": ", why));
   }
   t.set->params[i].assign(params);
-  // Note [Keep-alive]: the captured tensors (the common case) share the captured KeepAlive.
-  if (built || uses.empty()) t.set->keep[i] = std::move(built);
+  // Note [Keep-alive]: the captured tensors (the common case) share the captured KeepAlive; a vouched
+  // launch without uses reads the captured tensors (Note [Capture state]).
+  if (vouched && uses.empty() && !built) t.set->keep[i] = captured;
+  else if (built || uses.empty()) t.set->keep[i] = std::move(built);
   else if (captured && captured->same(uses)) t.set->keep[i] = captured;
   else t.set->keep[i] = keep_alive(uses);
   ++u.total;

@@ -110,4 +110,44 @@ TEST(CaptureState, PassingTheStateBackVouchesForTheBlockAndSkipsTheCheck) {
   EXPECT_EQ(c.replayed(), 2.0f);  // the refused updates installed nothing
 }
 
+TEST(CaptureState, AVouchedLaunchWithoutUsesKeepsTheCapturedTensorsAlive) {
+  // Captured with a tensor as a use; the caller then drops it: only the graph keeps it.
+  auto graph = std::make_unique<Graph>();
+  const std::shared_ptr<const int> state = std::make_shared<const int>(7);
+  std::weak_ptr<Storage> storage;
+  float* out = nullptr;
+  TaskGroupHandle handle;
+  {
+    Tensor t = empty({1}, DType::f32);
+    storage = t.storage();
+    out = t.data_ptr<float>();
+    CaptureScope c(*graph);
+    const Stream s = current_stream();
+    task_group_begin(s);
+    const Params p{out, 1.0f};
+    const Tensor* uses[] = {&t};
+    launch(s, kWrite, std::as_bytes(std::span(&p, 1)), uses, state);
+    handle = task_group_end(s);
+  }
+  ASSERT_FALSE(storage.expired());
+  const Stream update = Stream::create();
+  for (float v : {2.0f, 3.0f}) {  // vouched, no uses: installed, the task keeps the captured keep-alive
+    task_update_begin(update, handle);
+    {
+      StreamGuard on(update);
+      const Params p{out, v};
+      launch(update, kWrite, std::as_bytes(std::span(&p, 1)), {},
+             std::shared_ptr<const void>(std::shared_ptr<const void>(), state.get()));
+    }
+    task_update_end(update);
+    graph->replay();
+    device_synchronize();
+    ASSERT_FALSE(storage.expired());
+    EXPECT_EQ(*out, v);
+  }
+  graph.reset();
+  update.synchronize();
+  EXPECT_TRUE(storage.expired());  // nothing leaked: the graph held the last reference
+}
+
 }  // namespace

@@ -109,7 +109,7 @@ void launch_planned(const Stream& stream, const att::FiaPlan& plan,
 bool launch_replanned(const Stream& stream, const FiaCapture& c, const Tensor& query,
                       const Tensor& key, const Tensor& value, const FiaOptions& options,
                       const Tensor& workspace, const Tensor& attention_out,
-                      const Tensor& softmax_lse, const FiaUses& uses) {
+                      const Tensor& softmax_lse) {
   const att::FiaPlan& captured = c.plan->plan;
   if (!att::same_plan_inputs(captured, query, key, value, options)) return false;
   const bool same_outputs = att::same_tensor(workspace, c.workspace) &&
@@ -119,9 +119,14 @@ bool launch_replanned(const Stream& stream, const FiaCapture& c, const Tensor& q
   att::replan_block(captured, same_outputs ? &c.bound : nullptr, query, key, value, options,
                     workspace, attention_out, softmax_lse, block);
   // Built from the captured plan: passed back, it vouches for the static part (check_update skipped,
-  // Note [Capture state]); bind_outputs checked the workspace against the plan.
-  launch(stream, kFiaKernel, block.bytes(), uses.span(),
-         std::shared_ptr<const void>(std::shared_ptr<const void>(), &c));
+  // Note [Capture state]); bind_outputs checked the workspace against the plan. With the captured
+  // outputs every tensor is the captured launch's: no uses (the task keeps the captured ones alive).
+  const std::shared_ptr<const void> vouch(std::shared_ptr<const void>(), &c);
+  if (same_outputs)
+    launch(stream, kFiaKernel, block.bytes(), TensorUses{}, vouch);
+  else
+    launch(stream, kFiaKernel, block.bytes(),
+           fia_uses(query, key, value, options, workspace, attention_out, softmax_lse).span(), vouch);
   att::FiaReplanCounts& counts = att::fia_replan_counts();
   ++counts.plan;
   counts.outputs += same_outputs;
@@ -135,11 +140,11 @@ void fused_infer_attention_score_out(const Tensor& query, const Tensor& key, con
                                      const Tensor& attention_out, const Tensor& softmax_lse) {
   const Stream stream = current_stream(query.device());
   try {
-    const FiaUses uses = fia_uses(query, key, value, options, workspace, attention_out, softmax_lse);
     if (const void* c = captured_state(stream, kFiaKernel))
       if (launch_replanned(stream, *static_cast<const FiaCapture*>(c), query, key, value, options,
-                           workspace, attention_out, softmax_lse, uses))
+                           workspace, attention_out, softmax_lse))
         return;
+    const FiaUses uses = fia_uses(query, key, value, options, workspace, attention_out, softmax_lse);
     att::FiaParamBuffer block;
     if (stream.is_capturing()) {  // the plan stays with the task for its updates
       auto state = std::make_shared<const FiaPlan::State>(query, key, value, options);
