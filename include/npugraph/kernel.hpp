@@ -128,8 +128,9 @@ void launch(const Stream& stream, const KernelDef& kernel, std::span<const std::
 // shared_ptr will do): it vouches that it built the block from it, so that everything
 // KernelDef::check_update compares is the captured block's, and the runtime skips check_update for
 // that launch. Any other launch in an update is checked as always. A vouching launch that reads
-// exactly the captured launch's tensors (the same storages) may pass no `uses`: the task keeps the
-// captured launch's keep-alive, and the runtime skips comparing the uses and their devices.
+// exactly the captured launch's tensors (the same storages) may pass no `uses`: the captured task's
+// keep-alive, which lives as long as the graph, covers them, and the runtime skips comparing the
+// uses and their devices.
 void launch(const Stream& stream, const KernelDef& kernel, std::span<const std::byte> params,
             TensorUses uses, std::shared_ptr<const void> capture_state);
 const void* captured_state(const Stream& stream, const KernelDef& kernel);

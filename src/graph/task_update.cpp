@@ -117,11 +117,13 @@ void UpdateState::bind(StreamState& s, const KernelDef& kernel, std::span<const 
                                  "') cannot replace task ", i + 1, " of ", group_name(t), ": ", why));
   }
   t.set->params[i].assign(params);
-  // Note [Keep-alive]: the captured tensors (the common case) share the captured KeepAlive; a vouched
-  // launch without uses reads the captured tensors (Note [Capture state]).
-  if (vouched && uses.empty() && !built) t.set->keep[i] = captured;
-  else if (built || uses.empty()) t.set->keep[i] = std::move(built);
-  else if (captured && captured->same(uses)) t.set->keep[i] = captured;
+  // Note [Keep-alive]: the captured tensors (the common case) are kept alive by the captured set,
+  // which lives as long as the graph: the new set holds no reference to them (sharing the captured
+  // KeepAlive would cost an atomic increment here and a decrement on the worker that recycles the
+  // set, a cache line bouncing between the two). So does a vouched launch without uses, which reads
+  // only the captured tensors (Note [Capture state]).
+  if (built || uses.empty()) t.set->keep[i] = std::move(built);
+  else if (captured && captured->same(uses)) t.set->keep[i] = nullptr;
   else t.set->keep[i] = keep_alive(uses);
   ++u.total;
   if (++u.bound == slot.nodes.size()) {
