@@ -73,7 +73,9 @@ using CudaLaunchFn = void (*)(const void* params, std::size_t size, const void* 
 // What a parameter block holds, for people: the op's tensors (dtype and shape) and the values an
 // update may change, on one or a few lines ("query float16[1, 32, 1, 128] ... scale 0.5"). The graph
 // dump (Graph::dot) shows it for every kernel task, with the parameters each replay would use now.
-using DescribeFn = std::string (*)(std::span<const std::byte> params);
+// `captured` is the block the task was captured with (the same bytes as `params` until an update):
+// what an update cannot change may be read from it when a kernel's update blocks leave it out.
+using DescribeFn = std::string (*)(std::span<const std::byte> params, std::span<const std::byte> captured);
 
 // One per kernel, with static storage duration: its address is the kernel identity. One slot per
 // device kind; a backend runs the kernel only when its slot is set (launch() refuses it otherwise).

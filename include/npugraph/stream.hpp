@@ -65,6 +65,12 @@ class Stream {
 };
 
 Stream current_stream(Device device = Device::cpu());
+// The same without a copy, for hot paths (an op's launch): a reference to this thread's current
+// stream, valid until this thread calls set_current_stream, a StreamGuard of it ends, or (for a
+// CUDA device other than the current CUDA stream's) current_stream_ref is called again. Copying a
+// Stream changes a reference count shared with the stream's worker thread, and the atomic
+// operation also waits for every store before it (an op has just written its parameter block).
+const Stream& current_stream_ref(Device device = Device::cpu());
 void set_current_stream(const Stream& stream);
 
 // Makes `stream` current for its device for the guard's scope.

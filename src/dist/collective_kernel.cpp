@@ -117,7 +117,7 @@ std::string check_collective_update(std::span<const std::byte> captured,
   return {};
 }
 
-std::string describe_collective(std::span<const std::byte> params) {
+std::string describe_collective(std::span<const std::byte> params, std::span<const std::byte>) {
   const CollectiveParams p = read(params);
   return npugraph::detail::cat(what_of(p), " on ", p.comm->str());
 }

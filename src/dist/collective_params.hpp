@@ -37,6 +37,6 @@ const char* collective_name(Collective kind);
 void collective_cpu(const void* params, std::size_t size, const ExecContext& ctx);
 std::string check_collective_update(std::span<const std::byte> captured,
                                     std::span<const std::byte> updated);
-std::string describe_collective(std::span<const std::byte> params);
+std::string describe_collective(std::span<const std::byte> params, std::span<const std::byte> captured);
 
 }  // namespace npugraph::dist

@@ -206,13 +206,15 @@ std::string ExecGraph::dot() {
       case TaskKind::kernel: {
         const KernelDef* k = defs[i];
         if (!k || !k->describe) break;
-        std::span<const std::byte> bytes(n.params, n.param_size);
+        std::span<const std::byte> bytes(n.params, n.param_size), captured = bytes;
         if (n.group >= 0) {
           const SetRef& set = current[static_cast<std::size_t>(n.group)];
           if (!set) break;
           bytes = set->params[n.group_pos].span();
+          const SetRef& first = groups[static_cast<std::size_t>(n.group)]->captured;
+          if (first) captured = first->params[n.group_pos].span();
         }
-        details[i] = k->describe(bytes);
+        details[i] = k->describe(bytes, captured);
         break;
       }
       case TaskKind::ext_record:

@@ -88,8 +88,9 @@ const std::shared_ptr<StreamState>& default_state(Device device) {
 }
 
 // The current stream, per device kind (a CUDA stream made current leaves the cpu's alone).
-thread_local std::shared_ptr<StreamState> t_current;
-thread_local std::shared_ptr<StreamState> t_current_cuda;
+thread_local Stream t_current{nullptr};
+thread_local Stream t_current_cuda{nullptr};
+thread_local Stream t_other_cuda{nullptr};  // current_stream_ref of a device t_current_cuda is not on
 
 // Waits for `s` to finish what was issued before the call; throws on stalls (Note [Stalls]),
 // timeouts and task errors.
@@ -182,18 +183,18 @@ StreamState& state_of(const Stream& stream) {
 
 bool runtime_exiting() { return g_exiting.load(std::memory_order_relaxed); }
 
-std::shared_ptr<StreamState>& current_slot(Device device) {
-  return device.is_cpu() ? t_current : t_current_cuda;
-}
+Stream& current_slot(Device device) { return device.is_cpu() ? t_current : t_current_cuda; }
 
-std::shared_ptr<StreamState> current_state() {
-  if (!t_current) t_current = default_state(Device::cpu());
+const Stream& current_cpu() {
+  if (!t_current.impl()) [[unlikely]] t_current = Stream(default_state(Device::cpu()));
   return t_current;
 }
 
+std::shared_ptr<StreamState> current_state() { return current_cpu().impl(); }
+
 std::shared_ptr<StreamState> current_state(Device device) {
   if (device.is_cpu()) return current_state();
-  const auto& slot = current_slot(device);
+  const auto& slot = current_slot(device).impl();
   if (slot && slot->device == device) return slot;
   return default_state(device);
 }
@@ -249,8 +250,16 @@ bool Stream::is_updating() const {
   return state_of(*this).mode.load() == detail::StreamMode::updating;
 }
 
+const Stream& current_stream_ref(Device device) {
+  if (device.is_cpu()) return detail::current_cpu();
+  const Stream& slot = detail::current_slot(device);
+  if (slot.impl() && slot.impl()->device == device) return slot;
+  detail::t_other_cuda = current_stream(device);
+  return detail::t_other_cuda;
+}
+
 Stream current_stream(Device device) {
-  if (device.is_cpu()) return Stream(detail::current_state());
+  if (device.is_cpu()) return detail::current_cpu();
   try {
     return Stream(detail::current_state(device));
   } catch (const UnsupportedError& e) {
@@ -259,14 +268,14 @@ Stream current_stream(Device device) {
 }
 
 void set_current_stream(const Stream& stream) {
-  detail::current_slot(state_of(stream).device) = stream.impl();
+  detail::current_slot(state_of(stream).device) = stream;
 }
 
 StreamGuard::StreamGuard(const Stream& stream) : previous_(current_stream(stream.device())) {
   set_current_stream(stream);
 }
 
-StreamGuard::~StreamGuard() { detail::current_slot(previous_.device()) = previous_.impl(); }
+StreamGuard::~StreamGuard() { detail::current_slot(previous_.device()) = previous_; }
 
 void device_synchronize(Device device) {
   detail::check_sync_call("device_synchronize", nullptr);

@@ -152,7 +152,8 @@ StreamState& state_of(const Stream& stream);
 // one of `device` (current streams are kept per device kind).
 std::shared_ptr<StreamState> current_state();
 std::shared_ptr<StreamState> current_state(Device device);
-std::shared_ptr<StreamState>& current_slot(Device device);
+Stream& current_slot(Device device);
+const Stream& current_cpu();  // this thread's current cpu stream (the default one at first)
 
 
 }  // namespace npugraph::detail

@@ -50,6 +50,10 @@ TEST(Observability, TheDotDumpShowsTensorsCurrentValuesGroupsAndEventNames) {
   EXPECT_NE(before, after);
   EXPECT_TRUE(contains(after, "actual_seq_lengths_kv [100]")) << after;
   EXPECT_FALSE(contains(after, "actual_seq_lengths_kv [29]")) << after;
+  // The update was re-planned from the captured plan, whose block leaves the tensors' dimensions
+  // out (Note [FIA parameter block]): the dump takes them from the captured block.
+  EXPECT_TRUE(contains(after, "query float16[1, 4, 1, 16]")) << after;
+  EXPECT_TRUE(contains(after, "key float16[1, 4, 128, 16]")) << after;
   // A launch-ordered update shows at once (the published table is newer than the installed set).
   {
     ng::StreamGuard on(c.updates);

@@ -6,9 +6,11 @@
 //   - an update takes the path exactly when same_plan_inputs holds (counted), and its replay equals
 //     the eager call with the new arguments, bitwise;
 //   - its errors are the full path's, and the update is abandoned.
+#include <cstddef>
 #include <cstring>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ops/attention/fia_plan.hpp"
@@ -94,8 +96,23 @@ TEST(FiaReplan, TheBlockIsTheFreshPlansBlockByteForByte) {
       att::FiaParamBuffer replanned, rebound;
       att::replan_block(captured, nullptr, b.q, b.k, b.v, next, o.ws, o.out, o.lse, rebound);
       att::replan_block(captured, &bound, b.q, b.k, b.v, next, o.ws, o.out, o.lse, replanned);
-      EXPECT_TRUE(same_bytes(fresh.bytes(), rebound.bytes()));
-      EXPECT_TRUE(same_bytes(fresh.bytes(), replanned.bytes()));
+      // The fresh block carries the tensors' dimensions (Note [FIA parameter block]); the re-planned
+      // ones leave them out and are otherwise the same bytes.
+      const std::span<const std::byte> full = fresh.bytes();
+      ASSERT_TRUE(att::fia_block_has_dims(full));
+      EXPECT_FALSE(att::fia_block_has_dims(replanned.bytes()));
+      EXPECT_FALSE(att::fia_block_has_dims(rebound.bytes()));
+      std::vector<std::byte> fresh_without(full.begin(), full.end() - att::kFiaDimsBytes);
+      const std::uint32_t none = 0;
+      std::memcpy(fresh_without.data() + offsetof(att::FiaParams, has_dims), &none, sizeof none);
+      EXPECT_TRUE(same_bytes(fresh_without, rebound.bytes()));
+      EXPECT_TRUE(same_bytes(fresh_without, replanned.bytes()));
+      // The trailer holds each defined tensor's shape.
+      att::FiaTensorDims dims[static_cast<int>(att::FiaArg::count)];
+      att::fia_block_dims(full, dims);
+      for (const auto& [arg, t] : {std::pair{att::FiaArg::query, &b.q}, {att::FiaArg::key, &b.k},
+                                   {att::FiaArg::value, &b.v}})
+        for (int d = 0; d < t->dim(); ++d) EXPECT_EQ(dims[static_cast<int>(arg)].d[d], t->shape()[d]);
     }
   }
 }

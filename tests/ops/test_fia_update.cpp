@@ -2,6 +2,8 @@
 // (captured with X, updated with Y)"), and, for every updatable argument, capture(old) ->
 // update(old -> new) -> replay equals eager(new), bitwise (docs/fia.md, "What an update may
 // change"; docs/semantics.md §5, §6).
+#include <cstddef>
+#include <cstring>
 #include <functional>
 #include <string>
 #include <vector>
@@ -59,6 +61,36 @@ TEST(FiaCheckUpdate, AcceptsHostValuesAndNewBuffers) {
   Args c = make_args(8, 100);  // other tensors, same shapes
   c.opt.atten_mask = filled_tensor({8, 64}, DType::boolean, 1);
   EXPECT_EQ(check(a, c), "");
+}
+
+// A block without its dimension trailer (what a re-planned update launches, Note [FIA parameter
+// block]) is never accepted by the check, and its description takes the dimensions from the
+// captured block.
+TEST(FiaCheckUpdate, ABlockWithoutDimensionsIsRefusedAndDescribedFromTheCapturedOne) {
+  const Args a = make_args(1);
+  att::FiaParamBuffer full;
+  att::build_fia_params(a.q, a.k, a.v, a.opt, a.ws, a.out, a.lse, nullptr, full);
+  const std::span<const std::byte> with = full.bytes();
+  std::vector<std::byte> without(with.begin(), with.end() - att::kFiaDimsBytes);
+  const std::uint32_t none = 0;
+  std::memcpy(without.data() + offsetof(att::FiaParams, has_dims), &none, sizeof none);
+  ASSERT_NE(att::fia_block_batch(without), 0);  // a valid block for the kernel
+  const auto& kernel = ng::ops::fia_kernel();
+  const std::string refused = "the parameter block has no tensor dimensions to compare (only the update "
+                              "re-planned from the task's own captured plan may leave them out)";
+  EXPECT_EQ(kernel.check_update(with, without), refused);
+  EXPECT_EQ(kernel.check_update(without, with), refused);
+  EXPECT_EQ(kernel.check_update(with, with), "");
+  // A block one byte short of either size is not a block.
+  EXPECT_EQ(kernel.check_update(with, std::span(without).first(without.size() - 8)),
+            "the new parameter block is not a fused_infer_attention_score block");
+  const std::string described = kernel.describe(without, with);
+  EXPECT_NE(described.find("query float16[2, 4, 1, 16]"), std::string::npos) << described;
+  EXPECT_EQ(described, kernel.describe(with, with));
+  // Nothing to take them from: dtypes and ranks only.
+  const std::string bare = kernel.describe(without, without);
+  EXPECT_NE(bare.find("query float16 (4-d)"), std::string::npos) << bare;
+  EXPECT_NE(bare.find("actual_seq_lengths_kv [64, 64]"), std::string::npos) << bare;
 }
 
 TEST(FiaCheckUpdate, RefusesShapeDtypeLayoutHeadsAndFlagChanges) {

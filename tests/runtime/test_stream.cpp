@@ -40,6 +40,28 @@ TEST(Stream, CurrentStreamAndGuard) {
   EXPECT_EQ(s.str(), "cpu stream " + std::to_string(s.id()));
 }
 
+TEST(Stream, CurrentStreamRefIsTheCurrentStreamWithoutACopy) {
+  const Stream s = Stream::create();
+  const Stream& current = current_stream_ref();
+  EXPECT_EQ(current, current_stream());
+  EXPECT_TRUE(current.is_default());
+  const long uses = s.impl().use_count();
+  {
+    StreamGuard g(s);
+    EXPECT_EQ(&current_stream_ref(), &current);  // the same slot, now holding s
+    EXPECT_EQ(current, s);
+    EXPECT_EQ(s.impl().use_count(), uses + 1);  // the slot's reference; the ref added none
+  }
+  EXPECT_TRUE(current.is_default());
+  EXPECT_EQ(s.impl().use_count(), uses);
+  set_current_stream(s);
+  EXPECT_EQ(current_stream_ref(), s);
+  set_current_stream(Stream::default_stream());
+  EXPECT_TRUE(current_stream_ref().is_default());
+  // Another thread has its own current stream.
+  std::thread([&] { EXPECT_NE(&current_stream_ref(), &current); }).join();
+}
+
 TEST(Stream, KernelsFillCopyAndAddGiveTheRightValues) {
   Stream s = Stream::create();
   StreamGuard g(s);

@@ -22,7 +22,7 @@ const KernelDef kSwiglu{.name = "swiglu", .cpu = swiglu_cpu};
 const KernelDef& swiglu_kernel() { return kSwiglu; }
 
 void swiglu_out(const Tensor& x, const Tensor& out) {
-  const Stream stream = current_stream(x.device());
+  const Stream& stream = current_stream_ref(x.device());
   const UpdateErrorGuard guard(stream);
   constexpr const char* op = "swiglu";
   check_float(op, "x", x);
@@ -62,7 +62,7 @@ Tensor npu_swiglu(const Tensor& x, int dim) {
 }
 
 void swiglu_out(const Tensor& gate, const Tensor& up, const Tensor& out) {
-  const Stream stream = current_stream(gate.device());
+  const Stream& stream = current_stream_ref(gate.device());
   const UpdateErrorGuard guard(stream);
   constexpr const char* op = "swiglu";
   check_float(op, "gate", gate);

@@ -101,6 +101,7 @@ void launch_planned(const Stream& stream, const att::FiaPlan& plan,
     capture = std::make_shared<const FiaCapture>(
         FiaCapture{std::move(state), workspace, attention_out, softmax_lse, block.header()});
   att::resolve_host_values(plan, block);
+  block.attach_dims(plan.dims);
   launch(stream, kFiaKernel, block.bytes(), uses.span(), std::move(capture));
 }
 
@@ -138,7 +139,7 @@ bool launch_replanned(const Stream& stream, const FiaCapture& c, const Tensor& q
 void fused_infer_attention_score_out(const Tensor& query, const Tensor& key, const Tensor& value,
                                      const FiaOptions& options, const Tensor& workspace,
                                      const Tensor& attention_out, const Tensor& softmax_lse) {
-  const Stream stream = current_stream(query.device());
+  const Stream& stream = current_stream_ref(query.device());
   try {
     if (const void* c = captured_state(stream, kFiaKernel))
       if (launch_replanned(stream, *static_cast<const FiaCapture*>(c), query, key, value, options,
@@ -165,7 +166,7 @@ void fused_infer_attention_score_out(const Tensor& query, const Tensor& key, con
 void fused_infer_attention_score_out(const FiaPlan& plan, const Tensor& workspace,
                                      const Tensor& attention_out, const Tensor& softmax_lse) {
   const FiaPlan::State& s = *plan.state_;
-  const Stream stream = current_stream(s.q.device());
+  const Stream& stream = current_stream_ref(s.q.device());
   const UpdateErrorGuard guard(stream);
   att::FiaParamBuffer block;
   block.start(s.plan.header);  // the plan's static part; the plan stays reusable
@@ -175,7 +176,7 @@ void fused_infer_attention_score_out(const FiaPlan& plan, const Tensor& workspac
 
 FiaResult fused_infer_attention_score(const Tensor& query, const Tensor& key, const Tensor& value,
                                       const FiaOptions& options) {
-  const Stream stream = current_stream(query.device());
+  const Stream& stream = current_stream_ref(query.device());
   if (stream.is_updating()) [[unlikely]] {
     // Its workspace and outputs are temporaries freed when it returns: bound to a captured task, every
     // later replay would write memory the allocator hands out again.

@@ -399,6 +399,7 @@ void build_block(const FiaPlan& c, const Tensor& workspace, const Tensor& attent
   check_scale(c);
   bind_outputs(c, workspace, attention_out, softmax_lse, lse_zero, buffer.header());
   resolve_host_values(c, buffer);
+  buffer.attach_dims(c.dims);
 }
 
 void replan_block(const FiaPlan& captured, const FiaParams* bound, const Tensor& query,

@@ -19,11 +19,11 @@ const char* layout_name(FiaLayout layout) {
   return "?";
 }
 
-std::string sig_text(const FiaTensorSig& s) {
+std::string sig_text(const FiaTensorSig& s, const FiaTensorDims& dims) {
   if (s.rank < 0) return "undefined";
   std::string r(dtype_name(s.dtype));
   r += '[';
-  for (int i = 0; i < s.rank; ++i) r += (i ? ", " : "") + std::to_string(s.dims[i]);
+  for (int i = 0; i < s.rank && i < 4; ++i) r += (i ? ", " : "") + std::to_string(dims.d[i]);
   return r + ']';
 }
 

@@ -6,7 +6,11 @@
 // One launch = one block: a fixed header (FiaParams) followed by a tail of 4*B int64 values: the
 // per-batch actual query lengths, actual KV lengths, first query token and first KV token (the
 // last two are the cumulative starts of TND/NTD, else 0), already resolved (broadcast, defaults,
-// decode rule applied), so the kernel never sees FiaOptions. Everything a task update may change
+// decode rule applied), so the kernel never sees FiaOptions; then, in a block the plan built
+// (FiaParams::has_dims), the tensors' dimensions (FiaTensorDims per FiaArg), which only the update
+// check and the description read. A task update re-planned from its captured plan (Note [FIA
+// re-plan]) leaves them out: it cannot change them, and they were 640 of the 2 KB every update
+// copied twice. The kernel reads each tensor's rank and dtype from the key. Everything a task update may change
 // lives here: those lengths, the shared-prefix length, the scale, pre/next tokens, the tensors'
 // addresses and strides. The header's FiaShapeKey holds everything the shapes, dtypes, layout and
 // flags decide (tensor signatures, options that are not host values, derived sizes); the workspace
@@ -122,14 +126,16 @@ struct FiaWorkspacePlan {
   std::int64_t total_bytes = 0;  // kWorkspaceAlign + max(simple layout, fast layout)
 };
 
-// A tensor's dtype and shape, as compared by fia_check_update (rank -1: undefined).
+// A tensor's presence and dtype, in the key (rank -1: undefined); its dimensions, in the block's
+// dimension trailer (Note [FIA parameter block]). Both are compared by fia_check_update.
 struct FiaTensorSig {
-  std::int64_t dims[4] = {};
-  std::int32_t rank = -1;
+  std::int8_t rank = -1;
   DType dtype = DType::f32;
-  std::uint8_t reserved[3] = {};
 };
-std::string sig_text(const FiaTensorSig& s);  // "float16[1, 2, 3]" or "undefined"
+struct FiaTensorDims {
+  std::int64_t d[4] = {};
+};
+std::string sig_text(const FiaTensorSig& s, const FiaTensorDims& dims);  // "float16[1, 2, 3]" or "undefined"
 
 // The tensors with a signature, in the order fia_check_update reports them.
 enum class FiaArg : std::uint8_t {
@@ -164,7 +170,7 @@ struct FiaView {
   std::int64_t stride[4] = {};  // b, n, s, d (elements)
 };
 
-inline constexpr std::uint32_t kFiaMagic = 0x46494132;  // "FIA2"
+inline constexpr std::uint32_t kFiaMagic = 0x46494133;  // "FIA3"
 
 struct FiaParams {
   std::uint32_t magic = kFiaMagic;
@@ -186,26 +192,33 @@ struct FiaParams {
   std::int64_t pre_tokens = 0, next_tokens = 0;  // the resolved band, clamped to kBandLimit
   std::int64_t prefix_len = 0;                   // actual_shared_prefix_len
   float scale = 1.0f;
-  std::uint32_t reserved = 0;
-  // Followed by the tail: std::int64_t actual_q[B], actual_kv[B], q_start[B], kv_start[B].
+  std::uint32_t has_dims = 0;  // 1: the dimension trailer follows the tail
+  // Followed by the tail: std::int64_t actual_q[B], actual_kv[B], q_start[B], kv_start[B]; then,
+  // when has_dims, FiaTensorDims[FiaArg::count].
 };
 static_assert(std::is_trivially_copyable_v<FiaParams>);
 static_assert(alignof(FiaParams) <= 8 && sizeof(FiaParams) % 8 == 0);
 
 inline constexpr std::size_t kFiaTailArrays = 4;
+inline constexpr std::size_t kFiaDimsBytes = static_cast<std::size_t>(FiaArg::count) * sizeof(FiaTensorDims);
+// The header and the tail (without the dimension trailer).
 inline std::size_t fia_block_bytes(std::int64_t batch) {
   return sizeof(FiaParams) + kFiaTailArrays * static_cast<std::size_t>(batch) * sizeof(std::int64_t);
 }
 
 // The batch count of an FIA block, or 0 when `block` is not one (magic, header size, batch >= 1,
-// total size). Reads the three fields only: the storage need not be aligned. The kernel
-// (FiaLaunch) and the update check both decode blocks through it.
+// total size with or without the dimension trailer, as has_dims says). Reads four fields only: the
+// storage need not be aligned. The kernel (FiaLaunch) and the update check decode blocks through it.
 inline std::int64_t fia_block_batch(std::span<const std::byte> block);
+// Whether a block (fia_block_batch() != 0) carries the dimension trailer, and a copy of it.
+inline bool fia_block_has_dims(std::span<const std::byte> block);
+inline void fia_block_dims(std::span<const std::byte> block, FiaTensorDims (&dims)[static_cast<int>(FiaArg::count)]);
 
 // A parameter block under construction. The header is written in place by the plan before the
-// batch count is known (start()), the tail is sized once the plan has found it (size_tail()):
-// inline storage for batches up to kInlineBatch (no allocation on the update path), the heap
-// beyond, where bytes() puts the header in front of the tail.
+// batch count is known (start()), the tail is sized once the plan has found it (size_tail()), the
+// dimension trailer is added last (attach_dims(); sizing the tail drops it): inline storage for
+// batches up to kInlineBatch (no allocation on the update path), the heap beyond, where bytes() puts
+// the header in front of the tail.
 class FiaParamBuffer {
  public:
   static constexpr std::int64_t kInlineBatch = 64;
@@ -222,15 +235,21 @@ class FiaParamBuffer {
     heap_.clear();
     return *::new (static_cast<void*>(inline_)) FiaParams(header);
   }
-  // Sizes the tail for `batch` (>= 1) value arrays; the header is kept.
+  // Sizes the tail for `batch` (>= 1) value arrays; the header is kept, without the trailer.
   void size_tail(std::int64_t batch) {
     batch_ = batch;
+    header().has_dims = 0;
     if (batch <= kInlineBatch) {
       heap_.clear();
       heap_.shrink_to_fit();
     } else {
-      heap_.assign(fia_block_bytes(batch) / sizeof(std::int64_t), 0);
+      heap_.assign((fia_block_bytes(batch) + kFiaDimsBytes) / sizeof(std::int64_t), 0);
     }
+  }
+  // Appends the dimension trailer (after size_tail()).
+  void attach_dims(const FiaTensorDims* dims) {
+    std::memcpy(tail_base() + kFiaTailArrays * batch_, dims, kFiaDimsBytes);
+    header().has_dims = 1;
   }
 
   FiaParams& header() { return *reinterpret_cast<FiaParams*>(inline_); }
@@ -243,7 +262,7 @@ class FiaParamBuffer {
   std::int64_t batch() const { return batch_; }
   // The block: the header followed by the tail, contiguous.
   std::span<const std::byte> bytes() {
-    const std::size_t size = fia_block_bytes(batch_);
+    const std::size_t size = fia_block_bytes(batch_) + (header().has_dims ? kFiaDimsBytes : 0);
     if (heap_.empty()) return {inline_, size};
     auto* base = reinterpret_cast<std::byte*>(heap_.data());
     std::memcpy(base, inline_, sizeof(FiaParams));
@@ -255,7 +274,8 @@ class FiaParamBuffer {
     return reinterpret_cast<std::int64_t*>(
         (heap_.empty() ? inline_ : reinterpret_cast<std::byte*>(heap_.data())) + sizeof(FiaParams));
   }
-  alignas(16) std::byte inline_[sizeof(FiaParams) + kFiaTailArrays * kInlineBatch * sizeof(std::int64_t)];
+  alignas(16) std::byte inline_[sizeof(FiaParams) + kFiaTailArrays * kInlineBatch * sizeof(std::int64_t) +
+                                kFiaDimsBytes];
   std::vector<std::int64_t> heap_;  // larger batches: room for the header, then the tail
   std::int64_t batch_ = 0;
 };
@@ -269,16 +289,30 @@ inline std::int64_t fia_block_batch(std::span<const std::byte> block) {
   };
   const auto batch =
       field(std::int64_t{}, offsetof(FiaParams, key) + offsetof(FiaShapeKey, batch));
+  const auto has_dims = field(std::uint32_t{}, offsetof(FiaParams, has_dims));
   const bool ok = field(std::uint32_t{}, offsetof(FiaParams, magic)) == kFiaMagic &&
                   field(std::uint32_t{}, offsetof(FiaParams, header_bytes)) == sizeof(FiaParams) &&
-                  batch >= 1 && block.size() == fia_block_bytes(batch);
+                  batch >= 1 && has_dims <= 1 && batch <= (std::int64_t{1} << 40) &&
+                  block.size() == fia_block_bytes(batch) + (has_dims ? kFiaDimsBytes : 0);
   return ok ? batch : 0;
+}
+
+inline bool fia_block_has_dims(std::span<const std::byte> block) {
+  std::uint32_t has_dims;
+  std::memcpy(&has_dims, block.data() + offsetof(FiaParams, has_dims), sizeof has_dims);
+  return has_dims != 0;
+}
+
+inline void fia_block_dims(std::span<const std::byte> block,
+                           FiaTensorDims (&dims)[static_cast<int>(FiaArg::count)]) {
+  std::memcpy(dims, block.data() + block.size() - kFiaDimsBytes, kFiaDimsBytes);
 }
 
 // The kernel's two functions (reachable through fia_kernel()): fia_launch.cpp, fia_update.cpp.
 void fia_cpu_kernel(const void* params, std::size_t size, const ExecContext& ctx);
 std::string fia_check_update(std::span<const std::byte> captured, std::span<const std::byte> updated);
-// The block for people (KernelDef::describe): tensors, layout, heads, and the host values.
-std::string fia_describe(std::span<const std::byte> block);
+// The block for people (KernelDef::describe): tensors, layout, heads, and the host values; the
+// dimensions from `captured` when `block` has none (a re-planned update's block).
+std::string fia_describe(std::span<const std::byte> block, std::span<const std::byte> captured);
 
 }  // namespace npugraph::ops::attention

@@ -26,12 +26,13 @@ std::ostream& operator<<(std::ostream& os, const TensorText& x) {
   return os << ']';
 }
 
-void set_sig(FiaShapeKey& key, FiaArg a, const Tensor& t) {
+void set_sig(FiaPlan& c, FiaArg a, const Tensor& t) {
   if (!t.defined()) return;
-  FiaTensorSig& s = key.sig[static_cast<int>(a)];
-  s.rank = t.dim();
+  FiaTensorSig& s = c.key.sig[static_cast<int>(a)];
+  s.rank = static_cast<std::int8_t>(t.dim());
   s.dtype = t.dtype();
-  for (int i = 0; i < t.dim() && i < 4; ++i) s.dims[i] = t.shape()[i];
+  FiaTensorDims& d = c.dims[static_cast<int>(a)];
+  for (int i = 0; i < t.dim() && i < 4; ++i) d.d[i] = t.shape()[i];
 }
 
 void check_defined(const Tensor& t, const char* name) {

@@ -24,7 +24,10 @@
 // that are not host values (same_plan_inputs) starts from that plan: the static part of the block
 // is copied and only build_block runs — the outputs, the workspace and every host value are
 // checked as on any call. Anything else plans from scratch. The plan reads nothing but what
-// same_plan_inputs compares, so both give the same block (tests/ops/test_fia_replan.cpp).
+// same_plan_inputs compares, so both give the same block (tests/ops/test_fia_replan.cpp), except
+// that the re-planned one leaves out the dimension trailer (Note [FIA parameter block]): the update
+// launch passes the captured state back, which vouches for the static part, so nothing compares the
+// dimensions, and the description takes them from the captured block.
 //
 // Every message reads "fused_infer_attention_score: <argument> = <value>: <rule>". Message parts are
 // only formatted when a check fails, and nothing here allocates for batches up to
@@ -85,6 +88,9 @@ struct FiaPlan : FiaFindings {
   const FiaOptions& o;
   FiaParams& header;  // written in place: the launch's block header (or a scratch one)
   FiaShapeKey& key;   // header.key
+  // The tensors' dimensions (set_sig), for the block's dimension trailer (Note [FIA parameter
+  // block]): kept here, not in the header, so that a re-planned update does not copy them.
+  FiaTensorDims dims[static_cast<int>(FiaArg::count)] = {};
 
   FiaPlan(const Tensor& query, const Tensor& key_, const Tensor& value, const FiaOptions& options,
           FiaParams& h)
@@ -117,7 +123,7 @@ bool parse_layout(std::string_view name, FiaLayout& in, FiaLayout& out);
 FiaView view_of(const Tensor& t, FiaLayout l, std::int64_t d);
 
 // Shared checks.
-void set_sig(FiaShapeKey& key, FiaArg a, const Tensor& t);  // undefined tensors keep rank -1
+void set_sig(FiaPlan& c, FiaArg a, const Tensor& t);  // undefined tensors keep rank -1
 void check_defined(const Tensor& t, const char* name);
 void check_same_device(const Tensor& t, const char* name, const Tensor& q);
 
@@ -154,7 +160,7 @@ void build_fia_params(const Tensor& query, const Tensor& key, const Tensor& valu
 
 // fia_block.cpp: checks the outputs and the workspace against `plan` and writes the rest of the
 // block: the outputs' views, the tail (sized here for the plan's batch count), the host values and
-// what they decide (Note [FIA plan]). `buffer`'s header must hold the plan's static part (the plan
+// what they decide (Note [FIA plan]), and the dimension trailer. `buffer`'s header must hold the plan's static part (the plan
 // was built into it, or it is a copy).
 void build_block(const FiaPlan& plan, const Tensor& workspace, const Tensor& attention_out,
                  const Tensor& softmax_lse, float* lse_zero, FiaParamBuffer& buffer);
@@ -166,7 +172,8 @@ void bind_outputs(const FiaPlan& plan, const Tensor& workspace, const Tensor& at
                   const Tensor& softmax_lse, float* lse_zero, FiaParams& header);
 void resolve_host_values(const FiaPlan& plan, FiaParamBuffer& buffer);
 // build_block for a call that same_plan_inputs() says reads what `captured` read (Note [FIA
-// re-plan]): the block build_fia_params gives, from `captured`'s static part. `bound`: the header
+// re-plan]): the block build_fia_params gives, without the dimension trailer, from `captured`'s
+// static part. `bound`: the header
 // `captured` had once bound to these outputs and this workspace (bind_outputs is skipped), or null.
 void replan_block(const FiaPlan& captured, const FiaParams* bound, const Tensor& query,
                   const Tensor& key, const Tensor& value, const FiaOptions& options,

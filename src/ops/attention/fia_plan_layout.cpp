@@ -404,14 +404,14 @@ void plan_layout(FiaPlan& c) {
   check_kv(c);
   check_rope(c);
   check_prefix(c);
-  set_sig(c.key, FiaArg::query, c.q);
-  set_sig(c.key, FiaArg::key, c.k);
-  set_sig(c.key, FiaArg::value, c.v);
-  set_sig(c.key, FiaArg::query_rope, o.query_rope);
-  set_sig(c.key, FiaArg::key_rope, o.key_rope);
-  set_sig(c.key, FiaArg::key_shared_prefix, o.key_shared_prefix);
-  set_sig(c.key, FiaArg::value_shared_prefix, o.value_shared_prefix);
-  set_sig(c.key, FiaArg::block_table, o.block_table);
+  set_sig(c, FiaArg::query, c.q);
+  set_sig(c, FiaArg::key, c.k);
+  set_sig(c, FiaArg::value, c.v);
+  set_sig(c, FiaArg::query_rope, o.query_rope);
+  set_sig(c, FiaArg::key_rope, o.key_rope);
+  set_sig(c, FiaArg::key_shared_prefix, o.key_shared_prefix);
+  set_sig(c, FiaArg::value_shared_prefix, o.value_shared_prefix);
+  set_sig(c, FiaArg::block_table, o.block_table);
   make_input_views(c);
 }
 

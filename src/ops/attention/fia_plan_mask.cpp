@@ -150,10 +150,10 @@ void plan_mask(FiaPlan& c) {
                  ")");
   }
   make_mask_views(c);
-  set_sig(c.key, FiaArg::pse_shift, pse);
-  set_sig(c.key, FiaArg::atten_mask, m);
-  set_sig(c.key, FiaArg::query_padding_size, o.query_padding_size);
-  set_sig(c.key, FiaArg::kv_padding_size, o.kv_padding_size);
+  set_sig(c, FiaArg::pse_shift, pse);
+  set_sig(c, FiaArg::atten_mask, m);
+  set_sig(c, FiaArg::query_padding_size, o.query_padding_size);
+  set_sig(c, FiaArg::kv_padding_size, o.kv_padding_size);
 }
 
 }  // namespace npugraph::ops::attention

@@ -257,14 +257,14 @@ void plan_quant(FiaPlan& c) {
                o.antiquant_mode, ": must be 0 (per-channel or per-tensor) or 1 (per-token)");
   check_antiquant(c);
   check_quant_out(c);
-  set_sig(c.key, FiaArg::antiquant_scale, o.antiquant_scale);
-  set_sig(c.key, FiaArg::antiquant_offset, o.antiquant_offset);
-  set_sig(c.key, FiaArg::key_antiquant_scale, o.key_antiquant_scale);
-  set_sig(c.key, FiaArg::key_antiquant_offset, o.key_antiquant_offset);
-  set_sig(c.key, FiaArg::value_antiquant_scale, o.value_antiquant_scale);
-  set_sig(c.key, FiaArg::value_antiquant_offset, o.value_antiquant_offset);
-  set_sig(c.key, FiaArg::quant_scale2, o.quant_scale2);
-  set_sig(c.key, FiaArg::quant_offset2, o.quant_offset2);
+  set_sig(c, FiaArg::antiquant_scale, o.antiquant_scale);
+  set_sig(c, FiaArg::antiquant_offset, o.antiquant_offset);
+  set_sig(c, FiaArg::key_antiquant_scale, o.key_antiquant_scale);
+  set_sig(c, FiaArg::key_antiquant_offset, o.key_antiquant_offset);
+  set_sig(c, FiaArg::value_antiquant_scale, o.value_antiquant_scale);
+  set_sig(c, FiaArg::value_antiquant_offset, o.value_antiquant_offset);
+  set_sig(c, FiaArg::quant_scale2, o.quant_scale2);
+  set_sig(c, FiaArg::quant_offset2, o.quant_offset2);
   if (!c.int8_kv) {
     c.key.antiquant_mode = o.antiquant_mode;
     c.key.key_antiquant_mode = o.key_antiquant_mode;

@@ -52,7 +52,9 @@ std::string not_updatable(const char* what, const A& captured, const B& updated)
 
 const char* bool_text(std::int64_t x) { return x ? "true" : "false"; }
 
-// Explains how two different keys differ (the rare path: copies them out).
+using Dims = FiaTensorDims[static_cast<int>(FiaArg::count)];
+
+// Explains how two different keys or dimension trailers differ (the rare path: copies them out).
 std::string key_difference(std::span<const std::byte> captured, std::span<const std::byte> updated) {
   const auto x = field_at<FiaShapeKey>(captured, offsetof(FiaParams, key));
   const auto y = field_at<FiaShapeKey>(updated, offsetof(FiaParams, key));
@@ -60,10 +62,14 @@ std::string key_difference(std::span<const std::byte> captured, std::span<const 
     return not_updatable("input_layout", layout_text(x), layout_text(y));
   if (x.heads != y.heads) return not_updatable("num_heads", x.heads, y.heads);
   if (x.kv_heads != y.kv_heads) return not_updatable("num_key_value_heads", x.kv_heads, y.kv_heads);
+  Dims dx, dy;
+  fia_block_dims(captured, dx);
+  fia_block_dims(updated, dy);
   for (int i = 0; i < static_cast<int>(FiaArg::count); ++i)
-    if (std::memcmp(&x.sig[i], &y.sig[i], sizeof(FiaTensorSig)) != 0)
-      return not_updatable(arg_name(static_cast<FiaArg>(i)), sig_text(x.sig[i]),
-                           sig_text(y.sig[i]));
+    if (std::memcmp(&x.sig[i], &y.sig[i], sizeof(FiaTensorSig)) != 0 ||
+        (x.sig[i].rank >= 0 && std::memcmp(&dx[i], &dy[i], sizeof(FiaTensorDims)) != 0))
+      return not_updatable(arg_name(static_cast<FiaArg>(i)), sig_text(x.sig[i], dx[i]),
+                           sig_text(y.sig[i], dy[i]));
   for (const NamedField& f : kOptions)
     if (x.*f.field != y.*f.field) return not_updatable(f.name, x.*f.field, y.*f.field);
   if (x.lse_flag != y.lse_flag)
@@ -86,8 +92,15 @@ std::string fia_check_update(std::span<const std::byte> captured,
     return "the captured parameter block is not a fused_infer_attention_score block";
   if (fia_block_batch(updated) == 0)
     return "the new parameter block is not a fused_infer_attention_score block";
+  // Only a re-planned update leaves the dimensions out, and it vouches for its block (Note [FIA
+  // re-plan]): a block without them reaching the check was not built for this task.
+  if (!fia_block_has_dims(captured) || !fia_block_has_dims(updated))
+    return "the parameter block has no tensor dimensions to compare (only the update re-planned from "
+           "the task's own captured plan may leave them out)";
   constexpr std::size_t kKey = offsetof(FiaParams, key), kPlan = offsetof(FiaParams, plan);
-  if (std::memcmp(captured.data() + kKey, updated.data() + kKey, sizeof(FiaShapeKey)) != 0)
+  if (std::memcmp(captured.data() + kKey, updated.data() + kKey, sizeof(FiaShapeKey)) != 0 ||
+      std::memcmp(captured.data() + captured.size() - kFiaDimsBytes,
+                  updated.data() + updated.size() - kFiaDimsBytes, kFiaDimsBytes) != 0)
     return key_difference(captured, updated);
   // Equal keys give equal plans (plan_workspace is a pure function of them); checked anyway so that
   // a replay can never index past the captured workspace.
@@ -117,15 +130,23 @@ std::string values_text(const std::int64_t* v, std::int64_t n) {
 
 }  // namespace
 
-std::string fia_describe(std::span<const std::byte> block) {
+std::string fia_describe(std::span<const std::byte> block, std::span<const std::byte> captured) {
   const std::int64_t batch = fia_block_batch(block);
   if (batch == 0) return "not a fused_infer_attention_score block";
   const auto p = field_at<FiaParams>(block, 0);
   const FiaShapeKey& k = p.key;
+  // The dimensions: the block's own, else the captured block's (an update cannot change them).
+  Dims dims = {};
+  std::span<const std::byte> with_dims = block;
+  if (!fia_block_has_dims(block)) with_dims = captured;
+  const bool known = fia_block_batch(with_dims) != 0 && fia_block_has_dims(with_dims);
+  if (known) fia_block_dims(with_dims, dims);
   std::string s;
   for (int a = 0; a < static_cast<int>(FiaArg::count); ++a)
     if (k.sig[a].rank >= 0)
-      s += detail::cat(s.empty() ? "" : "\n", arg_name(static_cast<FiaArg>(a)), " ", sig_text(k.sig[a]));
+      s += detail::cat(s.empty() ? "" : "\n", arg_name(static_cast<FiaArg>(a)), " ",
+                       known ? sig_text(k.sig[a], dims[a])
+                             : detail::cat(dtype_name(k.sig[a].dtype), " (", int{k.sig[a].rank}, "-d)"));
   std::vector<std::int64_t> tail(static_cast<std::size_t>(4 * batch));
   std::memcpy(tail.data(), block.data() + sizeof(FiaParams), tail.size() * sizeof(std::int64_t));
   s += detail::cat("\ninput_layout ", layout_text(k), ", num_heads ", k.heads, ", num_key_value_heads ",

@@ -47,7 +47,7 @@ const KernelDef& scale_kernel() { return kScale; }
 const KernelDef& noop_kernel() { return kNoop; }
 
 void add_out(const Tensor& a, const Tensor& b, const Tensor& out) {
-  const Stream stream = current_stream(a.device());
+  const Stream& stream = current_stream_ref(a.device());
   const UpdateErrorGuard guard(stream);
   const ew::ElementwisePlan plan = ew::plan_elementwise("add", a, "a");
   ew::check_like("add", b, "b", a, "a");
@@ -56,7 +56,7 @@ void add_out(const Tensor& a, const Tensor& b, const Tensor& out) {
 }
 
 Tensor add(const Tensor& a, const Tensor& b) {
-  const Stream stream = current_stream(a.device());
+  const Stream& stream = current_stream_ref(a.device());
   const UpdateErrorGuard guard(stream);
   const ew::ElementwisePlan plan = ew::plan_elementwise("add", a, "a");
   ew::check_like("add", b, "b", a, "a");
@@ -66,7 +66,7 @@ Tensor add(const Tensor& a, const Tensor& b) {
 }
 
 void scale_out(const Tensor& x, double alpha, const Tensor& out) {
-  const Stream stream = current_stream(x.device());
+  const Stream& stream = current_stream_ref(x.device());
   const UpdateErrorGuard guard(stream);
   const ew::ElementwisePlan plan = ew::plan_elementwise("scale", x, "x");
   ew::check_like("scale", out, "out", x, "x");
@@ -74,7 +74,7 @@ void scale_out(const Tensor& x, double alpha, const Tensor& out) {
 }
 
 Tensor scale(const Tensor& x, double alpha) {
-  const Stream stream = current_stream(x.device());
+  const Stream& stream = current_stream_ref(x.device());
   const UpdateErrorGuard guard(stream);
   const ew::ElementwisePlan plan = ew::plan_elementwise("scale", x, "x");
   Tensor out = empty(plan.shape, plan.dtype, x.device());

@@ -83,7 +83,7 @@ Shape out_shape(const Tensor& ids, std::int64_t H) {
 const KernelDef& embedding_kernel() { return kEmbedding; }
 
 void embedding_out(const Tensor& ids, const QuantWeight& table, const Tensor& out) {
-  const Stream stream = current_stream(ids.device());
+  const Stream& stream = current_stream_ref(ids.device());
   const UpdateErrorGuard guard(stream);
   NG_CHECK_ARG(table.defined(), "embedding: table is undefined");
   check_io(ids, out, table.cols(), table.str());
@@ -105,7 +105,7 @@ void embedding_out(const Tensor& ids, const QuantWeight& table, const Tensor& ou
 }
 
 void embedding_out(const Tensor& ids, const Tensor& table, const Tensor& out) {
-  const Stream stream = current_stream(ids.device());
+  const Stream& stream = current_stream_ref(ids.device());
   const UpdateErrorGuard guard(stream);
   check_float("embedding", "table", table);
   NG_CHECK_ARG(table.dim() == 2 && table.size(1) > 0, "embedding: table = ", table.str(),

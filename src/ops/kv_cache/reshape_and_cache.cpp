@@ -74,7 +74,7 @@ const KernelDef& reshape_and_cache_kernel() { return kCache; }
 
 void reshape_and_cache(const Tensor& key, const Tensor& value, const Tensor& key_cache,
                        const Tensor& value_cache, const Tensor& slot_mapping) {
-  const Stream stream = current_stream(key.device());
+  const Stream& stream = current_stream_ref(key.device());
   const UpdateErrorGuard guard(stream);
   constexpr const char* op = "reshape_and_cache";
   const std::int64_t H = token_elems("key", key);

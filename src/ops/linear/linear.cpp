@@ -107,7 +107,7 @@ const KernelDef& linear_kernel() { return kLinear; }
 
 void weight_quant_linear_out(const Tensor& x, const QuantWeight& weight, const Tensor& bias,
                              const Tensor& out) {
-  const Stream stream = current_stream(x.device());
+  const Stream& stream = current_stream_ref(x.device());
   const UpdateErrorGuard guard(stream);
   constexpr const char* op = "weight_quant_linear";
   NG_CHECK_ARG(weight.defined(), op, ": weight is undefined");
@@ -144,7 +144,7 @@ Tensor weight_quant_linear(const Tensor& x, const QuantWeight& weight, const Ten
 }
 
 void linear_out(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& out) {
-  const Stream stream = current_stream(x.device());
+  const Stream& stream = current_stream_ref(x.device());
   const UpdateErrorGuard guard(stream);
   constexpr const char* op = "linear";
   NG_CHECK_ARG(weight.defined(), op, ": weight is undefined");

@@ -122,7 +122,7 @@ const KernelDef& add_rms_norm_kernel() { return kAddRmsNorm; }
 
 void rms_norm_out(const Tensor& x, const Tensor& gamma, double epsilon, const Tensor& y,
                   const Tensor& rstd) {
-  const Stream stream = current_stream(x.device());
+  const Stream& stream = current_stream_ref(x.device());
   const UpdateErrorGuard guard(stream);
   RmsNormParams p;
   p.rows = check_norm("rms_norm", "x", x, gamma, epsilon, y, rstd);
@@ -149,7 +149,7 @@ RmsNormResult npu_rms_norm(const Tensor& x, const Tensor& gamma, double epsilon)
 
 void add_rms_norm_out(const Tensor& x1, const Tensor& x2, const Tensor& gamma, double epsilon,
                       const Tensor& y, const Tensor& rstd, const Tensor& x_out) {
-  const Stream stream = current_stream(x1.device());
+  const Stream& stream = current_stream_ref(x1.device());
   const UpdateErrorGuard guard(stream);
   constexpr const char* op = "add_rms_norm";
   check_float(op, "x1", x1);

@@ -73,7 +73,7 @@ const KernelDef& rotary_embedding_kernel() { return kRope; }
 
 void rotary_embedding_out(const Tensor& positions, const Tensor& x, const Tensor& out,
                           const RopeOptions& options) {
-  const Stream stream = current_stream(x.device());
+  const Stream& stream = current_stream_ref(x.device());
   const UpdateErrorGuard guard(stream);
   constexpr const char* op = "rotary_embedding";
   check_float(op, "x", x);

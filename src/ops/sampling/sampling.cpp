@@ -278,7 +278,7 @@ const KernelDef& argmax_kernel() { return kArgmax; }
 const KernelDef& sample_kernel() { return kSample; }
 
 void argmax_out(const Tensor& logits, const Tensor& out) {
-  const Stream stream = current_stream(logits.device());
+  const Stream& stream = current_stream_ref(logits.device());
   const UpdateErrorGuard guard(stream);
   check_logits("argmax", logits);
   check_out("argmax", out, logits);
@@ -297,7 +297,7 @@ Tensor argmax(const Tensor& logits) {
 
 void sample_out(const Tensor& logits, const Tensor& seeds, const Tensor& steps, const Tensor& out,
                 const SamplingOptions& options) {
-  const Stream stream = current_stream(logits.device());
+  const Stream& stream = current_stream_ref(logits.device());
   const UpdateErrorGuard guard(stream);
   constexpr const char* op = "sample";
   check_logits(op, logits);
