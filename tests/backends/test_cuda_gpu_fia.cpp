@@ -110,8 +110,9 @@ TEST_P(CudaGpuFiaParity, MatchesTheCpuOpAndTheReference) {
   expect_cpu_parity(b.q, b.k, b.v, b.opt, &b);
 }
 
+// Named CudaGpu/...: tools/gpu_check.sh and ctest -L gpu select --gtest_filter=CudaGpu*.
 INSTANTIATE_TEST_SUITE_P(
-    Cases, CudaGpuFiaParity,
+    CudaGpu, CudaGpuFiaParity,
     ::testing::Values(
         FiaCase{.layout = "BNSD", .dtype = DType::f16, .decode = true},
         FiaCase{.layout = "BSH", .dtype = DType::bf16, .decode = true},

@@ -135,9 +135,10 @@ TEST_P(FiaCudaEmulation, MatchesTheReferenceAndTheCpuOp) {
   expect_cpu_op_match(b.q, b.k, b.v, b.opt, e);
 }
 
-// The harness's shapes: B = 3, N = 4, D = 16, Sq = 7 (decode 1), Skv = 70 (ragged lengths).
+// The harness's shapes: B = 3, N = 4, Dk = 12 (Dv 8 with .dv), Sq = 7 (decode 1), Skv = 70 or
+// paged capacity 96 / 256 (ragged lengths by default).
 INSTANTIATE_TEST_SUITE_P(
-    Cases, FiaCudaEmulation,
+    FiaCuda, FiaCudaEmulation,
     ::testing::Values(
         FiaCase{.layout = "BNSD", .dtype = DType::f16, .decode = true},
         FiaCase{.layout = "BSH", .dtype = DType::bf16, .decode = true},
@@ -228,17 +229,52 @@ TEST(FiaCudaEmulationSplits, AnUpdatedBlockKeepsTheGridAndTakesEffect) {
   expect_cpu_op_match(u.q, u.k, u.v, u.opt, f);
 }
 
+// Prefill at D = 128 (32 query rows per block, 32 KV columns per tile): several row chunks per
+// (batch, KV head), GQA 2, bottom-right causal (sparse_mode 3) against the CPU op; the causal run
+// skips the tiles above the diagonal, so it runs fewer phases than the unmasked one.
+TEST(FiaCudaEmulationSplits, TiledCausalPrefillSkipsMaskedTilesAndMatchesTheCpuOp) {
+  for (DType dtype : {DType::f16, DType::bf16}) {
+    SCOPED_TRACE(ng::dtype_name(dtype));
+    std::vector<double> qv, kv, vv;
+    const Tensor q = random_tensor(qv, {2, 200, 4, 128}, dtype, 31);
+    const Tensor k = random_tensor(kv, {2, 300, 2, 128}, dtype, 32, -2.0, 2.0);
+    const Tensor v = random_tensor(vv, {2, 300, 2, 128}, dtype, 33);
+    ng::ops::FiaOptions opt{.num_heads = 4, .scale = 0.088, .input_layout = "BSND",
+                            .num_key_value_heads = 2, .softmax_lse_flag = true};
+    opt.actual_seq_lengths = {200, 150};
+    opt.actual_seq_lengths_kv = {300, 170};
+    ng::ops::FiaOptions causal = opt;
+    causal.sparse_mode = 3;
+    causal.atten_mask = compressed_mask();
+    ASSERT_EQ(cuda_refusal(q, k, v, causal), "");
+    Emulated full, tri;
+    emulate_op(q, k, v, opt, full);
+    emulate_op(q, k, v, causal, tri);
+    const cc::Geometry g = cc::geometry(tri.block.header().key, tri.block.header().plan);
+    EXPECT_FALSE(g.split);
+    EXPECT_EQ(g.rows, 32);
+    EXPECT_EQ(g.cols, 32);
+    EXPECT_EQ(g.row_chunks, 13);  // 2 heads x 200 positions per KV head / 32
+    expect_cpu_op_match(q, k, v, opt, full);
+    expect_cpu_op_match(q, k, v, causal, tri);
+    EXPECT_LT(tri.stats.phases * 5, full.stats.phases * 4);  // about a third of the band is masked
+  }
+}
+
 // A block id outside the cache cannot throw on a GPU: the rows that see it are NaN (the CPU
 // kernel raises a TaskError, tests/ops/test_fia_paged.cpp).
 TEST(FiaCudaEmulationSplits, ABadBlockIdMakesItsRowsNaNNeverAWildRead) {
   const FiaBuilt b = build_case({.layout = "BNSD", .decode = true, .kv = Kv::paged_bnsd,
                                  .lengths = Lengths::full});
-  auto* table = b.opt.block_table.data_ptr<std::int32_t>();
-  table[1 * 3 + 2] = static_cast<std::int32_t>(b.ref.num_blocks);
   Emulated e;
   emulate_op(b.q, b.k, b.v, b.opt, e);
+  expect_matches(b, e.out, e.lse);
+  // The op checked the table when it built the block; the kernel reads it when it runs.
+  auto* table = b.opt.block_table.data_ptr<std::int32_t>();
+  table[1 * 3 + 2] = static_cast<std::int32_t>(b.ref.num_blocks);
+  e.stats = emulate(e.block.bytes());
   const std::vector<double> out = read_back(e.out);
-  const std::int64_t row = 4 * 16;  // batch 1's rows: 4 heads x D 16
+  const std::int64_t row = 4 * 12;  // batch 1's rows: 4 heads x D 12
   for (std::int64_t i = 0; i < static_cast<std::int64_t>(out.size()); ++i) {
     if (i >= row && i < 2 * row) EXPECT_TRUE(std::isnan(out[i])) << i;
     else EXPECT_FALSE(std::isnan(out[i])) << i;
@@ -249,7 +285,7 @@ TEST(FiaCudaCore, HalfAndBfloat16ConversionsAreTheLibrarysBitForBit) {
   for (std::uint32_t h = 0; h < 0x10000; ++h) {
     const auto bits = static_cast<std::uint16_t>(h);
     ng::half x;
-    std::memcpy(&x, &bits, 2);
+    std::memcpy(static_cast<void*>(&x), &bits, 2);
     const float f = cc::half_to_float(bits);
     const float ref = static_cast<float>(x);
     if (std::isnan(ref)) {
@@ -259,8 +295,10 @@ TEST(FiaCudaCore, HalfAndBfloat16ConversionsAreTheLibrarysBitForBit) {
     ASSERT_EQ(cc::bits_of(f), cc::bits_of(ref)) << h;
     ASSERT_EQ(cc::float_to_half(f), bits) << h;  // round trip
     ng::bfloat16 y;
-    std::memcpy(&y, &bits, 2);
-    if (!std::isnan(static_cast<float>(y))) ASSERT_EQ(cc::bf16_to_float(bits), static_cast<float>(y)) << h;
+    std::memcpy(static_cast<void*>(&y), &bits, 2);
+    if (!std::isnan(static_cast<float>(y))) {
+      ASSERT_EQ(cc::bf16_to_float(bits), static_cast<float>(y)) << h;
+    }
   }
   // Rounding of floats between representable values: the library's conversions (round to
   // nearest even), over a sweep of bit patterns.
@@ -270,8 +308,8 @@ TEST(FiaCudaCore, HalfAndBfloat16ConversionsAreTheLibrarysBitForBit) {
     const ng::half h(f);
     const ng::bfloat16 bf(f);
     std::uint16_t hb, bb;
-    std::memcpy(&hb, &h, 2);
-    std::memcpy(&bb, &bf, 2);
+    std::memcpy(&hb, static_cast<const void*>(&h), 2);
+    std::memcpy(&bb, static_cast<const void*>(&bf), 2);
     ASSERT_EQ(cc::float_to_half(f), hb) << std::hex << u;
     ASSERT_EQ(cc::float_to_bf16(f), bb) << std::hex << u;
   }
@@ -279,31 +317,26 @@ TEST(FiaCudaCore, HalfAndBfloat16ConversionsAreTheLibrarysBitForBit) {
 
 // Every argument the CPU op takes and the CUDA kernels do not: refused on the host, naming the
 // argument, its value and what is supported.
+void expect_refusal(const FiaCase& c, std::initializer_list<const char*> parts) {
+  SCOPED_TRACE(c.name());
+  const FiaBuilt b = build_case(c);
+  const std::string why = cuda_refusal(b.q, b.k, b.v, b.opt);
+  EXPECT_NE(why.find("fused_infer_attention_score on cuda:0: "), std::string::npos) << why;
+  EXPECT_NE(why.find("not supported on the CUDA backend yet (supported: "), std::string::npos) << why;
+  for (const char* part : parts) EXPECT_NE(why.find(part), std::string::npos) << why;
+}
+
 TEST(FiaCudaRefusal, NamesTheArgumentTheValueAndWhatIsSupported) {
-  struct Row {
-    FiaCase c;
-    std::vector<std::string> parts;
-  };
-  const std::vector<Row> rows = {
-      {{.layout = "TND", .mode = 3}, {"input_layout = TND", "token layouts"}},
-      {{.layout = "NTD_TND", .mode = 3}, {"input_layout = NTD_TND"}},
-      {{.layout = "BNSD", .decode = true, .antiquant = Antiquant::channel},
-       {"key = int8[", "antiquant_mode = 0"}},
-      {{.layout = "BNSD", .decode = true, .antiquant = Antiquant::sep_token},
-       {"key = int8[", "key_antiquant_mode = 1"}},
-      {{.layout = "BSH", .rope = true}, {"query_rope = float16[", "key_rope = float16["}},
-      {{.layout = "BNSD", .decode = true, .prefix = true}, {"key_shared_prefix = float16["}},
-      {{.layout = "BSH", .mode = 3, .padding = true}, {"query_padding_size = int64[1]"}},
-      {{.layout = "BNSD", .quant = OutQuant::tensor}, {"quant_scale2 = float32["}},
-  };
-  for (const Row& r : rows) {
-    SCOPED_TRACE(r.c.name());
-    const FiaBuilt b = build_case(r.c);
-    const std::string why = cuda_refusal(b.q, b.k, b.v, b.opt);
-    EXPECT_NE(why.find("fused_infer_attention_score on cuda:0: "), std::string::npos) << why;
-    EXPECT_NE(why.find("not supported on the CUDA backend yet (supported: "), std::string::npos) << why;
-    for (const std::string& part : r.parts) EXPECT_NE(why.find(part), std::string::npos) << why;
-  }
+  expect_refusal({.layout = "TND", .mode = 3}, {"input_layout = TND", "token layouts"});
+  expect_refusal({.layout = "NTD_TND", .mode = 3}, {"input_layout = NTD_TND"});
+  expect_refusal({.layout = "BNSD", .decode = true, .antiquant = Antiquant::channel},
+                 {"key = int8[", "antiquant_mode = 0"});
+  expect_refusal({.layout = "BNSD", .decode = true, .antiquant = Antiquant::sep_token},
+                 {"key = int8[", "key_antiquant_mode = 1"});
+  expect_refusal({.layout = "BSH", .rope = true}, {"query_rope = float16[", "key_rope = float16["});
+  expect_refusal({.layout = "BNSD", .decode = true, .prefix = true}, {"key_shared_prefix = float16["});
+  expect_refusal({.layout = "BSH", .mode = 3, .padding = true}, {"query_padding_size = int64[1]"});
+  expect_refusal({.layout = "BNSD", .quant = OutQuant::tensor}, {"quant_scale2 = "});
 }
 
 }  // namespace
