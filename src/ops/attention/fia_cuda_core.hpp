@@ -47,9 +47,9 @@ namespace npugraph::ops::attention::cuda_core {
 
 inline constexpr int kThreads = 128;             // threads per block
 inline constexpr int kQFloats = 4096;            // query rows of a block, float32 (rows * Dk)
-inline constexpr int kTileFloats = 4096;         // one key or value tile, float32 (cols * D)
-inline constexpr int kMaxRows = 64;              // query rows per block at most
 inline constexpr int kMaxCols = 32;              // KV columns per tile at most
+inline constexpr int kTileFloats = 4096 + kMaxCols;  // one tile, float32: cols * (Dk + 1) or cols * Dv
+inline constexpr int kMaxRows = 64;              // query rows per block at most
 inline constexpr int kAcc = kQFloats / kThreads; // accumulators per thread (rows * Dv <= kQFloats)
 inline constexpr std::int64_t kMaxGridZ = 65535; // the batch is the grid's z
 
@@ -169,7 +169,7 @@ NG_FIA_HD inline Geometry geometry(const FiaShapeKey& key, const FiaWorkspacePla
   g.dv = key.dv;
   const std::int64_t wide = max64(1, max64(key.dk, key.dv));
   g.rows = min64(kMaxRows, kQFloats / wide);     // D <= kMaxHeadDim = 512: at least 8
-  g.cols = min64(kMaxCols, kTileFloats / wide);  // at least 8
+  g.cols = min64(kMaxCols, kTileFloats / (wide + 1));  // at least 8
   g.head_rows = g.group * g.q_seq;
   g.row_chunks = max64(1, cdiv(g.head_rows, g.rows));
   g.split = plan.fast_splits > 0;
@@ -262,8 +262,11 @@ NG_FIA_HD inline float* partial_record(const FiaParams& p, std::int64_t row, std
 // A block's shared memory (about 45 KB: under the 48 KB of static shared memory).
 struct Shared {
   float q[kQFloats];                   // rows x Dk
-  float tile[kTileFloats];             // cols x Dk (keys), then cols x Dv (values)
-  float score[kMaxRows * kMaxCols];    // rows x cols: scores, then weights
+  // Keys at row stride Dk + 1 and scores at row stride cols + 1: the threads of a warp read
+  // different columns of one row in the score phase, and different rows in the softmax phase, so
+  // the padding spreads them over the shared-memory banks.
+  float tile[kTileFloats];                   // cols x (Dk + 1) (keys), then cols x Dv (values)
+  float score[kMaxRows * (kMaxCols + 1)];    // rows x (cols + 1): scores, then weights
   float m[kMaxRows], l[kMaxRows], alpha[kMaxRows];  // running max, sum; this tile's factor
   std::int64_t lo[kMaxRows], hi[kMaxRows];          // the row's columns within this split
   std::int64_t head[kMaxRows], pos[kMaxRows];       // query head n and S index s
@@ -293,7 +296,7 @@ NG_FIA_HD void attention_block(const void* block, Coord c, Shared& sh, Exec& ex)
   std::int64_t split_lo = 0, split_hi = 0;
   split_range(g, L, nsplit, split, split_lo, split_hi);
   const std::int64_t nrows = min64(g.rows, g.head_rows - chunk * g.rows);
-  const std::int64_t dk = g.dk, dv = g.dv, cols = g.cols;
+  const std::int64_t dk = g.dk, dv = g.dv, cols = g.cols, ks = dk + 1, cs = cols + 1;
   const DType q_t = static_cast<DType>(p.key.sig[static_cast<int>(FiaArg::query)].dtype);
   const DType kv_t = static_cast<DType>(p.key.sig[static_cast<int>(FiaArg::key)].dtype);
   const DType pse_t = static_cast<DType>(p.key.sig[static_cast<int>(FiaArg::pse_shift)].dtype);
@@ -350,8 +353,8 @@ NG_FIA_HD void attention_block(const void* block, Coord c, Shared& sh, Exec& ex)
     ex.phase([&](int tid, float*) {
       for (std::int64_t e = tid; e < ncols * dk; e += kThreads) {
         const std::int64_t t = e / dk, d = e % dk;
-        sh.tile[e] = sh.koff[t] < 0 ? quiet_nan()
-                                    : load(kv_t, p.k.data, sh.koff[t] + d * p.k.stride[3]);
+        sh.tile[t * ks + d] = sh.koff[t] < 0 ? quiet_nan()
+                                             : load(kv_t, p.k.data, sh.koff[t] + d * p.k.stride[3]);
       }
     });
     // Scores: scale * q.k (+ pse); -inf outside the row's band or where the full mask says 1.
@@ -367,7 +370,7 @@ NG_FIA_HD void attention_block(const void* block, Coord c, Shared& sh, Exec& ex)
                                             j * p.mask.stride[3]] != 0;
           if (!masked) {
             float dot = 0.0f;
-            for (std::int64_t d = 0; d < dk; ++d) dot = ::fmaf(sh.q[r * dk + d], sh.tile[t * dk + d], dot);
+            for (std::int64_t d = 0; d < dk; ++d) dot = ::fmaf(sh.q[r * dk + d], sh.tile[t * ks + d], dot);
             s = p.scale * dot;
             if (p.pse.data)
               s += load(pse_t, p.pse.data,
@@ -375,14 +378,14 @@ NG_FIA_HD void attention_block(const void* block, Coord c, Shared& sh, Exec& ex)
                             j * p.pse.stride[3]);
           }
         }
-        sh.score[e] = s;
+        sh.score[r * cs + t] = s;
       }
     });
     // Per row: the tile's maximum, the rescale factor, the weights (SoftmaxState::raise_max and
     // add, with their empty and NaN cases); and the value tile.
     ex.phase([&](int tid, float*) {
       if (tid < nrows) {
-        float* sc = sh.score + tid * cols;
+        float* sc = sh.score + tid * cs;
         float tmax = neg_inf();
         for (std::int64_t t = 0; t < ncols; ++t)
           if (!(sc[t] <= tmax)) tmax = sc[t];  // NaN wins
@@ -418,7 +421,7 @@ NG_FIA_HD void attention_block(const void* block, Coord c, Shared& sh, Exec& ex)
         if (e >= nrows * dv) break;
         const std::int64_t r = e / dv, d = e % dv;
         float x = acc[a] * sh.alpha[r];
-        const float* w = sh.score + r * cols;
+        const float* w = sh.score + r * cs;
         for (std::int64_t t = 0; t < ncols; ++t)
           if (w[t] != 0.0f) x = ::fmaf(w[t], sh.tile[t * dv + d], x);
         acc[a] = x;
