@@ -206,6 +206,43 @@ TEST(FiaCudaEmulationSplits, DecodeSplitsCombineToTheCpuOpAndEmptyBatchesAreZero
   }
 }
 
+// Decode plans beyond S = 1: query S = 3 with a bottom-right causal band (each row its own band
+// within each split; batch 1's third row past its actual length: zeros), and 64 query heads over
+// one KV head (two row chunks per KV head, each reading the KV once).
+TEST(FiaCudaEmulationSplits, MultiRowDecodePlansSplitAndCombineToTheCpuOp) {
+  {
+    std::vector<double> qv, kv, vv;
+    const Tensor q = random_tensor(qv, {3, 8, 3, 128}, DType::f16, 41);
+    const Tensor k = random_tensor(kv, {3, 2, 1024, 128}, DType::f16, 42, -2.0, 2.0);
+    const Tensor v = random_tensor(vv, {3, 2, 1024, 128}, DType::f16, 43);
+    ng::ops::FiaOptions opt{.num_heads = 8, .scale = 0.088, .input_layout = "BNSD",
+                            .num_key_value_heads = 2, .sparse_mode = 3, .softmax_lse_flag = true};
+    opt.atten_mask = compressed_mask();
+    opt.actual_seq_lengths = {3, 2, 3};
+    opt.actual_seq_lengths_kv = {1000, 700, 513};
+    ASSERT_EQ(cuda_refusal(q, k, v, opt), "");
+    Emulated e;
+    emulate_op(q, k, v, opt, e);
+    EXPECT_TRUE(cc::geometry(e.block.header().key, e.block.header().plan).split);
+    expect_cpu_op_match(q, k, v, opt, e);
+  }
+  {
+    std::vector<double> qv, kv, vv;
+    const Tensor q = random_tensor(qv, {2, 64, 1, 128}, DType::bf16, 44);
+    const Tensor k = random_tensor(kv, {2, 1, 600, 128}, DType::bf16, 45, -2.0, 2.0);
+    const Tensor v = random_tensor(vv, {2, 1, 600, 128}, DType::bf16, 46);
+    ng::ops::FiaOptions opt{.num_heads = 64, .scale = 0.088, .input_layout = "BNSD",
+                            .num_key_value_heads = 1, .softmax_lse_flag = true};
+    opt.actual_seq_lengths_kv = {600, 300};
+    Emulated e;
+    emulate_op(q, k, v, opt, e);
+    const cc::Geometry g = cc::geometry(e.block.header().key, e.block.header().plan);
+    EXPECT_EQ(g.row_chunks, 2);
+    EXPECT_EQ(g.splits, 3);
+    expect_cpu_op_match(q, k, v, opt, e);
+  }
+}
+
 // An update changes only host values: the new block keeps the grid (geometry is a function of
 // what fia_check_update keeps fixed), and the same grid run on it computes the new lengths' result.
 TEST(FiaCudaEmulationSplits, AnUpdatedBlockKeepsTheGridAndTakesEffect) {
