@@ -250,7 +250,7 @@ TEST(FiaCudaEmulationSplits, AnUpdatedBlockKeepsTheGridAndTakesEffect) {
   Emulated e;
   emulate_op(s.q, s.k, s.v, s.opt, e);
   const att::FiaParams before = e.block.header();
-  SplitDecode u = split_decode(DType::f16, {17, 1024, 256});
+  SplitDecode u = split_decode(DType::f16, {33, 1024, 256});
   Emulated f;
   f.out = e.out;
   f.lse = e.lse;
@@ -262,7 +262,7 @@ TEST(FiaCudaEmulationSplits, AnUpdatedBlockKeepsTheGridAndTakesEffect) {
   EXPECT_EQ(g0.splits, g1.splits);
   EXPECT_EQ(g0.batch, g1.batch);
   f.stats = emulate(f.block.bytes());
-  EXPECT_EQ(f.stats.exited, 2 * (4 - 1) + 0 + 2 * (4 - 1));  // 17 and 256 columns: one split each
+  EXPECT_EQ(f.stats.exited, 2 * (4 - 1) + 0 + 2 * (4 - 1));  // 33 (its last tile one column) and 256 columns: one split each
   expect_cpu_op_match(u.q, u.k, u.v, u.opt, f);
 }
 
