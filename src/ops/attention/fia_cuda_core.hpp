@@ -297,6 +297,10 @@ NG_FIA_HD void attention_block(const void* block, Coord c, Shared& sh, Exec& ex)
   split_range(g, L, nsplit, split, split_lo, split_hi);
   const std::int64_t nrows = min64(g.rows, g.head_rows - chunk * g.rows);
   const std::int64_t dk = g.dk, dv = g.dv, cols = g.cols, ks = dk + 1, cs = cols + 1;
+  // Element indices inside a block fit 32 bits (rows * D <= kQFloats, cols * D <= kTileFloats):
+  // 32-bit division is much cheaper than 64-bit on the device.
+  const int dk32 = static_cast<int>(dk), dv32 = static_cast<int>(dv), cols32 = static_cast<int>(cols),
+            nrows32 = static_cast<int>(nrows);
   const DType q_t = static_cast<DType>(p.key.sig[static_cast<int>(FiaArg::query)].dtype);
   const DType kv_t = static_cast<DType>(p.key.sig[static_cast<int>(FiaArg::key)].dtype);
   const DType pse_t = static_cast<DType>(p.key.sig[static_cast<int>(FiaArg::pse_shift)].dtype);
@@ -320,8 +324,8 @@ NG_FIA_HD void attention_block(const void* block, Coord c, Shared& sh, Exec& ex)
       sh.m[tid] = neg_inf();
       sh.l[tid] = 0.0f;
     }
-    for (std::int64_t e = tid; e < nrows * dk; e += kThreads) {
-      const std::int64_t r = chunk * g.rows + e / dk, d = e % dk;
+    for (int e = tid; e < nrows32 * dk32; e += kThreads) {
+      const std::int64_t r = chunk * g.rows + e / dk32, d = e % dk32;
       const std::int64_t s = r / g.group, n = kvh * g.group + r % g.group;
       sh.q[e] = load(q_t, p.q.data,
                      b * p.q.stride[0] + n * p.q.stride[1] + s * p.q.stride[2] + d * p.q.stride[3]);
@@ -338,6 +342,7 @@ NG_FIA_HD void attention_block(const void* block, Coord c, Shared& sh, Exec& ex)
 
   for (std::int64_t c0 = lo_all; c0 < hi_all; c0 += cols) {
     const std::int64_t ncols = min64(cols, hi_all - c0);
+    const int ncols32 = static_cast<int>(ncols);
     bool seen = false;  // fully masked tiles (no row sees a column of it) are skipped
     for (std::int64_t r = 0; r < nrows && !seen; ++r)
       seen = sh.lo[r] < sh.hi[r] && sh.lo[r] < c0 + ncols && sh.hi[r] > c0;
@@ -351,16 +356,17 @@ NG_FIA_HD void attention_block(const void* block, Coord c, Shared& sh, Exec& ex)
     });
     // The key tile (a bad block id: NaN).
     ex.phase([&](int tid, float*) {
-      for (std::int64_t e = tid; e < ncols * dk; e += kThreads) {
-        const std::int64_t t = e / dk, d = e % dk;
+      for (int e = tid; e < ncols32 * dk32; e += kThreads) {
+        const int t = e / dk32, d = e % dk32;
         sh.tile[t * ks + d] = sh.koff[t] < 0 ? quiet_nan()
                                              : load(kv_t, p.k.data, sh.koff[t] + d * p.k.stride[3]);
       }
     });
     // Scores: scale * q.k (+ pse); -inf outside the row's band or where the full mask says 1.
     ex.phase([&](int tid, float*) {
-      for (std::int64_t e = tid; e < nrows * cols; e += kThreads) {
-        const std::int64_t r = e / cols, t = e % cols, j = c0 + t;
+      for (int e = tid; e < nrows32 * cols32; e += kThreads) {
+        const int r = e / cols32, t = e % cols32;
+        const std::int64_t j = c0 + t;
         float s = neg_inf();
         if (t < ncols && sh.lo[r] <= j && j < sh.hi[r]) {
           const std::int64_t i = sh.pos[r];
@@ -408,8 +414,8 @@ NG_FIA_HD void attention_block(const void* block, Coord c, Shared& sh, Exec& ex)
         }
         sh.l[tid] = sum;
       }
-      for (std::int64_t e = tid; e < ncols * dv; e += kThreads) {
-        const std::int64_t t = e / dv, d = e % dv;
+      for (int e = tid; e < ncols32 * dv32; e += kThreads) {
+        const int t = e / dv32, d = e % dv32;
         sh.tile[e] = sh.voff[t] < 0 ? 0.0f : load(kv_t, p.v.data, sh.voff[t] + d * p.v.stride[3]);
       }
     });
@@ -417,9 +423,9 @@ NG_FIA_HD void attention_block(const void* block, Coord c, Shared& sh, Exec& ex)
     // CPU kernel skips the masked ones).
     ex.phase([&](int tid, float* acc) {
       for (int a = 0; a < kAcc; ++a) {
-        const std::int64_t e = tid + static_cast<std::int64_t>(a) * kThreads;
-        if (e >= nrows * dv) break;
-        const std::int64_t r = e / dv, d = e % dv;
+        const int e = tid + a * kThreads;
+        if (e >= nrows32 * dv32) break;
+        const int r = e / dv32, d = e % dv32;
         float x = acc[a] * sh.alpha[r];
         const float* w = sh.score + r * cs;
         for (std::int64_t t = 0; t < ncols; ++t)
@@ -434,9 +440,9 @@ NG_FIA_HD void attention_block(const void* block, Coord c, Shared& sh, Exec& ex)
   const std::int64_t N = g.heads, Sq = g.q_seq;
   ex.phase([&](int tid, float* acc) {
     for (int a = 0; a < kAcc; ++a) {
-      const std::int64_t e = tid + static_cast<std::int64_t>(a) * kThreads;
-      if (e >= nrows * dv) break;
-      const std::int64_t r = e / dv, d = e % dv;
+      const int e = tid + a * kThreads;
+      if (e >= nrows32 * dv32) break;
+      const int r = e / dv32, d = e % dv32;
       const std::int64_t n = sh.head[r], s = sh.pos[r];
       if (g.split) {
         partial_record(p, (b * N + n) * Sq + s, split)[d] = acc[a];
