@@ -3,8 +3,9 @@
 // every block of the attention kernel, its threads phase by phase (Exec::phase), then every block
 // of the combine kernel — over parameter blocks the op builds, compared with the independent
 // float64 reference of the parity harness (fia_reference.cpp) and with the CPU op. Plus the host
-// decision of what the CUDA backend refuses (fia_cuda_unsupported). Runs in every build (the
-// header is plain C++ without nvcc); it says nothing about a GPU run, which has not happened yet.
+// decision of what the CUDA backend refuses (fia_cuda_unsupported). Runs in every build but the
+// TSan one (the header is plain C++ without nvcc, so NPUGRAPH_CUDA=OFF runs it too); it says
+// nothing about a GPU run, which has not happened yet.
 //
 // Tolerance: the emulation sums the dot products in a different order (one fused multiply-add
 // chain over D) than the CPU kernels and the reference, so equality is not expected; the bounds
