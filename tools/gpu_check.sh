@@ -8,8 +8,10 @@
 #
 # It takes the carried build (or configures and builds one with every core), records the GPU and the
 # toolkit, runs the GPU tests (the CudaGpu* suites of ctest label gpu, NPUGRAPH_GPU_CYCLES update ->
-# replay cycles per order), the no-GPU CUDA checks for comparison (they must now report the
-# device), and the GPU benchmarks (bench_cuda, and bench/cuda/torch_peer.py beside it), then
+# replay cycles per order; CudaGpuFia*: FIA parity with the CPU op and eager vs replay vs update
+# bitwise), the no-GPU CUDA checks for comparison (they must now report the device; FiaCuda*: the
+# host emulation of the FIA kernels), and the GPU benchmarks (bench_cuda with BM_Cuda_FiaDecode,
+# and bench/cuda/torch_peer.py beside it with BM_Torch_SdpaDecode), then
 # writes summary.txt. Everything
 # lands under $OUT; the exit status is 0 only when every step passed. It never resets or
 # reconfigures the GPU.
@@ -77,7 +79,7 @@ if [ "$skipped" -gt 0 ] || [ "$ran" -eq 0 ]; then
   echo "FAIL: GPU tests skipped or none ran (see skips.txt): no CUDA device was found" | tee -a "$OUT/summary.txt"
   status=1
 fi
-step cuda_checks "$BUILD/npugraph_tests" --gtest_filter='CudaBackend*:BackendSeam*'
+step cuda_checks "$BUILD/npugraph_tests" --gtest_filter='CudaBackend*:BackendSeam*:FiaCuda*'
 # The runtime and graph suites once more: they run on the cpu, but beside a live CUDA context.
 step cpu_suites_beside_gpu "$BUILD/npugraph_tests" --gtest_brief=1 \
   --gtest_filter='Capture*:GraphDef*:ReplayOrder*:Seed*:GroupTest*:TaskGroupErrors*:BatchTest*:LaunchOrderUpdate*:StreamOrderUpdate*:ExternalEvent*:Stalls*:ElementwiseUpdate*'

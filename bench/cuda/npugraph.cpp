@@ -5,6 +5,10 @@
 //   Eager:   the same n launches issued one by one + synchronize
 //   Update:  one stream-ordered task update of a scale kernel (its alpha) + replay + synchronize
 //   CopyD2D: a device-to-device copy_ of 256 MiB + synchronize (bytes/s: the bandwidth yardstick)
+//   FiaDecode/B/S: one replay + synchronize of a graph holding one FIA decode (float16, 32 query
+//            and 32 KV heads, D 128, KV length S): bytes/s = the key, value and query bytes read
+//            per replay (the HBM bandwidth it achieves; compare with CopyD2D and with
+//            torch_peer.py's BM_Torch_SdpaDecode of the same shapes)
 #include <benchmark/benchmark.h>
 
 #include "npugraph/npugraph.hpp"
@@ -90,5 +94,35 @@ void BM_Cuda_CopyD2D(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * 2 * static_cast<std::int64_t>(a.nbytes()));  // read + write
 }
 BENCHMARK(BM_Cuda_CopyD2D)->UseRealTime();
+
+void BM_Cuda_FiaDecode(benchmark::State& state) {
+  if (no_gpu(state)) return;
+  const std::int64_t B = state.range(0), S = state.range(1), N = 32, D = 128;
+  ng::Stream s = ng::Stream::create(kGpu);
+  const ng::StreamGuard guard(s);
+  const ng::Tensor q = ng::zeros({B, N, 1, D}, ng::f16, kGpu);
+  const ng::Tensor k = ng::zeros({B, N, S, D}, ng::f16, kGpu), v = ng::zeros({B, N, S, D}, ng::f16, kGpu);
+  ng::ops::FiaOptions opt{.num_heads = N, .scale = 1.0 / 128, .input_layout = "BNSD",
+                          .num_key_value_heads = N, .softmax_lse_flag = true};
+  opt.actual_seq_lengths_kv = {S};
+  const ng::Tensor ws = ng::ops::fia_max_workspace(q, k, v, opt);
+  const ng::Tensor out = ng::empty({B, N, 1, D}, ng::f16, kGpu);
+  const ng::Tensor lse = ng::empty(ng::ops::fia_lse_shape(q, k, v, opt), ng::f32, kGpu);
+  ng::Graph g;
+  {
+    ng::CaptureScope capture(g, s);
+    ng::ops::fused_infer_attention_score_out(q, k, v, opt, ws, out, lse);
+    capture.end();
+  }
+  g.replay(s);
+  s.synchronize();
+  for (auto _ : state) {
+    g.replay(s);
+    s.synchronize();
+  }
+  state.SetBytesProcessed(state.iterations() *
+                          static_cast<std::int64_t>(k.nbytes() + v.nbytes() + q.nbytes()));
+}
+BENCHMARK(BM_Cuda_FiaDecode)->Args({1, 4096})->Args({1, 32768})->Args({16, 4096})->Args({16, 32768})->UseRealTime();
 
 }  // namespace

@@ -7,6 +7,9 @@ measurements with torch.cuda, as JSON in Google Benchmark's shape (perf_table.py
   Eager:   the same n kernels issued one by one + synchronize
   Recapture: re-capturing a one-kernel graph (what an update saves: compare with BM_Cuda_Update)
   CopyD2D: a device-to-device copy of 256 MiB + synchronize
+  SdpaDecode/B/S: a CUDAGraph of one torch.nn.functional.scaled_dot_product_attention decode
+           (float16, 32 heads, D 128, KV length S), replay + synchronize; bytes/s = the key,
+           value and query bytes read (compare with bench_cuda's BM_Cuda_FiaDecode)
 Without torch or a CUDA device it writes an empty result and says why (exit 0): not measured.
 NOT YET RUN ON A GPU."""
 import argparse
@@ -76,11 +79,27 @@ def main():
         ("BM_Torch_CopyD2D", timed(lambda: big_b.copy_(big_a), sync, args.reps),
          {"bytes_per_second": None}),
     ]
+    for B, S in ((1, 4096), (1, 32768), (16, 4096), (16, 32768)):
+        q = torch.zeros(B, 32, 1, 128, dtype=torch.float16, device=dev)
+        k = torch.zeros(B, 32, S, 128, dtype=torch.float16, device=dev)
+        v = torch.zeros_like(k)
+        sdpa = torch.nn.functional.scaled_dot_product_attention
+        with torch.cuda.stream(s):
+            sdpa(q, k, v)  # warm-up on the side stream
+        sync()
+        h = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(h):
+            sdpa(q, k, v)
+        nbytes = (k.numel() + v.numel() + q.numel()) * 2
+        rows.append((f"BM_Torch_SdpaDecode/{B}/{S}", timed(h.replay, sync, args.reps),
+                     {"bytes_per_second": nbytes}))
+        del q, k, v, h
     for name, secs, extra in rows:
         b = {"name": name, "run_name": name, "run_type": "iteration", "iterations": args.reps,
              "real_time": secs * 1e9, "cpu_time": secs * 1e9, "time_unit": "ns"}
         if "bytes_per_second" in extra:
-            b["bytes_per_second"] = 2 * big_a.numel() * big_a.element_size() / secs
+            moved = extra["bytes_per_second"] or 2 * big_a.numel() * big_a.element_size()
+            b["bytes_per_second"] = moved / secs
         result["benchmarks"].append(b)
         print(f"{name}: {secs * 1e6:.1f} us")
     with open(args.out, "w") as f:

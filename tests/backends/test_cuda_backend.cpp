@@ -31,8 +31,9 @@ TEST(CudaBackend, IsCompiledAndRegisteredByNameExactlyWhenTheBuildSaysSo) {
   }
 }
 
-TEST(CudaBackend, TheElementwiseKernelsHaveTheirCudaSlotExactlyInCudaBuilds) {
-  for (const ng::KernelDef* k : {&ng::ops::add_kernel(), &ng::ops::scale_kernel(), &ng::ops::noop_kernel()}) {
+TEST(CudaBackend, TheElementwiseAndFiaKernelsHaveTheirCudaSlotExactlyInCudaBuilds) {
+  for (const ng::KernelDef* k : {&ng::ops::add_kernel(), &ng::ops::scale_kernel(), &ng::ops::noop_kernel(),
+                                 &ng::ops::fia_kernel()}) {
     EXPECT_NE(k->cpu, nullptr) << k->name;
     EXPECT_EQ(k->cuda != nullptr, NPUGRAPH_BUILT_WITH_CUDA == 1) << k->name;
   }

@@ -15,9 +15,17 @@ namespace {
 
 namespace att = attention;
 
+// The CUDA slot is filled when the library is built with the CUDA backend (cmake/Cuda.cmake).
+#if NPUGRAPH_HAVE_CUDA
+#define NG_CUDA_SLOT(f) (f)
+#else
+#define NG_CUDA_SLOT(f) nullptr
+#endif
+
 const KernelDef kFiaKernel{
     .name = "fused_infer_attention_score",
     .cpu = &att::fia_cpu_kernel,
+    .cuda = NG_CUDA_SLOT(&att::fia_cuda),
     .check_update = &att::fia_check_update,
     .describe = &att::fia_describe,
 };

@@ -311,6 +311,8 @@ inline void fia_block_dims(std::span<const std::byte> block,
 // The kernel's two functions (reachable through fia_kernel()): fia_launch.cpp, fia_update.cpp.
 void fia_cpu_kernel(const void* params, std::size_t size, const ExecContext& ctx);
 std::string fia_check_update(std::span<const std::byte> captured, std::span<const std::byte> updated);
+// Its CUDA launcher (fia_cuda.cu; built with the CUDA backend only, Note [FIA CUDA kernels]).
+void fia_cuda(const void* params, std::size_t size, const void* device_params, void* stream);
 // The block for people (KernelDef::describe): tensors, layout, heads, and the host values; the
 // dimensions from `captured` when `block` has none (a re-planned update's block).
 std::string fia_describe(std::span<const std::byte> block, std::span<const std::byte> captured);

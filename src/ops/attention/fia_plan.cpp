@@ -136,6 +136,10 @@ void plan_fia(FiaPlan& c) {
   plan_layout(c);
   plan_mask(c);
   plan_quant(c);
+  if (c.q.device().type() == DeviceType::cuda) [[unlikely]] {
+    const std::string why = fia_cuda_unsupported(c, c.q.device());
+    if (!why.empty()) NG_THROW(UnsupportedError, why);
+  }
   c.key.lse_flag = c.o.softmax_lse_flag ? 1 : 0;
   c.header.plan = plan_workspace(c.key);
   c.out_shape = output_shape(c);

@@ -127,6 +127,12 @@ void set_sig(FiaPlan& c, FiaArg a, const Tensor& t);  // undefined tensors keep 
 void check_defined(const Tensor& t, const char* name);
 void check_same_device(const Tensor& t, const char* name, const Tensor& q);
 
+// Why the CUDA kernels (Note [FIA CUDA kernels]) cannot run this plan: "fused_infer_attention_score
+// on <device>: <argument> = <value> (...): not supported on the CUDA backend yet (supported: ...)",
+// or empty when they can (fia_cuda_check.cpp). A pure function of the plan: plan_fia throws it as
+// an UnsupportedError for a query on a cuda device.
+std::string fia_cuda_unsupported(const FiaPlan& plan, const Device& device);
+
 // The workspace plan of a shape key (Note [FIA workspace]).
 FiaWorkspacePlan plan_workspace(const FiaShapeKey& key);
 
