@@ -1,8 +1,9 @@
 // The tensor-parallel engine without MPI: the ranks are threads of this process, each with its own
 // Engine, and TensorParallel::all_reduce is a kernel that meets the other ranks' at a barrier and sums
-// in rank order (what dist::all_reduce gives for 2 ranks, a + b). On the tiny model: graph and eager
-// logits bitwise equal under tensor parallelism (2 ranks: KV heads 1 + 1), every rank's logits the
-// same, and the tokens and logits those of one process (logits to float32 rounding). The MPI version
+// in rank order (what dist::all_reduce gives for 2 ranks, a + b). On the tiny model: graph (both
+// orders) and eager logits bitwise equal under tensor parallelism (2 ranks: KV heads 1 + 1), every
+// rank's logits the same, and the tokens and logits those of one process (logits to float32
+// rounding). The MPI version
 // on the real model is tests/dist/tp/.
 #include <gtest/gtest.h>
 
@@ -106,15 +107,17 @@ const std::vector<llm::Request>& requests() {
 }
 
 std::vector<llm::Result> generate(const std::filesystem::path& model, llm::StepMode mode,
-                                  std::shared_ptr<llm::TensorParallel> tp) {
-  llm::Engine engine({.model = model, .threads = 1, .max_batch = 2, .mode = mode, .keep_full_logits = true,
-                      .tensor_parallel = std::move(tp)});
+                                  std::shared_ptr<llm::TensorParallel> tp,
+                                  llm::GraphOrder order = llm::GraphOrder::update_then_replay) {
+  llm::Engine engine({.model = model, .threads = 1, .max_batch = 2, .mode = mode, .order = order,
+                      .keep_full_logits = true, .tensor_parallel = std::move(tp)});
   return engine.generate(requests());
 }
 
 // Runs every rank of a group of `size` on its own thread.
 std::vector<std::vector<llm::Result>> generate_parallel(const std::filesystem::path& model, llm::StepMode mode,
-                                                        int size) {
+                                                        int size,
+                                                        llm::GraphOrder order = llm::GraphOrder::update_then_replay) {
   auto group = std::make_shared<ThreadGroup>(size);
   std::vector<std::vector<llm::Result>> out(static_cast<std::size_t>(size));
   std::vector<std::exception_ptr> errors(static_cast<std::size_t>(size));
@@ -122,7 +125,8 @@ std::vector<std::vector<llm::Result>> generate_parallel(const std::filesystem::p
   for (int r = 0; r < size; ++r)
     ranks.emplace_back([&, r] {
       try {
-        out[static_cast<std::size_t>(r)] = generate(model, mode, std::make_shared<ThreadTensorParallel>(group, r));
+        out[static_cast<std::size_t>(r)] =
+            generate(model, mode, std::make_shared<ThreadTensorParallel>(group, r), order);
       } catch (...) {
         errors[static_cast<std::size_t>(r)] = std::current_exception();
       }
@@ -138,14 +142,19 @@ TEST(LlmTensorParallelEngine, TwoRanksGiveOneProcesssTokensAndGraphEqualsEagerBi
   const auto single = generate(model, llm::StepMode::graph, nullptr);
   const auto graph = generate_parallel(model, llm::StepMode::graph, 2);
   const auto eager = generate_parallel(model, llm::StepMode::eager, 2);
+  // vllm-ascend's order: the replay starts, each layer's FIA waits for its update (the all-reduces
+  // of the layers before it already running).
+  const auto replay_first = generate_parallel(model, llm::StepMode::graph, 2, llm::GraphOrder::replay_then_update);
   for (std::size_t i = 0; i < requests().size(); ++i) {
     ASSERT_FALSE(single[i].tokens.empty());
     for (int r = 0; r < 2; ++r) {
-      const llm::Result &g = graph[static_cast<std::size_t>(r)][i], &e = eager[static_cast<std::size_t>(r)][i];
+      const auto rank = static_cast<std::size_t>(r);
+      const llm::Result &g = graph[rank][i], &e = eager[rank][i];
       const std::string at = "request " + std::to_string(i) + ", rank " + std::to_string(r);
       EXPECT_EQ(g.tokens, single[i].tokens) << at;
       EXPECT_EQ(e.tokens, g.tokens) << at;
       EXPECT_EQ(e.logits, g.logits) << at << ": graph and eager logits differ";
+      EXPECT_EQ(replay_first[rank][i].logits, g.logits) << at << ": the graph orders' logits differ";
       EXPECT_EQ(g.logits, graph[0][i].logits) << at << ": the ranks' logits differ";
       ASSERT_EQ(g.logits.size(), single[i].logits.size()) << at;
       for (std::size_t k = 0; k < g.logits.size(); ++k)
