@@ -3,21 +3,31 @@
 //   npugraph-generate [--model PATH] --prompt TEXT [--max-tokens N] [--batch B] [--mode graph|eager|both]
 //                     [--order update-first|replay-first] [--threads T] [--temperature X] [--top-k K]
 //                     [--top-p P] [--seed S] [--max-context N] [--raw] [--separate-projections]
+//   mpirun -np N npugraph-generate --tp N ...   (built with NPUGRAPH_MPI: tensor-parallel decode)
 //
 // Streams request 0's text as it is generated (a progress bar for --batch > 1), then prints a
 // summary per mode: prefill and decode tokens/s, ms per step, the host time per step split into input
 // writes, update and launch, and with --mode both whether graph and eager logits were bitwise equal.
+// With --tp N every one of the N MPI processes holds 1/N of the attention heads and MLP columns
+// (Note [Tensor-parallel split], docs/dist.md) and computes the same tokens; rank 0 prints, the
+// others are quiet, and rank 0 reports whether every rank's tokens were the same.
 #include <chrono>
 #include <cstdio>
+#include <cstdint>
 #include <cstdlib>
 #include <exception>
 #include <iostream>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "npugraph/error.hpp"
 #include "npugraph/llm/engine.hpp"
+#include "npugraph/llm/tensor_parallel.hpp"
+#ifdef NPUGRAPH_HAVE_DIST
+#include "tensor_parallel_mpi.hpp"
+#endif
 
 namespace {
 
@@ -32,6 +42,7 @@ struct Args {
   std::uint64_t seed = 0;
   bool raw = false;
   bool separate = false;  // EngineOptions::fuse_projections off (for comparisons)
+  std::optional<std::int64_t> tp;  // --tp N: tensor-parallel over N MPI processes
 };
 
 [[noreturn]] void usage(const std::string& error) {
@@ -39,7 +50,9 @@ struct Args {
                "%s%snpugraph-generate [--model PATH] --prompt TEXT [--max-tokens N] [--batch B]\n"
                "                  [--mode graph|eager|both] [--order update-first|replay-first]\n"
                "                  [--threads T] [--temperature X] [--top-k K] [--top-p P] [--seed S]\n"
-               "                  [--max-context N] [--raw] [--separate-projections]\n"
+               "                  [--max-context N] [--raw] [--separate-projections] [--tp N]\n"
+               "  --tp N: tensor-parallel decode over N MPI processes (mpirun -np N; N must be the\n"
+               "          number of processes and split the model's KV heads and FFN width)\n"
                "  --model defaults to the SmolLM2-135M-Instruct Q4_1 file `make setup` fetches.\n",
                error.c_str(), error.empty() ? "" : "\n\n");
   std::exit(2);
@@ -100,12 +113,15 @@ Args parse(int argc, char** argv) {
     else if (f == "--top-p") a.top_p = number<double>(f, v);
     else if (f == "--seed") a.seed = number<std::uint64_t>(f, v);
     else if (f == "--max-context") a.max_context = number<std::int64_t>(f, v);
+    else if (f == "--tp") a.tp = number<std::int64_t>(f, v);
     else usage("unknown option " + f);
   }
   if (a.prompt.empty()) usage("--prompt is required (and must not be empty)");
   if (a.batch < 1 || a.batch > 64) usage("--batch " + std::to_string(a.batch) + ": must be in [1, 64]");
   if (a.mode != "graph" && a.mode != "eager" && a.mode != "both") usage("--mode " + a.mode + ": graph, eager or both");
   if (a.order != "update-first" && a.order != "replay-first") usage("--order " + a.order + ": update-first or replay-first");
+  if (a.tp && *a.tp < 1)
+    usage("--tp " + std::to_string(*a.tp) + ": must be >= 1 (the number of MPI processes to split the model over)");
   return a;
 }
 
@@ -115,13 +131,13 @@ struct Run {
   std::vector<llm::Result> results;
 };
 
-Run run(const Args& a, llm::StepMode mode, bool show) {
+Run run(const Args& a, llm::StepMode mode, bool show, const std::shared_ptr<llm::TensorParallel>& tp) {
   llm::Engine engine({.model = a.model, .threads = a.threads, .max_batch = std::min<std::int64_t>(a.batch, 16),
                       .max_context = a.max_context, .mode = mode,
                       .order = a.order == "update-first" ? llm::GraphOrder::update_then_replay
                                                          : llm::GraphOrder::replay_then_update,
                       .temperature = a.temperature, .top_k = a.top_k, .top_p = a.top_p, .keep_logits = true,
-                      .fuse_projections = !a.separate});
+                      .fuse_projections = !a.separate, .tensor_parallel = tp});
   std::vector<llm::Request> requests;
   for (std::int64_t i = 0; i < a.batch; ++i)
     requests.push_back({.prompt = a.prompt, .max_tokens = a.max_tokens, .chat = !a.raw,
@@ -181,14 +197,76 @@ void summary(const std::vector<Run>& runs) {
   }
 }
 
+// A 64-bit hash of every run's tokens, to compare across ranks.
+std::uint64_t token_hash(const std::vector<Run>& runs) {
+  std::uint64_t h = 1469598103934665603ull;
+  for (const Run& r : runs)
+    for (const llm::Result& res : r.results)
+      for (std::int32_t t : res.tokens) h = (h ^ static_cast<std::uint32_t>(t)) * 1099511628211ull;
+  return h;
+}
+
+#ifdef NPUGRAPH_HAVE_DIST
+namespace dist = npugraph::dist;
+
+// --tp N: MPI up, the group checked (N must be the process count), rank 0 printing, and at the end
+// whether every rank computed the same tokens.
+int main_tensor_parallel(int argc, char** argv, const Args& a) {
+  dist::init(&argc, &argv);
+  std::shared_ptr<npugraph::apps::MpiTensorParallel> tp;
+  int rank = 0, rc = 0;
+  try {
+    tp = std::make_shared<npugraph::apps::MpiTensorParallel>(dist::Communicator::world());
+    rank = tp->rank();
+    if (const std::string bad = npugraph::apps::check_tp_size(*a.tp, tp->size()); !bad.empty()) {
+      if (rank == 0) std::fprintf(stderr, "npugraph-generate: %s\n", bad.c_str());
+      tp.reset();
+      dist::finalize();
+      return 2;
+    }
+    std::vector<Run> runs;
+    if (a.mode != "graph") runs.push_back(run(a, llm::StepMode::eager, rank == 0, tp));
+    if (a.mode != "eager") runs.push_back(run(a, llm::StepMode::graph, rank == 0 && a.mode == "graph", tp));
+    // Every rank must have sampled the same tokens (replicated logits): the hashes' min and max agree.
+    const std::uint64_t mine = token_hash(runs);
+    std::uint64_t lo = 0, hi = 0;
+    MPI_Allreduce(&mine, &lo, 1, MPI_UINT64_T, MPI_MIN, tp->comm().mpi_comm());
+    MPI_Allreduce(&mine, &hi, 1, MPI_UINT64_T, MPI_MAX, tp->comm().mpi_comm());
+    if (rank == 0) {
+      summary(runs);
+      std::printf("tensor parallel: %d ranks, tokens %s on every rank\n", tp->size(),
+                  lo == hi ? "identical" : "DIFFERENT");
+    }
+    if (lo != hi) rc = 1;
+  } catch (const npugraph::Error& e) {
+    std::fprintf(stderr, "npugraph-generate (rank %d): %s\n", rank, e.what());
+    // A rank whose collective timed out leaves MPI unable to finalize (docs/dist.md, "Deadline").
+    if (tp && tp->comm().broken()) std::_Exit(1);
+    rc = 1;
+  }
+  tp.reset();
+  dist::finalize();
+  return rc;
+}
+#endif
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const Args a = parse(argc, argv);
+  if (a.tp) {
+#ifdef NPUGRAPH_HAVE_DIST
+    return main_tensor_parallel(argc, argv, a);
+#else
+    if (*a.tp != 1)
+      usage("--tp " + std::to_string(*a.tp) + ": this npugraph-generate was built without MPI (configure with "
+            "-DNPUGRAPH_MPI=ON and Open MPI installed)");
+#endif
+  }
   try {
     std::vector<Run> runs;
-    if (a.mode != "graph") runs.push_back(run(a, llm::StepMode::eager, true));
-    if (a.mode != "eager") runs.push_back(run(a, llm::StepMode::graph, a.mode == "graph"));
+    if (a.mode != "graph") runs.push_back(run(a, llm::StepMode::eager, true, nullptr));
+    if (a.mode != "eager") runs.push_back(run(a, llm::StepMode::graph, a.mode == "graph", nullptr));
     summary(runs);
   } catch (const npugraph::Error& e) {
     std::fprintf(stderr, "npugraph-generate: %s\n", e.what());

@@ -80,6 +80,37 @@ if(NPUGRAPH_DIST_BUILT)
                          ENVIRONMENT "${_ng_dist_env};NPUGRAPH_DIST_TEST_LEVEL=funneled"
                          PASS_REGULAR_EXPRESSION "thread-level check: ok"
                          FAIL_REGULAR_EXPRESSION "thread-level check: FAILED")
+    # Tensor-parallel decode of the real model (tests/dist/tp/; skipped without the model file):
+    # greedy tokens under --tp 2 and 3 against one process, graph against eager. About 15 s each in
+    # Release on 2 cores: not in sanitizer builds, where three real-model decodes per rank would
+    # take minutes (the engine's tensor-parallel path runs there on the tiny model, ranks as threads:
+    # tests/llm/test_tensor_parallel_engine.cpp).
+    add_executable(npugraph_tp_decode_tests ${CMAKE_CURRENT_SOURCE_DIR}/tests/dist/tp/test_tp_decode.cpp)
+    target_include_directories(npugraph_tp_decode_tests PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/tests
+                               ${CMAKE_CURRENT_SOURCE_DIR}/apps)
+    target_link_libraries(npugraph_tp_decode_tests PRIVATE npugraph_dist npugraph_warnings GTest::gtest)
+    set(_ng_tp_ranks 2 3)
+    if(NPUGRAPH_SANITIZE_KIND)
+      set(_ng_tp_ranks)
+    endif()
+    foreach(np ${_ng_tp_ranks})
+      add_test(NAME dist_tp_decode_np${np}
+               COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${np} ${NPUGRAPH_MPIEXEC_FLAGS}
+                       ${MPIEXEC_PREFLAGS} $<TARGET_FILE:npugraph_tp_decode_tests> ${MPIEXEC_POSTFLAGS}
+                       --gtest_brief=1)
+      set_tests_properties(dist_tp_decode_np${np} PROPERTIES TIMEOUT 120 RUN_SERIAL ON LABELS mpi
+                           ENVIRONMENT "${_ng_dist_env}" SKIP_REGULAR_EXPRESSION "tp decode: skipped")
+    endforeach()
+    # npugraph-generate refuses a --tp that is not the process count, naming the value and the rule.
+    if(TARGET npugraph-generate)
+      add_test(NAME dist_tp_generate_bad_tp
+               COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 ${NPUGRAPH_MPIEXEC_FLAGS}
+                       ${MPIEXEC_PREFLAGS} $<TARGET_FILE:npugraph-generate> ${MPIEXEC_POSTFLAGS}
+                       --tp 3 --prompt hi)
+      set_tests_properties(dist_tp_generate_bad_tp PROPERTIES TIMEOUT 60 RUN_SERIAL ON LABELS mpi
+                           ENVIRONMENT "${_ng_dist_env}"
+                           PASS_REGULAR_EXPRESSION "--tp 3: must equal the number of MPI processes \\(2")
+    endif()
     # A rank that exits (finalizes and leaves) while rank 0 waits in an all_reduce.
     add_executable(dist_exited_rank_test ${CMAKE_CURRENT_SOURCE_DIR}/tests/dist/exited_rank/exited_rank_main.cpp)
     target_link_libraries(dist_exited_rank_test PRIVATE npugraph_dist npugraph_warnings)
@@ -97,6 +128,12 @@ if(NPUGRAPH_DIST_BUILT)
     set_tests_properties(dist_mpi_killed_rank PROPERTIES TIMEOUT 60 RUN_SERIAL ON LABELS mpi
                          ENVIRONMENT "${_ng_dist_env}" PASS_REGULAR_EXPRESSION "exited-rank check: ok"
                          FAIL_REGULAR_EXPRESSION "exited-rank check: FAILED")
+  endif()
+
+  # npugraph-generate --tp N: tensor-parallel decode over MPI (apps/tensor_parallel_mpi.hpp).
+  if(TARGET npugraph-generate)
+    target_link_libraries(npugraph-generate PRIVATE npugraph_dist)
+    target_compile_definitions(npugraph-generate PRIVATE NPUGRAPH_HAVE_DIST)
   endif()
 
   # npugraph.dist (python/npugraph/dist.py over _C.dist, python/src/dist.cpp), tested under mpirun

@@ -7,6 +7,7 @@
 
 #include "llm/runner.hpp"
 #include "npugraph/error.hpp"
+#include "npugraph/llm/tensor_parallel.hpp"
 
 namespace npugraph::llm {
 namespace {
@@ -49,7 +50,9 @@ struct Active {
 
 Engine::Engine(EngineOptions options) : options_(std::move(options)) {
   check_options(options_);
-  model_ = LlamaModel::load(options_.model);
+  TensorSplit split;
+  if (const auto& tp = options_.tensor_parallel) split = {.rank = tp->rank(), .size = tp->size()};
+  model_ = LlamaModel::load(options_.model, split);
   if (options_.max_context == 0) options_.max_context = std::min<std::int64_t>(model_->config().context, 2048);
   NG_CHECK_ARG(options_.max_context <= model_->config().context, "max_context = ", options_.max_context,
                ": the model was trained for ", model_->config().context, " tokens");

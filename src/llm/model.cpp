@@ -1,5 +1,6 @@
 #include "npugraph/llm/model.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <initializer_list>
 #include <system_error>
@@ -42,19 +43,6 @@ Tensor norm(const std::shared_ptr<GgufFile>& file, const std::string& name) {
   return file_view(file, file->tensor_bytes(t), {static_cast<std::int64_t>(t.n_elements)}, DType::f32);
 }
 
-// Rows [row0, row0 + rows) of `m` (its bytes shared).
-Matrix row_view(const Matrix& m, std::int64_t row0, std::int64_t rows) {
-  Matrix r;
-  if (m.quant.defined()) {
-    const std::int64_t rb = m.quant.row_bytes();
-    r.quant = ops::QuantWeight(m.quant.bytes().narrow(0, row0 * rb, rows * rb), m.quant.type(), rows,
-                               m.quant.cols());
-  } else {
-    r.dense = m.dense.narrow(0, row0, rows);
-  }
-  return r;
-}
-
 // The matrices' rows stacked into one new matrix, and each of them replaced by a view of its rows
 // (LayerWeights::qkv); nothing when their types or widths differ.
 Matrix stack_rows(std::initializer_list<Matrix*> parts) {
@@ -83,21 +71,109 @@ Matrix stack_rows(std::initializer_list<Matrix*> parts) {
     std::memcpy(dst, src.data(), src.nbytes());
     dst += src.nbytes();
     const std::int64_t n = m->rows();
-    *m = row_view(out, row0, n);
+    *m = slice_rows(out, row0, n, "stacked rows");
     row0 += n;
   }
   return out;
 }
 
+// "model.gguf: tensor 'blk.3.attn_output.weight' (tensor-parallel rank 1 of 2: query heads [6, 9))"
+std::string shard_name(const std::string& file, const std::string& tensor, const ModelShard& s, const char* what,
+                       std::int64_t first, std::int64_t count) {
+  return file + ": tensor '" + tensor + "' (tensor-parallel rank " + std::to_string(s.rank) + " of " + std::to_string(s.size) +
+         ": " + what + " [" + std::to_string(first) + ", " + std::to_string(first + count) + "))";
+}
+
+// Rank s's part of layer w (Note [Tensor-parallel split]): rows of q, k, v (its heads) and of gate,
+// up (its FFN columns); the matching input columns of o and down. The stacks are rebuilt from the
+// sliced parts.
+void shard_layer(LayerWeights& w, const LlamaConfig& c, const ModelShard& s, const std::string& file,
+                 const std::string& prefix) {
+  const std::int64_t hd = c.head_dim;
+  auto heads = [&](const char* t) { return shard_name(file, prefix + t, s, "query heads", s.head0, s.heads); };
+  auto kv = [&](const char* t) { return shard_name(file, prefix + t, s, "KV heads", s.kv_head0, s.kv_heads); };
+  auto ffn = [&](const char* t) { return shard_name(file, prefix + t, s, "FFN columns", s.ffn0, s.ffn); };
+  w.q = slice_rows(w.q, s.head0 * hd, s.heads * hd, heads("attn_q.weight"));
+  w.k = slice_rows(w.k, s.kv_head0 * hd, s.kv_heads * hd, kv("attn_k.weight"));
+  w.v = slice_rows(w.v, s.kv_head0 * hd, s.kv_heads * hd, kv("attn_v.weight"));
+  w.o = slice_cols(w.o, s.head0 * hd, s.heads * hd, heads("attn_output.weight"));
+  w.gate = slice_rows(w.gate, s.ffn0, s.ffn, ffn("ffn_gate.weight"));
+  w.up = slice_rows(w.up, s.ffn0, s.ffn, ffn("ffn_up.weight"));
+  w.down = slice_cols(w.down, s.ffn0, s.ffn, ffn("ffn_down.weight"));
+}
+
 }  // namespace
 
-std::shared_ptr<const LlamaModel> LlamaModel::load(const std::filesystem::path& path) {
+ModelShard shard_of(const LlamaConfig& c, TensorSplit split) {
+  NG_CHECK_ARG(split.size >= 1, "tensor parallel size = ", split.size, ": must be >= 1 (1: the whole model)");
+  NG_CHECK_ARG(split.rank >= 0 && split.rank < split.size, "tensor parallel rank = ", split.rank,
+               ": must be in [0, ", split.size, ") (the size)");
+  NG_CHECK_ARG(split.size <= c.kv_heads, "tensor parallel size = ", split.size, ": must be at most the ",
+               c.kv_heads, " KV heads of ", c.name, " (attention is split by KV group: each rank holds at least one)");
+  NG_CHECK_ARG(c.ffn % split.size == 0, "tensor parallel size = ", split.size, ": must divide the FFN width ",
+               c.ffn, " of ", c.name, " (the MLP is split by columns evenly)");
+  ModelShard s{.rank = split.rank, .size = split.size};
+  const std::int64_t base = c.kv_heads / split.size, extra = c.kv_heads % split.size, r = split.rank;
+  s.kv_heads = base + (r < extra ? 1 : 0);
+  s.kv_head0 = r * base + std::min(r, extra);
+  const std::int64_t group = c.heads / c.kv_heads;
+  s.heads = s.kv_heads * group;
+  s.head0 = s.kv_head0 * group;
+  s.ffn = c.ffn / split.size;
+  s.ffn0 = r * s.ffn;
+  return s;
+}
+
+Matrix slice_rows(const Matrix& m, std::int64_t row0, std::int64_t rows, const std::string& name) {
+  NG_CHECK_ARG(row0 >= 0 && rows >= 1 && row0 + rows <= m.rows(), name, ": rows [", row0, ", ", row0 + rows,
+               "): must be a non-empty range inside its ", m.rows(), " rows");
+  Matrix r;
+  if (m.quant.defined()) {
+    const std::int64_t rb = m.quant.row_bytes();
+    const Tensor flat = m.quant.bytes().view({m.quant.bytes().numel()});  // any shape (QuantWeight)
+    r.quant = ops::QuantWeight(flat.narrow(0, row0 * rb, rows * rb), m.quant.type(), rows, m.quant.cols());
+  } else {
+    r.dense = m.dense.narrow(0, row0, rows);
+  }
+  return r;
+}
+
+Matrix slice_cols(const Matrix& m, std::int64_t col0, std::int64_t cols, const std::string& name) {
+  NG_CHECK_ARG(col0 >= 0 && cols >= 1 && col0 + cols <= m.cols(), name, ": columns [", col0, ", ", col0 + cols,
+               "): must be a non-empty range inside its ", m.cols(), " columns");
+  Matrix r;
+  const std::int64_t rows = m.rows();
+  if (m.quant.defined()) {
+    NG_CHECK_ARG(col0 % ops::kQuantBlock == 0 && cols % ops::kQuantBlock == 0, name, " = ", m.quant.str(),
+                 ": columns [", col0, ", ", col0 + cols, ") cut its blocks of ", ops::kQuantBlock,
+                 " elements: a column slice of a ", ops::quant_type_name(m.quant.type()),
+                 " matrix must start and end on a multiple of ", ops::kQuantBlock);
+    const auto block = static_cast<std::int64_t>(ops::quant_block_bytes(m.quant.type()));
+    const std::int64_t src_row = m.quant.row_bytes(), dst_row = cols / ops::kQuantBlock * block;
+    const Tensor bytes = empty({rows * dst_row}, DType::u8);
+    const std::byte* src = m.quant.data() + col0 / ops::kQuantBlock * block;
+    auto* dst = static_cast<std::byte*>(bytes.data());
+    for (std::int64_t i = 0; i < rows; ++i) std::memcpy(dst + i * dst_row, src + i * src_row, dst_row);
+    r.quant = ops::QuantWeight(bytes, m.quant.type(), rows, cols);
+  } else {
+    NG_CHECK_ARG(m.dense.is_contiguous(), name, " = ", m.dense.str(), ": must be contiguous to slice columns");
+    const auto es = static_cast<std::int64_t>(dtype_size(m.dense.dtype()));
+    r.dense = empty({rows, cols}, m.dense.dtype());
+    const auto* src = static_cast<const std::byte*>(m.dense.data()) + col0 * es;
+    auto* dst = static_cast<std::byte*>(r.dense.data());
+    for (std::int64_t i = 0; i < rows; ++i) std::memcpy(dst + i * cols * es, src + i * m.cols() * es, cols * es);
+  }
+  return r;
+}
+
+std::shared_ptr<const LlamaModel> LlamaModel::load(const std::filesystem::path& path, TensorSplit split) {
   std::error_code ec;
   NG_CHECK_ARG(std::filesystem::is_regular_file(path, ec), "model = '", path.string(),
                "': no such file (fetch SmolLM2 with `python3 tools/fetch_model.py`, or pass a GGUF path)");
   std::shared_ptr<LlamaModel> m(new LlamaModel());
   m->file_ = std::make_shared<GgufFile>(GgufFile::open(path));
   m->config_ = LlamaConfig::from_gguf(*m->file_);
+  m->shard_ = shard_of(m->config_, split);
   m->tokenizer_ = std::make_unique<Tokenizer>(Tokenizer::from_gguf(*m->file_));
   const auto& f = m->file_;
   m->token_embd = matrix(f, "token_embd.weight");
@@ -116,6 +192,7 @@ std::shared_ptr<const LlamaModel> LlamaModel::load(const std::filesystem::path& 
     w.gate = matrix(f, p + "ffn_gate.weight");
     w.up = matrix(f, p + "ffn_up.weight");
     w.down = matrix(f, p + "ffn_down.weight");
+    if (split.size > 1) shard_layer(w, m->config_, m->shard_, f->name(), p);
     w.qkv = stack_rows({&w.q, &w.k, &w.v});
     w.gate_up = stack_rows({&w.gate, &w.up});
   }

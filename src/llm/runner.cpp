@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "npugraph/error.hpp"
+#include "npugraph/llm/tensor_parallel.hpp"
 #include "npugraph/ops/elementwise.hpp"
 #include "npugraph/ops/embedding.hpp"
 #include "npugraph/ops/fia.hpp"
@@ -72,6 +73,11 @@ struct ModelRunner::Bucket {
 ModelRunner::ModelRunner(std::shared_ptr<const LlamaModel> model, const EngineOptions& options)
     : model_(std::move(model)),
       options_(options),
+      heads_(model_->shard().heads),
+      kv_heads_(model_->shard().kv_heads),
+      q_dim_(heads_ * model_->config().head_dim),
+      kv_dim_(kv_heads_ * model_->config().head_dim),
+      ffn_(model_->shard().ffn),
       max_batch_(options.max_batch),
       max_rows_(std::max(options.max_batch, options.prefill_chunk)),
       max_blocks_((options.max_context + options.block_size - 1) / options.block_size),
@@ -82,8 +88,8 @@ ModelRunner::ModelRunner(std::shared_ptr<const LlamaModel> model, const EngineOp
   const LlamaConfig& c = model_->config();
   const std::int64_t nb = blocks_.num_blocks(), bs = options.block_size;
   for (std::int64_t l = 0; l < c.layers; ++l) {
-    k_cache_.push_back(empty({nb, bs, c.kv_dim()}, DType::f32));
-    v_cache_.push_back(empty({nb, bs, c.kv_dim()}, DType::f32));
+    k_cache_.push_back(empty({nb, bs, kv_dim_}, DType::f32));
+    v_cache_.push_back(empty({nb, bs, kv_dim_}, DType::f32));
   }
   ids_ = empty({max_rows_}, DType::i32);
   positions_ = empty({max_rows_}, DType::i32);
@@ -97,26 +103,27 @@ ModelRunner::ModelRunner(std::shared_ptr<const LlamaModel> model, const EngineOp
   next_ids_ = empty({max_batch_}, DType::i32);
   x_ = empty({max_rows_, c.hidden}, DType::f32);
   h_ = empty({max_rows_, c.hidden}, DType::f32);
-  q_ = empty({max_rows_, c.hidden}, DType::f32);
-  k_ = empty({max_rows_, c.kv_dim()}, DType::f32);
-  v_ = empty({max_rows_, c.kv_dim()}, DType::f32);
-  attn_ = empty({max_rows_, c.hidden}, DType::f32);
-  gate_ = empty({max_rows_, c.ffn}, DType::f32);
-  up_ = empty({max_rows_, c.ffn}, DType::f32);
-  act_ = empty({max_rows_, c.ffn}, DType::f32);
+  y_ = empty({max_rows_, c.hidden}, DType::f32);
+  q_ = empty({max_rows_, q_dim_}, DType::f32);
+  k_ = empty({max_rows_, kv_dim_}, DType::f32);
+  v_ = empty({max_rows_, kv_dim_}, DType::f32);
+  attn_ = empty({max_rows_, q_dim_}, DType::f32);
+  gate_ = empty({max_rows_, ffn_}, DType::f32);
+  up_ = empty({max_rows_, ffn_}, DType::f32);
+  act_ = empty({max_rows_, ffn_}, DType::f32);
   last_ = empty({max_batch_, c.hidden}, DType::f32);
   logits_ = empty({max_batch_, c.vocab}, DType::f32);
   lse_ = empty({1}, DType::f32);
   mask_ = compressed_causal_mask();
   const LayerWeights& first = model_->layers.front();
   if (options.fuse_projections && first.qkv.defined() && first.gate_up.defined()) {
-    qkv1_ = empty({c.hidden + 2 * c.kv_dim()}, DType::f32);
-    gate_up1_ = empty({2 * c.ffn}, DType::f32);
+    qkv1_ = empty({q_dim_ + 2 * kv_dim_}, DType::f32);
+    gate_up1_ = empty({2 * ffn_}, DType::f32);
   }
   // One workspace for every pass: FIA sizes it from the shapes only (not the lengths).
   std::int64_t ws = 0;
   auto need = [&](const Rows& r) {
-    const Tensor query = rows(q_, r.n).view({r.batch, r.q_len, c.hidden});
+    const Tensor query = rows(q_, r.n).view({r.batch, r.q_len, q_dim_});
     ws = std::max(ws, ops::fia_workspace_bytes(query, k_cache_[0], v_cache_[0], attention_options(r)));
   };
   for (std::int64_t b : kBuckets)
@@ -133,7 +140,7 @@ ModelRunner::ModelRunner(std::shared_ptr<const LlamaModel> model, const EngineOp
 ModelRunner::~ModelRunner() = default;
 
 Tensor ModelRunner::q_rows(std::int64_t n) const {
-  if (n == 1 && qkv1_.defined()) return qkv1_.narrow(0, 0, model_->config().hidden).view({1, model_->config().hidden});
+  if (n == 1 && qkv1_.defined()) return qkv1_.narrow(0, 0, q_dim_).view({1, q_dim_});
   return rows(q_, n);
 }
 
@@ -148,8 +155,8 @@ ops::FiaOptions ModelRunner::attention_options(const Rows& r) const {
   ops::FiaOptions o;
   o.actual_seq_lengths_kv = r.kv_lengths;
   o.block_table = r.block_table;
-  o.num_heads = c.heads;
-  o.num_key_value_heads = c.kv_heads;
+  o.num_heads = heads_;
+  o.num_key_value_heads = kv_heads_;
   o.scale = 1.0 / std::sqrt(static_cast<double>(c.head_dim));
   o.input_layout = "BSH";
   o.block_size = options_.block_size;
@@ -162,9 +169,8 @@ ops::FiaOptions ModelRunner::attention_options(const Rows& r) const {
 }
 
 void ModelRunner::issue_attention(const Rows& r, std::size_t layer, Bucket* capture) {
-  const LlamaConfig& c = model_->config();
-  const Tensor query = q_rows(r.n).view({r.batch, r.q_len, c.hidden});
-  const Tensor out = rows(attn_, r.n).view({r.batch, r.q_len, c.hidden});
+  const Tensor query = q_rows(r.n).view({r.batch, r.q_len, q_dim_});
+  const Tensor out = rows(attn_, r.n).view({r.batch, r.q_len, q_dim_});
   const ops::FiaOptions o = attention_options(r);
   if (!capture) {
     ops::fused_infer_attention_score_out(query, k_cache_[layer], v_cache_[layer], o, workspace_, out, lse_);
@@ -186,6 +192,10 @@ void ModelRunner::issue_sampling(std::int64_t n, const Tensor& logits) {
                   {.temperature = options_.temperature, .top_k = options_.top_k, .top_p = options_.top_p});
 }
 
+void ModelRunner::reduce(const Tensor& partial) {
+  if (options_.tensor_parallel && options_.tensor_parallel->size() > 1) options_.tensor_parallel->all_reduce(partial);
+}
+
 // The forward pass of `r.n` tokens as ops on the current stream (the runner's): the same calls
 // eager, captured (capture != null) or prefilling.
 void ModelRunner::issue_step(const Rows& r, Bucket* capture) {
@@ -193,15 +203,15 @@ void ModelRunner::issue_step(const Rows& r, Bucket* capture) {
   const std::int64_t n = r.n;
   // One token with stacked projections: q, k, v (gate, up) are the parts of one GEMV's output.
   const bool stacked = n == 1 && qkv1_.defined();
-  const std::int64_t qkv_n = c.hidden + 2 * c.kv_dim();
+  const std::int64_t qkv_n = q_dim_ + 2 * kv_dim_;
   auto part = [](const Tensor& all, std::int64_t start, std::int64_t length) {
     return all.narrow(0, start, length).view({1, length});
   };
-  const Tensor x = rows(x_, n), h = rows(h_, n), q = q_rows(n);
-  const Tensor k = stacked ? part(qkv1_, c.hidden, c.kv_dim()) : rows(k_, n);
-  const Tensor v = stacked ? part(qkv1_, c.hidden + c.kv_dim(), c.kv_dim()) : rows(v_, n);
-  const Tensor gate = stacked ? part(gate_up1_, 0, c.ffn) : rows(gate_, n);
-  const Tensor up = stacked ? part(gate_up1_, c.ffn, c.ffn) : rows(up_, n);
+  const Tensor x = rows(x_, n), h = rows(h_, n), y = rows(y_, n), q = q_rows(n);
+  const Tensor k = stacked ? part(qkv1_, q_dim_, kv_dim_) : rows(k_, n);
+  const Tensor v = stacked ? part(qkv1_, q_dim_ + kv_dim_, kv_dim_) : rows(v_, n);
+  const Tensor gate = stacked ? part(gate_up1_, 0, ffn_) : rows(gate_, n);
+  const Tensor up = stacked ? part(gate_up1_, ffn_, ffn_) : rows(up_, n);
   const Tensor attn = rows(attn_, n), act = rows(act_, n);
   const Tensor pos = rows(positions_, n);
   const ops::RopeOptions rope{.theta = c.rope_theta, .style = ops::RopeStyle::norm};
@@ -216,22 +226,24 @@ void ModelRunner::issue_step(const Rows& r, Bucket* capture) {
       matmul(h, w.k, k);
       matmul(h, w.v, v);
     }
-    const Tensor q3 = q.view({n, c.heads, c.head_dim}), k3 = k.view({n, c.kv_heads, c.head_dim});
+    const Tensor q3 = q.view({n, heads_, c.head_dim}), k3 = k.view({n, kv_heads_, c.head_dim});
     ops::rotary_embedding_out(pos, q3, q3, rope);
     ops::rotary_embedding_out(pos, k3, k3, rope);
-    ops::reshape_and_cache(k3, v.view({n, c.kv_heads, c.head_dim}), k_cache_[l], v_cache_[l], rows(slots_, n));
+    ops::reshape_and_cache(k3, v.view({n, kv_heads_, c.head_dim}), k_cache_[l], v_cache_[l], rows(slots_, n));
     issue_attention(r, l, capture);
     matmul(attn, w.o, h);
-    // x += attention; q = rmsnorm(x) (q is free here: the next layer recomputes it)
-    ops::add_rms_norm_out(x, h, w.ffn_norm, c.rms_eps, q, Tensor(), x);
+    reduce(h);
+    // x += attention; y = rmsnorm(x)
+    ops::add_rms_norm_out(x, h, w.ffn_norm, c.rms_eps, y, Tensor(), x);
     if (stacked) {
-      matmul(q, w.gate_up, gate_up1_.view({1, 2 * c.ffn}));
+      matmul(y, w.gate_up, gate_up1_.view({1, 2 * ffn_}));
     } else {
-      matmul(q, w.gate, gate);
-      matmul(q, w.up, up);
+      matmul(y, w.gate, gate);
+      matmul(y, w.up, up);
     }
     ops::swiglu_out(gate, up, act);
     matmul(act, w.down, h);
+    reduce(h);
     ops::add_out(x, h, x);
   }
   if (!r.logits) return;
@@ -297,12 +309,11 @@ void ModelRunner::write_inputs(std::span<Sequence* const> batch, std::int64_t n)
 }
 
 void ModelRunner::update(Bucket& b, std::span<const std::int64_t> lengths, bool per_layer) {
-  const LlamaConfig& c = model_->config();
   const Rows r{.n = b.rows, .batch = b.rows, .q_len = 1, .kv_lengths = {lengths.begin(), lengths.end()},
                .block_table = rows(block_table_, b.rows)};
   const ops::FiaOptions o = attention_options(r);
-  const Tensor query = q_rows(r.n).view({r.batch, 1, c.hidden});
-  const Tensor out = rows(attn_, r.n).view({r.batch, 1, c.hidden});
+  const Tensor query = q_rows(r.n).view({r.batch, 1, q_dim_});
+  const Tensor out = rows(attn_, r.n).view({r.batch, 1, q_dim_});
   if (!per_layer) {  // one batched, stream-ordered update: installed before the replay that follows
     StreamGuard on(stream_);
     UpdateScope scope(stream_, b.handles);

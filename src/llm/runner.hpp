@@ -14,6 +14,9 @@
 // padded to the bucket: padded rows embed token 0 at position 0, write no KV (slot -1), attend to
 // nothing (KV length 0) and their outputs are ignored. Eager mode issues the same ops on the same
 // buffers without a graph, so graph and eager logits are bitwise equal.
+// Under tensor parallelism (Note [Tensor-parallel split]) the step also issues the two all-reduces
+// per layer on the runner's stream: captured into the graph with the rest, they replay in stream
+// order, so every rank issues the same collectives in the same order; updates touch only FIA.
 #pragma once
 
 #include <array>
@@ -75,8 +78,14 @@ class ModelRunner {
   Bucket& bucket(std::int64_t rows);
   void update(Bucket& b, std::span<const std::int64_t> lengths, bool per_layer);
 
+  // The partial sums of w.o and w.down summed over the ranks (tensor parallel), else nothing.
+  void reduce(const Tensor& partial);
+
   std::shared_ptr<const LlamaModel> model_;
   EngineOptions options_;
+  // This rank's attention and MLP widths (the model's whole ones without tensor parallelism: Note
+  // [Tensor-parallel split]): query heads, KV heads, q columns (heads x head_dim), k / v columns, FFN.
+  std::int64_t heads_, kv_heads_, q_dim_, kv_dim_, ffn_;
   std::int64_t max_batch_, max_rows_, max_blocks_;
   Stream stream_, update_stream_;
   BlockManager blocks_;
@@ -84,7 +93,8 @@ class ModelRunner {
   // Persistent inputs (Note [Decode step graph]).
   Tensor ids_, positions_, slots_, block_table_, prefill_table_, seeds_, steps_, next_ids_;
   // Activations, sized for max_rows_ tokens.
-  Tensor x_, h_, q_, k_, v_, attn_, gate_, up_, act_, last_, logits_, lse_, workspace_, mask_;
+  // y_: the MLP's normed input (hidden wide; q_ is only q_dim_ wide under tensor parallelism).
+  Tensor x_, h_, y_, q_, k_, v_, attn_, gate_, up_, act_, last_, logits_, lse_, workspace_, mask_;
   // One token's q|k|v and gate|up rows side by side, for the stacked projections (undefined when
   // they are not used): q_row(1) etc. are views of them.
   Tensor qkv1_, gate_up1_;

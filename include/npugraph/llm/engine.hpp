@@ -24,6 +24,7 @@ namespace npugraph::llm {
 
 class LlamaModel;
 class ModelRunner;
+class TensorParallel;  // npugraph/llm/tensor_parallel.hpp
 
 enum class StepMode { graph, eager };
 // How a graph step's attention updates meet its replay (Note [Decode step graph]).
@@ -44,6 +45,10 @@ struct EngineOptions {
   bool keep_logits = false;              // keep a hash of every step's logits (graph vs eager checks)
   bool keep_full_logits = false;         // keep every step's logits row (reference checks; vocab floats each)
   bool fuse_projections = true;          // one token: q/k/v and gate/up as one GEMV each (the same logits, bitwise)
+  // Tensor-parallel decode (Note [Tensor-parallel split]): this process is rank tensor_parallel->rank()
+  // of size(); it loads only its part of the weights and all-reduces after w.o and w.down. Every rank
+  // must make the same Engine calls with the same options and requests. Null: the whole model here.
+  std::shared_ptr<TensorParallel> tensor_parallel{};
 };
 
 struct Request {

@@ -1,15 +1,18 @@
 // A Llama-architecture model loaded from a GGUF file: its shape, tokenizer and weights.
 //
 // The weights are views of the mapped file (no copy): a block-quantised matrix is an
-// ops::QuantWeight over its bytes, a float matrix or norm a Tensor; both keep the file mapped.
+// ops::QuantWeight over its bytes, a float matrix or norm a Tensor; both keep the file mapped. A
+// tensor-parallel rank's column slices (w.o, w.down) and the stacked projections are copies.
 #pragma once
 
 #include <filesystem>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "npugraph/llm/gguf.hpp"
 #include "npugraph/llm/model_config.hpp"
+#include "npugraph/llm/tensor_parallel.hpp"
 #include "npugraph/llm/tokenizer.hpp"
 #include "npugraph/ops/quant.hpp"
 #include "npugraph/tensor.hpp"
@@ -33,15 +36,27 @@ struct LayerWeights {
   Matrix qkv, gate_up;
 };
 
+// Rows [row0, row0 + rows) of `m`, sharing its bytes (a quantised row is whole blocks).
+// Columns [col0, col0 + cols) of `m`, copied into new memory; for a quantised matrix col0 and cols
+// must be multiples of its 32-element blocks. `name` is the tensor's, for messages: ArgumentError
+// naming it, the range and the rule for a range outside the matrix or one that cuts a block.
+Matrix slice_rows(const Matrix& m, std::int64_t row0, std::int64_t rows, const std::string& name);
+Matrix slice_cols(const Matrix& m, std::int64_t col0, std::int64_t cols, const std::string& name);
+
 class LlamaModel {
  public:
   // Opens, checks (LlamaConfig::from_gguf, Tokenizer::from_gguf) and maps the weights. ArgumentError
   // naming the file for a missing file, a malformed one, or a model npugraph does not run.
-  static std::shared_ptr<const LlamaModel> load(const std::filesystem::path& path);
+  // With split.size > 1, only rank split.rank's part of the attention and MLP weights (Note
+  // [Tensor-parallel split]); ArgumentError naming the size and the rule for a split the model's
+  // heads, FFN width or weight blocks do not allow.
+  static std::shared_ptr<const LlamaModel> load(const std::filesystem::path& path, TensorSplit split = {});
 
   const LlamaConfig& config() const { return config_; }
   const Tokenizer& tokenizer() const { return *tokenizer_; }
   const GgufFile& file() const { return *file_; }
+  // The heads and FFN columns these weights hold (all of them when loaded whole).
+  const ModelShard& shard() const { return shard_; }
 
   Matrix token_embd;  // [vocab, hidden]
   Matrix output;      // [vocab, hidden]: token_embd when the embeddings are tied
@@ -52,6 +67,7 @@ class LlamaModel {
   LlamaModel() = default;
   std::shared_ptr<GgufFile> file_;
   LlamaConfig config_;
+  ModelShard shard_;
   std::unique_ptr<Tokenizer> tokenizer_;
 };
 
