@@ -137,13 +137,23 @@ void launch(const Stream& stream, const KernelDef& kernel, std::span<const std::
             TensorUses uses, std::shared_ptr<const void> capture_state);
 const void* captured_state(const Stream& stream, const KernelDef& kernel);
 
+namespace detail {
+template <class T>
+inline constexpr bool is_span_v = false;
+template <class T, std::size_t N>
+inline constexpr bool is_span_v<std::span<T, N>> = true;
+}  // namespace detail
+
+// A parameter struct as its bytes. Not for spans: a span of fixed extent (std::as_bytes of a
+// one-element span) is trivially copyable too, and would otherwise be sent as the span object
+// instead of the bytes it views; spans go to the overloads above.
 template <class P>
-  requires std::is_trivially_copyable_v<P>
+  requires std::is_trivially_copyable_v<P> && (!detail::is_span_v<P>)
 void launch(const Stream& stream, const KernelDef& kernel, const P& params) {
   launch(stream, kernel, std::span<const std::byte>(std::as_bytes(std::span<const P, 1>(&params, 1))));
 }
 template <class P>
-  requires std::is_trivially_copyable_v<P>
+  requires std::is_trivially_copyable_v<P> && (!detail::is_span_v<P>)
 void launch(const Stream& stream, const KernelDef& kernel, const P& params, TensorUses uses) {
   launch(stream, kernel, std::span<const std::byte>(std::as_bytes(std::span<const P, 1>(&params, 1))),
          uses);

@@ -3,6 +3,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstring>
+#include <span>
 #include <thread>
 #include <vector>
 
@@ -168,4 +170,36 @@ TEST(Stream, BadArguments) {
   EXPECT_TRUE(throws<ArgumentError>([&] { ops::scale(c, 2.0); }, {"scale", "int32"}));
   EXPECT_TRUE(throws<ArgumentError>([] { Stream::create(Device::cpu(), {.num_threads = -1}); },
                                          {"num_threads = -1"}));
+}
+
+// launch() with the bytes of a struct as a fixed-extent span (std::as_bytes of a one-element span)
+// sends those bytes, not the span object (the struct overload does not take spans).
+namespace {
+
+struct SpanProbe {
+  float* out;
+  float value;
+};
+void write_probe(const void* params, std::size_t size, const ExecContext&) {
+  if (size != sizeof(SpanProbe)) return;
+  SpanProbe p;
+  std::memcpy(&p, params, sizeof p);
+  *p.out = p.value;
+}
+const KernelDef kSpanProbe{.name = "span_probe", .cpu = &write_probe};
+
+}  // namespace
+
+TEST(Stream, LaunchWithAFixedExtentByteSpanSendsTheBytesItViews) {
+  float out = 0;
+  const SpanProbe p{&out, 7.0f};
+  const auto bytes = std::as_bytes(std::span<const SpanProbe, 1>(&p, 1));
+  static_assert(decltype(bytes)::extent == sizeof(SpanProbe));
+  launch(current_stream(), kSpanProbe, bytes);
+  current_stream().synchronize();
+  EXPECT_EQ(out, 7.0f);
+  const SpanProbe q{&out, 9.0f};
+  launch(current_stream(), kSpanProbe, std::as_bytes(std::span<const SpanProbe, 1>(&q, 1)), TensorUses{});
+  current_stream().synchronize();
+  EXPECT_EQ(out, 9.0f);
 }
