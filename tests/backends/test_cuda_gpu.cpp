@@ -12,19 +12,12 @@
 
 #include "npugraph/npugraph.hpp"
 #include "runtime/backend.hpp"
+#include "support/require_gpu.hpp"
 
 namespace {
 
 namespace ng = npugraph;
 namespace nd = npugraph::detail;
-
-#define NG_REQUIRE_GPU()                                                                              \
-  do {                                                                                               \
-    if (nd::cuda_device_count() == 0)                                                                \
-      GTEST_SKIP() << "no CUDA device: "                                                             \
-                   << (NPUGRAPH_BUILT_WITH_CUDA ? "cudaGetDeviceCount found none on this machine"    \
-                                                : "this build has no cuda backend (NPUGRAPH_CUDA)"); \
-  } while (0)
 
 const ng::Device kGpu = ng::Device::cuda(0);
 

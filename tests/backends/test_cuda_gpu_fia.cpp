@@ -16,20 +16,14 @@
 #include "npugraph/npugraph.hpp"
 #include "ops/fia_case.hpp"
 #include "runtime/backend.hpp"
+#include "support/require_gpu.hpp"
 
 namespace fia_test {
 namespace {
 
 namespace ng = npugraph;
+using ngtest::expect_close;
 namespace nd = npugraph::detail;
-
-#define NG_REQUIRE_GPU()                                                                              \
-  do {                                                                                               \
-    if (nd::cuda_device_count() == 0)                                                                \
-      GTEST_SKIP() << "no CUDA device: "                                                             \
-                   << (NPUGRAPH_BUILT_WITH_CUDA ? "cudaGetDeviceCount found none on this machine"    \
-                                                : "this build has no cuda backend (NPUGRAPH_CUDA)"); \
-  } while (0)
 
 const ng::Device kGpu = ng::Device::cuda(0);
 
@@ -67,20 +61,6 @@ GpuCall on_gpu(const ng::Stream& s, const Tensor& q, const Tensor& k, const Tens
   return g;
 }
 
-void expect_close(const Tensor& a_t, const Tensor& b_t, double eps, const char* what) {
-  const std::vector<double> a = read_back(a_t), b = read_back(b_t);
-  ASSERT_EQ(a.size(), b.size());
-  int failures = 0;
-  for (std::size_t i = 0; i < a.size() && failures < 10; ++i) {
-    const bool ok = std::isinf(b[i]) ? a[i] == b[i]
-                                     : std::abs(a[i] - b[i]) <= 2 * eps * std::max(1.0, std::abs(b[i]));
-    if (!ok) {
-      ADD_FAILURE() << what << "[" << i << "] = " << a[i] << " on the GPU, the CPU op's " << b[i];
-      ++failures;
-    }
-  }
-}
-
 struct GpuResult {
   Tensor out, lse;  // on the host
 };
@@ -97,8 +77,8 @@ void expect_cpu_parity(const Tensor& q, const Tensor& k, const Tensor& v,
   const GpuResult r = run_eager(s, on_gpu(s, q, k, v, o));
   const auto cpu = ng::ops::fused_infer_attention_score(q, k, v, o);
   ng::current_stream().synchronize();
-  expect_close(r.out, cpu.attention_out, out_bound(q.dtype()), "attention_out");
-  expect_close(r.lse, cpu.softmax_lse, 1e-5, "softmax_lse");
+  expect_close(r.out, cpu.attention_out, out_bound(q.dtype()), "attention_out", " on the GPU");
+  expect_close(r.lse, cpu.softmax_lse, 1e-5, "softmax_lse", " on the GPU");
   if (reference) expect_matches(*reference, r.out, r.lse);
 }
 
@@ -215,7 +195,7 @@ void update_cycles(ng::UpdateOrder order) {
       host_opt.actual_seq_lengths_kv = next.opt.actual_seq_lengths_kv;
       const auto cpu = ng::ops::fused_infer_attention_score(d.q, d.k, d.v, host_opt);
       ng::current_stream().synchronize();
-      expect_close(got_out, cpu.attention_out, out_bound(DType::f16), "attention_out");
+      expect_close(got_out, cpu.attention_out, out_bound(DType::f16), "attention_out", " on the GPU");
     }
   }
 }

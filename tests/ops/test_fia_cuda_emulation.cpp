@@ -29,6 +29,7 @@ namespace fia_test {
 namespace {
 
 namespace ng = npugraph;
+using ngtest::expect_close;
 namespace att = ng::ops::attention;
 namespace cc = att::cuda_core;
 
@@ -100,21 +101,6 @@ void emulate_op(const Tensor& q, const Tensor& k, const Tensor& v, const ng::ops
   const Tensor ws = ng::ops::fia_max_workspace(q, k, v, opt);
   att::build_fia_params(q, k, v, opt, ws, e.out, e.lse, nullptr, e.block);
   e.stats = emulate(e.block.bytes());
-}
-
-// |a - b| <= 2 eps max(1, |b|) elementwise (lse: 2e-5 (1 + |b|), infinities equal).
-void expect_close(const Tensor& a_t, const Tensor& b_t, double eps, const char* what) {
-  const std::vector<double> a = read_back(a_t), b = read_back(b_t);
-  ASSERT_EQ(a.size(), b.size());
-  int failures = 0;
-  for (std::size_t i = 0; i < a.size() && failures < 10; ++i) {
-    const bool ok = std::isinf(b[i]) ? a[i] == b[i]
-                                     : std::abs(a[i] - b[i]) <= 2 * eps * std::max(1.0, std::abs(b[i]));
-    if (!ok) {
-      ADD_FAILURE() << what << "[" << i << "] = " << a[i] << ", the CPU op's " << b[i];
-      ++failures;
-    }
-  }
 }
 
 void expect_cpu_op_match(const Tensor& q, const Tensor& k, const Tensor& v,

@@ -1,5 +1,7 @@
 #include "support/host_tensors.hpp"
 
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -121,6 +123,20 @@ Tensor f32_tensor(const std::vector<float>& values) {
 std::vector<float> values_of(const Tensor& t) {
   const float* p = t.data_ptr<float>();
   return std::vector<float>(p, p + t.numel());
+}
+
+void expect_close(const Tensor& a_t, const Tensor& b_t, double eps, const char* what, const char* where) {
+  const std::vector<double> a = read_back(a_t), b = read_back(b_t);
+  ASSERT_EQ(a.size(), b.size()) << what;
+  int failures = 0;
+  for (std::size_t i = 0; i < a.size() && failures < 10; ++i) {
+    const bool ok = std::isinf(b[i]) ? a[i] == b[i]
+                                     : std::abs(a[i] - b[i]) <= 2 * eps * std::max(1.0, std::abs(b[i]));
+    if (!ok) {
+      ADD_FAILURE() << what << "[" << i << "] = " << a[i] << where << ", the reference's " << b[i];
+      ++failures;
+    }
+  }
 }
 
 }  // namespace ngtest

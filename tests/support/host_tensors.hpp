@@ -29,6 +29,9 @@ Tensor filled_tensor(const Shape& shape, DType dtype, double value);
 Tensor int_tensor(const std::vector<std::int64_t>& values, const Shape& shape, DType dtype);
 // A contiguous tensor's elements as double.
 std::vector<double> read_back(const Tensor& t);
+// |a - b| <= 2 eps max(1, |b|) elementwise, infinities equal; the first 10 failures reported as
+// "<what>[i] = a<where>, the reference's b" (gtest non-fatal failures).
+void expect_close(const Tensor& a, const Tensor& b, double eps, const char* what, const char* where = "");
 
 // A float32 tensor holding `values` (the allocator's memory), and a float32 tensor's values.
 Tensor f32_tensor(const std::vector<float>& values);
