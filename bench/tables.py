@@ -213,6 +213,57 @@ HOST = Section(
 
 # --- Decode engine (bench_llm; peer: bench/llm/llama_cpp_peer.py) ---------------------------------
 
+# --- Linear kernels of the decode engine (issue 13) -------------------------------------------
+
+LIN = "bench_linear"
+
+
+def _lin_row(label, case, target="≥ 85 %"):
+    """One bench_linear GEMV case (cold weights from DRAM), on the best target and with AVX2 forced."""
+    return row(label,
+               ours=M(LIN, f"gemv/{case}"),
+               rate=M(LIN, f"gemv/{case}", "GBps", "GBps"),
+               limit=M(LIN, f"gemv/{case}", "bw_frac", "pct"),
+               probe=M(LIN, f"gemv/{case}", "bw_frac_probe", "pct"),
+               best=M(LIN, f"gemv/{case}", "bw_frac_best", "pct"),
+               avx2=M(LIN, f"gemv/{case}/avx2"),
+               avx2_limit=M(LIN, f"gemv/{case}/avx2", "bw_frac", "pct"),
+               avx2_best=M(LIN, f"gemv/{case}/avx2", "bw_frac_best", "pct"),
+               target=T(target))
+
+
+LINEAR = Section(
+    title="Linear kernels of the decode engine (bench_linear; AVX2 forced on the same machine beside the best target)",
+    columns=[
+        Column("ours", "npugraph"),
+        Column("rate", "weights read"),
+        Column("limit", "of limit"),
+        Column("probe", "of probe"),
+        Column("best", "best batch"),
+        Column("avx2", "AVX2 forced"),
+        Column("avx2_limit", "of limit"),
+        Column("avx2_best", "best batch"),
+        Column("target", "target"),
+    ],
+    rows=[
+        _lin_row("Q4_1 GEMV 1536×576 (gate / up), 1 token", "Q4_1/1536x576/T:1"),
+        _lin_row("Q4_1 GEMV 576×1536 (down), 1 token", "Q4_1/576x1536/T:1"),
+        _lin_row("Q8_0 GEMV 49152×576 (output projection), 1 token", "Q8_0/49152x576/T:1"),
+        _lin_row("Q4_1 GEMV 576×576 (q / o), 1 token", "Q4_1/576x576/T:1"),
+        _lin_row("Q4_1 GEMV 1536×576, 8 tokens", "Q4_1/1536x576/T:8", ""),
+        _lin_row("f16 GEMV 1536×576, 1 token", "F16/1536x576/T:1"),
+    ],
+    notes=[
+        "Medians of one call among 16 on successive weight copies (≥ 1 GiB in all, so weights come"
+        " from DRAM) and one synchronize. *of limit*: weight bytes ÷ time over the DRAM read bandwidth"
+        " bench_linear measures first (roofline/dram_read); *of probe*: over a 256 MiB read probe run"
+        " around the case; *best batch*: the fastest batch of 16 calls (a shared machine only slows"
+        " batches down). *AVX2 forced*: the same case with Highway's dispatch limited to AVX2 on this"
+        " machine (hwy::SetSupportedTargetsForTest) — the AVX2 code path, on this machine's cores,"
+        " not a figure for an AVX2-only CPU.",
+    ],
+)
+
 LLM, LCPP = "bench_llm", "llama_cpp"
 
 
@@ -286,4 +337,4 @@ DECODE = Section(
     ],
 )
 
-SECTIONS = [ROOFLINE, ATTENTION, HOST, DECODE]
+SECTIONS = [ROOFLINE, ATTENTION, LINEAR, HOST, DECODE]

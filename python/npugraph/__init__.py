@@ -48,11 +48,13 @@ npu.NPUGraph.render = _render  # the DOT dump drawn by Graphviz (_render.py)
 for _name in _npu_api.__all__:  # torch.cuda's names written in Python (memory, device, ...)
     setattr(npu, _name, getattr(_npu_api, _name))
 _sys.modules[__name__ + ".npu"] = npu
+cuda = _C.cuda  # device_count / is_available: the GPUs of the CUDA backend
+_sys.modules[__name__ + ".cuda"] = cuda
 llm = _C.llm  # the decode engine: npugraph.llm.Engine(model_path).generate([...])
 _sys.modules[__name__ + ".llm"] = llm
 
 __all__ = sorted(
     ["ArgumentError", "Error", "StateError", "TaskError", "UnsupportedError", "WaitTimeoutError",
-     "empty", "empty_cache", "llm", "memory_stats", "npu", "profile", "reset_peak_memory_stats",
+     "cuda", "empty", "empty_cache", "llm", "memory_stats", "npu", "profile", "reset_peak_memory_stats",
      "set_log_level", "start_trace", "stop_trace", "zeros"]
     + [n for n in dir(_C) if n.startswith(("npu_", "_npu_")) or n in ("QuantWeight", "ResourceError")])

@@ -121,6 +121,11 @@ Stream stream_arg(py::handle v, const char* name) {
   return stream_required(v, name);
 }
 
+void finish_eager(Device device) {
+  const Stream& s = current_stream_ref(device);
+  if (!s.is_capturing() && !s.is_updating()) s.synchronize();
+}
+
 Stream stream_required(py::handle v, const char* name) {
   if (!py::isinstance<Stream>(v)) throw_type_error(name, v, "an npugraph.npu.Stream");
   return v.cast<Stream>();

@@ -44,6 +44,13 @@ Stream stream_arg(py::handle v, const char* name = "stream");
 // An npugraph.npu.Stream (None refused).
 Stream stream_required(py::handle v, const char* name = "stream");
 
+// Note [Eager calls finish on their device]
+// An eager op called from Python returns once its work has run (Note [Blocking replays from
+// Python]): this synchronizes the calling thread's current stream of `device`, the device of the
+// op's tensors (a cuda:N op runs on cuda:N's current stream, not the cpu's). Nothing waits while that
+// stream captures or records an update: the call was only recorded. Call it without the GIL.
+void finish_eager(Device device);
+
 // Runs f(); a TypeError, ValueError or npugraph error it raises gets `context` put in front of its
 // message (the same exception type). For the error path only: the call costs nothing otherwise.
 template <class F>

@@ -52,7 +52,7 @@ struct DLManagedTensor {
   void* manager_ctx;
   void (*deleter)(DLManagedTensor* self);
 };
-constexpr std::int32_t kDLCPU = 1;
+constexpr std::int32_t kDLCPU = 1, kDLCUDA = 2;
 constexpr std::uint8_t kDLInt = 0, kDLUInt = 1, kDLFloat = 2, kDLBfloat = 4, kDLBool = 6;
 
 DType from_dl(DLDataType t, const char* arg) {
@@ -187,9 +187,17 @@ Tensor to_tensor(py::handle obj, const char* arg) {
   InternalTorch internal;
   NG_CHECK_ARG(!py::bool_(obj.attr("requires_grad")), arg,
                ": a torch tensor that requires grad cannot be shared; use .detach() or torch.no_grad()");
-  const std::string device = py::str(obj.attr("device").attr("type"));
-  NG_CHECK_ARG(device == "cpu", arg, ": torch tensor on device '", device,
-               "': this build runs on the cpu backend (keep tensors on the cpu)");
+  const py::object torch_device = obj.attr("device");
+  const std::string device = py::str(torch_device.attr("type"));
+  NG_CHECK_ARG(device == "cpu" || device == "cuda", arg, ": torch tensor on device '", device,
+               "': npugraph takes cpu and cuda tensors");
+  // Note [torch CUDA tensors]
+  // torch's kernels run on torch's current CUDA stream, npugraph's on its own streams: a tensor torch
+  // has just written may still be in flight there. So a torch CUDA tensor is shared only once torch's
+  // current stream of its device has finished (a host wait, as the eager calls' own at their end:
+  // Note [Blocking replays from Python]). Results go back to torch after npugraph's stream finished.
+  if (device == "cuda")
+    py::module_::import("torch").attr("cuda").attr("current_stream")(torch_device).attr("synchronize")();
   const std::string dtype_name = py::str(obj.attr("dtype"));
   NG_CHECK_ARG(torch_dtype_supported(dtype_name), arg, ": torch dtype ", dtype_name, " is not supported (",
                kSupported, ")");
@@ -206,8 +214,9 @@ Tensor to_tensor(py::handle obj, const char* arg) {
     if (mt->deleter) mt->deleter(mt);
   });
   const DLTensor& t = m->dl_tensor;
-  NG_CHECK_ARG(t.device.device_type == kDLCPU, arg, ": DLPack device type ", t.device.device_type,
-               " is not the cpu");
+  NG_CHECK_ARG(t.device.device_type == kDLCPU || t.device.device_type == kDLCUDA, arg,
+               ": DLPack device type ", t.device.device_type, " is neither the cpu (1) nor CUDA (2)");
+  const Device on = t.device.device_type == kDLCUDA ? Device::cuda(t.device.device_id) : Device::cpu();
   const DType dtype = is_bool ? DType::boolean : from_dl(t.dtype, arg);
   Shape shape, strides;
   for (int i = 0; i < t.ndim; ++i) shape.push_back(t.shape[i]);
@@ -216,11 +225,14 @@ Tensor to_tensor(py::handle obj, const char* arg) {
   } else {
     strides = contiguous_strides(shape);
   }
-  return Tensor::from_blob(static_cast<char*>(t.data) + t.byte_offset, shape, strides, dtype, owner);
+  return Tensor::from_blob(static_cast<char*>(t.data) + t.byte_offset, shape, strides, dtype, owner, on);
 }
 
 py::object from_tensor(const Tensor& t, Kind kind) {
   if (kind == Kind::numpy) {
+    NG_CHECK_ARG(t.device().is_cpu(), "the result is on ", t.device().str(),
+                 ": a numpy array holds host memory only (pass torch tensors, or a torch dtype, for ",
+                 t.device().str(), " work)");
     std::vector<py::ssize_t> shape, strides;
     const auto item = static_cast<py::ssize_t>(t.element_size());
     for (int i = 0; i < t.dim(); ++i) {
@@ -238,7 +250,8 @@ py::object from_tensor(const Tensor& t, Kind kind) {
   };
   auto* ctx = new Ctx{t, {t.shape().begin(), t.shape().end()}, {t.strides().begin(), t.strides().end()}, {}};
   const bool is_bool = t.dtype() == DType::boolean;  // exported as uint8, viewed back as bool
-  ctx->managed.dl_tensor = DLTensor{t.data(), DLDevice{kDLCPU, 0}, t.dim(),
+  const DLDevice dl_device = t.device().is_cpu() ? DLDevice{kDLCPU, 0} : DLDevice{kDLCUDA, t.device().index()};
+  ctx->managed.dl_tensor = DLTensor{t.data(), dl_device, t.dim(),
                                     is_bool ? to_dl(DType::u8) : to_dl(t.dtype()),
                                     ctx->shape.data(), ctx->strides.data(), 0};
   ctx->managed.manager_ctx = ctx;

@@ -27,11 +27,10 @@ constexpr bool kAvailable = true;
 using Comm = dist::Communicator;
 
 template <class F>
-void run(F&& f) {
+void run(const Tensor& on, F&& f) {
   py::gil_scoped_release release;
   f();
-  const Stream s = current_stream();
-  if (!s.is_capturing() && !s.is_updating()) s.synchronize();
+  finish_eager(on.device());  // Note [Eager calls finish on their device]
 }
 
 std::shared_ptr<Comm> make_comm(py::handle h) {
@@ -54,10 +53,10 @@ double timeout_of(const Comm& c) { return static_cast<double>(c.timeout().count(
 void set_timeout_of(Comm& c, double sec) {
   c.set_timeout(std::chrono::milliseconds(std::max<std::int64_t>(1, static_cast<std::int64_t>(sec * 1000))));
 }
-void py_all_reduce(const Comm& c, const Tensor& t) { run([&] { dist::all_reduce(c, t); }); }
-void py_all_gather(const Comm& c, const Tensor& o, const Tensor& i) { run([&] { dist::all_gather_out(c, i, o); }); }
+void py_all_reduce(const Comm& c, const Tensor& t) { run(t, [&] { dist::all_reduce(c, t); }); }
+void py_all_gather(const Comm& c, const Tensor& o, const Tensor& i) { run(o, [&] { dist::all_gather_out(c, i, o); }); }
 void py_reduce_scatter(const Comm& c, const Tensor& o, const Tensor& i) {
-  run([&] { dist::reduce_scatter_out(c, i, o); });
+  run(o, [&] { dist::reduce_scatter_out(c, i, o); });
 }
 #else
 constexpr bool kAvailable = false;

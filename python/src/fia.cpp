@@ -185,12 +185,6 @@ constexpr const char* kFia = "npu_fused_infer_attention_score";
 constexpr const char* kFiaOut = "npu_fused_infer_attention_score.out";
 constexpr const char* kFiaWorkspace = "_npu_fused_infer_attention_score_get_max_workspace";
 
-// Eager work on a normal stream returns once it ran (Note [Blocking replays from Python]).
-void finish_eager() {
-  const Stream s = current_stream();
-  if (!s.is_capturing() && !s.is_updating()) s.synchronize();
-}
-
 // out=[attention_out, softmax_lse] of the .out form.
 std::pair<Tensor, Tensor> out_arg(py::handle out) {
   if (!PyList_Check(out.ptr()) && !PyTuple_Check(out.ptr()))
@@ -247,7 +241,7 @@ std::optional<std::pair<Tensor, Tensor>> record_fia(DispatchRecords& d, const Te
   NG_CHECK_STATE(!d.dead, "npu_fused_infer_attention_score: graph ", d.graph_id,
                  " was reset (g.reset()) during its auto-dispatch capture, which ended it; the call is "
                  "not recorded (capture the graph again)");
-  const Stream s = current_stream();
+  const Stream s = current_stream(query.device());
   if (!s.is_capturing()) return std::nullopt;  // e.g. inside `with npugraph.npu.stream(other):`
   // One plan for the workspace size, the outputs and the launch.
   const ops::FiaPlan plan = ops::fia_plan(query, key, value, options);
@@ -345,7 +339,7 @@ void bind_fia(py::module_& m) {
              if (!recorded) {
                py::gil_scoped_release release;
                r = ops::fused_infer_attention_score(query, key, value, o);
-               finish_eager();
+               finish_eager(query.device());
              }
              return py::make_tuple(from_tensor(r.attention_out, kind), from_tensor(r.softmax_lse, kind));
            }, py::arg("query"), py::arg("key"), py::arg("value"))
@@ -358,7 +352,7 @@ void bind_fia(py::module_& m) {
              {
                py::gil_scoped_release release;
                ops::fused_infer_attention_score_out(query, key, value, o, ws, attention_out, lse);
-               finish_eager();
+               finish_eager(query.device());
              }
              return py::reinterpret_borrow<py::object>(out);
            }, py::arg("query"), py::arg("key"), py::arg("value"), py::kw_only(), py::arg("workspace"),

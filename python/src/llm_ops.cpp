@@ -18,18 +18,13 @@
 namespace npugraph::python {
 namespace {
 
-// Eager work on a normal stream returns once it ran (as fia.cpp: Note [Blocking replays from Python]).
-void finish_eager() {
-  const Stream s = current_stream();
-  if (!s.is_capturing() && !s.is_updating()) s.synchronize();
-}
-
-// Runs the launch without the GIL, then finishes it when eager.
+// Runs the launch without the GIL, then finishes it on the device of the op's tensors when eager
+// (Note [Eager calls finish on their device]).
 template <class F>
-void run(F&& f) {
+void run(const Tensor& on, F&& f) {
   py::gil_scoped_release release;
   f();
-  finish_eager();
+  finish_eager(on.device());
 }
 
 Tensor optional_tensor(py::handle v, const char* name) { return v.is_none() ? Tensor() : to_tensor(v, name); }
@@ -123,7 +118,7 @@ void bind_llm_ops(py::module_& m) {
           s[s.size() - 1] = weight.w.rows();
           o = empty(s, optional_dtype(out_dtype).value_or(DType::f32), xt.device());
         }
-        run([&] { ops::weight_quant_linear_out(xt, weight.w, b, o); });
+        run(xt, [&] { ops::weight_quant_linear_out(xt, weight.w, b, o); });
         return out.is_none() ? from_tensor(o, kind) : py::reinterpret_borrow<py::object>(out);
       },
       py::arg("x"), py::arg("weight"), py::arg("bias") = py::none(), py::kw_only(), py::arg("out") = py::none(),
@@ -145,7 +140,7 @@ void bind_llm_ops(py::module_& m) {
           s[s.size() - 1] = w.size(0);
           o = empty(s, optional_dtype(out_dtype).value_or(DType::f32), xt.device());
         }
-        run([&] { ops::linear_out(xt, w, b, o); });
+        run(xt, [&] { ops::linear_out(xt, w, b, o); });
         return out.is_none() ? from_tensor(o, kind) : py::reinterpret_borrow<py::object>(out);
       },
       py::arg("x"), py::arg("weight"), py::arg("bias") = py::none(), py::kw_only(), py::arg("out") = py::none(),
@@ -159,11 +154,11 @@ void bind_llm_ops(py::module_& m) {
         const Tensor xt = to_tensor(x, "x"), g = to_tensor(gamma, "gamma");
         if (!out.is_none()) {
           const Tensor y = to_tensor(out, "out");
-          run([&] { ops::rms_norm_out(xt, g, epsilon, y); });
+          run(xt, [&] { ops::rms_norm_out(xt, g, epsilon, y); });
           return py::make_tuple(out, py::none());
         }
         ops::RmsNormResult r;
-        run([&] { r = ops::npu_rms_norm(xt, g, epsilon); });
+        run(xt, [&] { r = ops::npu_rms_norm(xt, g, epsilon); });
         return py::make_tuple(from_tensor(r.y, kind), from_tensor(r.rstd, kind));
       },
       py::arg("x"), py::arg("gamma"), py::arg("epsilon") = 1e-6, py::kw_only(), py::arg("out") = py::none(),
@@ -176,7 +171,7 @@ void bind_llm_ops(py::module_& m) {
         const Kind kind = kind_of(x1, "x1");
         const Tensor a = to_tensor(x1, "x1"), b = to_tensor(x2, "x2"), g = to_tensor(gamma, "gamma");
         ops::AddRmsNormResult r;
-        run([&] { r = ops::npu_add_rms_norm(a, b, g, epsilon); });
+        run(a, [&] { r = ops::npu_add_rms_norm(a, b, g, epsilon); });
         return py::make_tuple(from_tensor(r.y, kind), from_tensor(r.rstd, kind), from_tensor(r.x, kind));
       },
       py::arg("x1"), py::arg("x2"), py::arg("gamma"), py::arg("epsilon") = 1e-6,
@@ -191,11 +186,11 @@ void bind_llm_ops(py::module_& m) {
           NG_CHECK_ARG(dim == -1 || dim == xt.dim() - 1, "npu_swiglu: dim = ", dim,
                        ": only the last dim (-1) is supported");
           const Tensor o = to_tensor(out, "out");
-          run([&] { ops::swiglu_out(xt, o); });
+          run(xt, [&] { ops::swiglu_out(xt, o); });
           return py::reinterpret_borrow<py::object>(out);
         }
         Tensor o;
-        run([&] { o = ops::npu_swiglu(xt, dim); });
+        run(xt, [&] { o = ops::npu_swiglu(xt, dim); });
         return from_tensor(o, kind);
       },
       py::arg("x"), py::arg("dim") = -1, py::kw_only(), py::arg("out") = py::none(),
@@ -208,7 +203,7 @@ void bind_llm_ops(py::module_& m) {
         const Tensor g = to_tensor(gate, "gate"), u = to_tensor(up, "up");
         Tensor o = out.is_none() ? Tensor() : to_tensor(out, "out");
         if (!o.defined()) o = empty(g.shape(), g.dtype(), g.device());
-        run([&] { ops::swiglu_out(g, u, o); });
+        run(g, [&] { ops::swiglu_out(g, u, o); });
         return out.is_none() ? from_tensor(o, kind) : py::reinterpret_borrow<py::object>(out);
       },
       py::arg("gate"), py::arg("up"), py::kw_only(), py::arg("out") = py::none(),
@@ -223,7 +218,7 @@ void bind_llm_ops(py::module_& m) {
         const ops::RopeOptions o{.theta = theta, .style = style_arg(style), .rotary_dim = rotary_dim};
         Tensor y = optional_tensor(out, "out");
         if (!y.defined()) y = empty(xt.shape(), optional_dtype(out_dtype).value_or(xt.dtype()), xt.device());
-        run([&] { ops::rotary_embedding_out(pos, xt, y, o); });
+        run(xt, [&] { ops::rotary_embedding_out(pos, xt, y, o); });
         return out.is_none() ? from_tensor(y, kind) : py::reinterpret_borrow<py::object>(out);
       },
       py::arg("positions"), py::arg("x"), py::kw_only(), py::arg("theta") = 10000.0, py::arg("style") = "neox",
@@ -247,7 +242,7 @@ void bind_llm_ops(py::module_& m) {
             s.push_back(w.cols());
             o = empty(s, dt, i.device());
           }
-          run([&] { ops::embedding_out(i, w, o); });
+          run(i, [&] { ops::embedding_out(i, w, o); });
         } else {
           const Tensor t = to_tensor(table, "table");
           if (!o.defined()) {
@@ -256,7 +251,7 @@ void bind_llm_ops(py::module_& m) {
             s.push_back(t.size(1));
             o = empty(s, dt, i.device());
           }
-          run([&] { ops::embedding_out(i, t, o); });
+          run(i, [&] { ops::embedding_out(i, t, o); });
         }
         return out.is_none() ? from_tensor(o, kind) : py::reinterpret_borrow<py::object>(out);
       },
@@ -270,7 +265,7 @@ void bind_llm_ops(py::module_& m) {
         const Tensor k = to_tensor(key, "key"), v = to_tensor(value, "value");
         const Tensor kc = to_tensor(key_cache, "key_cache"), vc = to_tensor(value_cache, "value_cache");
         const Tensor s = to_tensor(slot_indices, "slot_indices");
-        run([&] { ops::reshape_and_cache(k, v, kc, vc, s); });
+        run(k, [&] { ops::reshape_and_cache(k, v, kc, vc, s); });
       },
       py::arg("key"), py::arg("value"), py::arg("key_cache"), py::arg("value_cache"), py::arg("slot_indices"),
       "torch_npu._npu_reshape_and_cache: writes key/value [tokens, kv_heads, head_dim] into the paged\n"
@@ -288,7 +283,7 @@ void bind_llm_ops(py::module_& m) {
           NG_CHECK_ARG(l.dim() == 2, "npu_argmax: logits = ", l.str(), ": must be [batch, vocab]");
           o = empty({l.size(0)}, DType::i32, l.device());
         }
-        run([&] { ops::argmax_out(l, o); });
+        run(l, [&] { ops::argmax_out(l, o); });
         return out.is_none() ? from_tensor(o, kind) : py::reinterpret_borrow<py::object>(out);
       },
       py::arg("logits"), py::kw_only(), py::arg("out") = py::none(),
@@ -307,7 +302,7 @@ void bind_llm_ops(py::module_& m) {
           NG_CHECK_ARG(l.dim() == 2, "npu_sample: logits = ", l.str(), ": must be [batch, vocab]");
           res = empty({l.size(0)}, DType::i32, l.device());
         }
-        run([&] { ops::sample_out(l, se, st, res, o); });
+        run(l, [&] { ops::sample_out(l, se, st, res, o); });
         return out.is_none() ? from_tensor(res, kind) : py::reinterpret_borrow<py::object>(out);
       },
       py::arg("logits"), py::arg("seeds"), py::arg("steps"), py::kw_only(), py::arg("temperature") = 1.0,

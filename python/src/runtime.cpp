@@ -71,6 +71,18 @@ Shape shape_of(const py::args& size) {
 DType dtype_arg(py::handle dtype) { return dtype.is_none() ? DType::f32 : to_dtype(dtype); }
 Kind kind_arg(py::handle dtype) { return dtype.is_none() ? Kind::numpy : kind_of_dtype(dtype); }
 
+// The kind empty/zeros return on `device`: what the dtype implies on the cpu; on a CUDA device a
+// torch tensor (numpy holds host memory only) for no dtype, a torch dtype or a name ("float16"),
+// and a numpy dtype object there is refused before allocating.
+Kind kind_on(const char* fn, Device device, py::handle dtype) {
+  if (device.is_cpu()) return kind_arg(dtype);
+  const bool numpy_dtype = !dtype.is_none() && !PyUnicode_Check(dtype.ptr()) && kind_of_dtype(dtype) == Kind::numpy;
+  NG_CHECK_ARG(!numpy_dtype, fn, ": device = ", device.str(),
+               ", dtype = ", short_repr(dtype), ": a numpy array holds host memory only; give a torch dtype "
+               "(torch.float32, ...) for a tensor on ", device.str());
+  return Kind::torch;
+}
+
 // `with npugraph.npu.stream(s):` — makes s current, restores the previous stream on exit.
 struct StreamContext {
   std::optional<Stream> stream, previous;
@@ -148,6 +160,13 @@ void bind_runtime(py::module_& m, py::module_& npu) {
   npu.def("current_device", [] { return 0; }, "The current device's index: always 0 (the cpu).");
   npu.def("device_count", [] { return 1; }, "The number of devices: 1 (the cpu).");
   npu.def("is_available", [] { return true; }, "True: the cpu backend is always available.");
+  // npugraph.cuda: what torch.cuda says of the GPUs (the streams, graphs and ops are npugraph.npu's
+  // and the top level's, on device='cuda:N' / torch CUDA tensors: docs/python.md, "On CUDA").
+  py::module_ cuda = m.def_submodule("cuda", "the CUDA devices (torch.cuda names)");
+  cuda.def("device_count", [] { return device_count(DeviceType::cuda); },
+           "The number of CUDA devices: 0 without a GPU, a driver, or the CUDA backend in this build.");
+  cuda.def("is_available", [] { return device_count(DeviceType::cuda) > 0; },
+           "Whether a cuda:N device can be used (device_count() > 0).");
   npu.def("synchronize", [](py::object device) {
             const Device d = device_arg(device);
             py::gil_scoped_release release;
@@ -233,22 +252,24 @@ void bind_runtime(py::module_& m, py::module_& npu) {
           "The default ExternalEvent wait deadline, in seconds.");
 
   m.def("empty", [](py::args size, py::object dtype, py::object device) {
-          (void)device_arg(device);
+          const Device d = device_arg(device);
           const Shape shape = with_context("empty: ", [&] { return shape_of(size); });
-          return from_tensor(empty(shape, dtype_arg(dtype)), kind_arg(dtype));
+          const Kind kind = kind_on("empty", d, dtype);
+          return from_tensor(empty(shape, dtype_arg(dtype), d), kind);
         }, py::kw_only(), py::arg("dtype") = py::none(), py::arg("device") = py::none(),
         "An uninitialised tensor (numpy array, or torch tensor for a torch dtype); inside a capture it "
         "comes from the graph's pool.");
   m.def("zeros", [](py::args size, py::object dtype, py::object device) {
-          (void)device_arg(device);
+          const Device d = device_arg(device);
           const Shape shape = with_context("zeros: ", [&] { return shape_of(size); });
-          Tensor t = zeros(shape, dtype_arg(dtype));
-          const Stream s = current_stream();
+          const Kind kind = kind_on("zeros", d, dtype);
+          Tensor t = zeros(shape, dtype_arg(dtype), d);
+          const Stream s = current_stream(d);
           if (!s.is_capturing()) {
             py::gil_scoped_release release;
             s.synchronize();
           }
-          return from_tensor(t, kind_arg(dtype));
+          return from_tensor(t, kind);
         }, py::kw_only(), py::arg("dtype") = py::none(), py::arg("device") = py::none(),
         "A zero-filled tensor; inside a capture the fill is a graph task (replays zero it again).");
   m.def("memory_stats", [] {

@@ -1,5 +1,6 @@
 // Which backend serves a device (docs/backends.md). The one place that knows every backend.
 #include "backends/cpu/cpu_backend.hpp"
+#include "npugraph/device.hpp"
 #include "npugraph/error.hpp"
 #if NPUGRAPH_HAVE_CUDA
 #include "backends/cuda/cuda_backend.hpp"
@@ -58,3 +59,9 @@ void require(const Backend& backend, bool BackendCaps::*cap, const char* what) {
 }
 
 }  // namespace npugraph::detail
+
+namespace npugraph {
+
+int device_count(DeviceType type) noexcept { return type == DeviceType::cpu ? 1 : detail::cuda_device_count(); }
+
+}  // namespace npugraph

@@ -3,6 +3,7 @@
 // UnsupportedError naming the backend.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <type_traits>
 
 #include "backends/cpu/cpu_backend.hpp"
@@ -88,6 +89,16 @@ TEST(BackendSeam, AKernelWithoutACpuSlotIsRefusedByTheCpuBackend) {
   const int dummy = 0;
   EXPECT_TRUE(throws<ng::ArgumentError>([&] { ng::launch(ng::current_stream(), cuda_only, dummy); },
                                              {"cuda_only", "no implementation for the cpu backend"}));
+}
+
+// The public count (npugraph/device.hpp) is the registry's: one cpu; for cuda what the CUDA runtime
+// reports, which is 0 on a machine without the driver's control device (no GPU, as in CI).
+TEST(BackendSeam, DeviceCountIsOneCpuAndTheGpusTheMachineHas) {
+  EXPECT_EQ(ng::device_count(ng::DeviceType::cpu), 1);
+  EXPECT_EQ(ng::device_count(ng::DeviceType::cuda), nd::cuda_device_count());
+  if (!std::filesystem::exists("/dev/nvidiactl")) {
+    EXPECT_EQ(ng::device_count(ng::DeviceType::cuda), 0);
+  }
 }
 
 }  // namespace

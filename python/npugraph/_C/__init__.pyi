@@ -3,10 +3,11 @@ npugraph: NPUGraph capture, task groups and task update on the CPU
 """
 from __future__ import annotations
 import typing
+from . import cuda
 from . import dist
 from . import llm
 from . import npu
-__all__: list[str] = ['ArgumentError', 'Error', 'QuantWeight', 'ResourceError', 'StateError', 'TaskError', 'UnsupportedError', 'WaitTimeoutError', 'dist', 'empty', 'empty_cache', 'llm', 'memory_stats', 'npu', 'npu_add_rms_norm', 'npu_argmax', 'npu_embedding', 'npu_fused_infer_attention_score', 'npu_linear', 'npu_rms_norm', 'npu_rotary_embedding', 'npu_sample', 'npu_silu_mul', 'npu_swiglu', 'npu_weight_quant_linear', 'reset_peak_memory_stats', 'set_log_level', 'start_trace', 'stop_trace', 'zeros']
+__all__: list[str] = ['ArgumentError', 'Error', 'QuantWeight', 'ResourceError', 'StateError', 'TaskError', 'UnsupportedError', 'WaitTimeoutError', 'cuda', 'dist', 'empty', 'empty_cache', 'llm', 'memory_stats', 'npu', 'npu_add_rms_norm', 'npu_argmax', 'npu_embedding', 'npu_fused_infer_attention_score', 'npu_linear', 'npu_rms_norm', 'npu_rotary_embedding', 'npu_sample', 'npu_silu_mul', 'npu_swiglu', 'npu_weight_quant_linear', 'reset_peak_memory_stats', 'set_log_level', 'start_trace', 'stop_trace', 'zeros']
 class ArgumentError(Error, ValueError):
     """
     A bad argument: the message names the argument, the value and the rule.
