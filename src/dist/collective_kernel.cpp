@@ -114,6 +114,13 @@ std::string check_collective_update(std::span<const std::byte> captured,
   if (a.count != b.count)
     return npugraph::detail::cat(op, ": the element count is not updatable (captured with ", a.count,
                                  ", updated with ", b.count, ")");
+  // Note [NCCL collectives take host arguments] (nccl_kernel.cpp).
+  if (a.comm->nccl && (a.in != b.in || a.out != b.out))
+    return npugraph::detail::cat(op, " on ", a.comm->str(), ": in and out are not updatable on NCCL (NCCL "
+                                 "takes buffer addresses as host arguments, baked into the CUDA graph at "
+                                 "instantiate; captured in ", a.in, " out ", a.out, ", updated in ", b.in,
+                                 " out ", b.out, "): update with the captured tensors and copy new data "
+                                 "into them");
   return {};
 }
 
