@@ -78,6 +78,8 @@ void collective_cpu(const void* raw, std::size_t, const ExecContext&) {
   CollectiveParams p;
   std::memcpy(&p, raw, sizeof p);
   CommState& s = *p.comm;
+  NG_CHECK_STATE(!s.nccl, "dist ", collective_name(p.kind), " on ", s.str(), ": an NCCL communicator's "
+                 "collectives run on its cuda device's streams, not on the cpu");
   const impl::InFlight flight(s, collective_name(p.kind));
   MPI_Request req = MPI_REQUEST_NULL;
   const bool staged = p.kind != Collective::all_gather && p.dtype != DType::f32;

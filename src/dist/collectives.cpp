@@ -38,20 +38,26 @@ const KernelDef& kernel_of(Collective kind) {
 // Note [Collectives run on the communicator's device]: an MPI communicator takes cpu tensors, an
 // NCCL one tensors of its cuda device; a collective issues on that device's current stream. A
 // tensor elsewhere is refused here, naming its device and the communicator's (never copied).
-void check_tensor(const Communicator& comm, const char* op, const Tensor& t, const char* name, bool reduction) {
+void check_tensor(const Communicator& comm, const char* op, const Tensor& t, const char* name,
+                  bool reduction) {
   NG_CHECK_ARG(t.defined(), "dist::", op, ": ", name, " is undefined");
-  NG_CHECK_ARG(t.device() == comm.device(), "dist::", op, ": ", name, " = ", t.str(), " on ", t.device().str(),
-               ": must be on the communicator's device, ", comm.device().str(), " (", comm.str(), "; ",
-               comm.is_nccl() ? "an NCCL communicator takes tensors of its cuda device; use an MPI one for cpu tensors"
-                              : "an MPI communicator takes cpu tensors; Communicator::nccl makes one for cuda tensors",
+  NG_CHECK_ARG(t.device() == comm.device(), "dist::", op, ": ", name, " = ", t.str(), " on ",
+               t.device().str(), ": must be on the communicator's device, ", comm.device().str(), " (",
+               comm.str(), "; ",
+               comm.is_nccl() ? "an NCCL communicator takes tensors of its cuda device; use an MPI one "
+                                "for cpu tensors"
+                              : "an MPI communicator takes cpu tensors; Communicator::nccl makes one for "
+                                "cuda tensors",
                ")");
   NG_CHECK_ARG(t.is_contiguous(), "dist::", op, ": ", name, " = ", t.str(), ": must be contiguous");
   if (reduction)
     NG_CHECK_ARG(is_floating(t.dtype()), "dist::", op, ": ", name, " dtype = ", dtype_name(t.dtype()),
-                 ": must be float32, float16 or bfloat16 (", comm.is_nccl() ? "summed by NCCL in that dtype" : "summed in float32", ")");
+                 ": must be float32, float16 or bfloat16 (",
+                 comm.is_nccl() ? "summed by NCCL in that dtype" : "summed in float32", ")");
 }
 
-void check_fits(const Communicator& comm, const char* op, const Tensor& t, const char* name, std::int64_t elements) {
+void check_fits(const Communicator& comm, const char* op, const Tensor& t, const char* name,
+                std::int64_t elements) {
   if (comm.is_nccl()) return;  // NCCL counts are size_t
   // MPI counts are int: every count npugraph passes (float32 staging included) must fit one.
   const auto bytes = elements * static_cast<std::int64_t>(std::max<std::size_t>(4, dtype_size(t.dtype())));

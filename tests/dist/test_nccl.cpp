@@ -27,7 +27,8 @@ TEST(DistNccl, WithoutAGpuMakingACommunicatorIsAnUnsupportedErrorOnEveryRank) {
   if (NPUGRAPH_BUILT_WITH_NCCL) {
     EXPECT_TRUE(ngtest::throws<ng::UnsupportedError>(
         [] { (void)dist::Communicator::nccl(world(), ng::Device::cuda(0)); },
-        {"dist::Communicator::nccl(communicator (rank ", ", cuda:0)", "device = cuda:0: no CUDA device is present"}));
+        {"dist::Communicator::nccl(communicator (rank ", ", cuda:0)",
+         "device = cuda:0: no CUDA device is present"}));
   } else {
     EXPECT_TRUE(ngtest::throws<ng::UnsupportedError>(
         [] { (void)dist::Communicator::nccl(world(), ng::Device::cuda(0)); },

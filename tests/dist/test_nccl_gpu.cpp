@@ -46,7 +46,8 @@ Tensor to_host(const ng::Stream& s, const Tensor& dev) {
 }
 
 // Rows [first, first + rows) of a [*, cols] sum over the ranks.
-Tensor sum_rows(std::int64_t total_rows, std::int64_t cols, std::int64_t first, std::int64_t rows, DType dt, int salt) {
+Tensor sum_rows(std::int64_t total_rows, std::int64_t cols, std::int64_t first, std::int64_t rows, DType dt,
+                int salt) {
   const std::vector<double> all = sum_over_ranks(world().size(), total_rows * cols, salt);
   const std::vector<double> part(all.begin() + first * cols, all.begin() + (first + rows) * cols);
   return expected(part, {rows, cols}, dt);
