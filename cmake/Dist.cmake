@@ -41,10 +41,13 @@ if(NPUGRAPH_DIST_BUILT)
   target_compile_definitions(npugraph_dist PRIVATE NPUGRAPH_INTERNAL_CHECKS)
   target_link_libraries(npugraph_dist PUBLIC npugraph MPI::MPI_CXX PRIVATE $<BUILD_INTERFACE:npugraph_warnings>)
   # Without NCCL the NCCL files compile to the refusal (Communicator::nccl throws UnsupportedError).
+  # With it, libnccl is not linked but loaded by the first Communicator::nccl (src/dist/nccl_api.hpp,
+  # Note [NCCL is loaded when first used]): binaries with npugraph::dist start without it.
   target_compile_definitions(npugraph_dist PRIVATE NPUGRAPH_HAVE_NCCL=$<BOOL:${NPUGRAPH_HAVE_NCCL}>)
   if(NPUGRAPH_HAVE_NCCL)
     target_include_directories(npugraph_dist PRIVATE ${NPUGRAPH_NCCL_INCLUDE_DIR})
-    target_link_libraries(npugraph_dist PRIVATE ${NPUGRAPH_NCCL_LIBRARY} CUDA::cudart_static)
+    target_compile_definitions(npugraph_dist PRIVATE NPUGRAPH_NCCL_LIBRARY_PATH="${NPUGRAPH_NCCL_LIBRARY}")
+    target_link_libraries(npugraph_dist PRIVATE CUDA::cudart_static ${CMAKE_DL_LIBS})
   endif()
   # Inside another project it is built only when something links it.
   if(NOT PROJECT_IS_TOP_LEVEL)

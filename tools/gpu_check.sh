@@ -27,7 +27,7 @@ JOBS=${JOBS:-$(nproc)}
 # machine's own.
 if [ "${1:-}" = prepare ]; then
   mkdir -p "$BUILD/carried-libs"
-  for bin in "$BUILD/npugraph_tests" "$BUILD/bench_cuda" "$BUILD/npugraph_dist_tests"; do
+  for bin in "$BUILD/npugraph_tests" "$BUILD/bench_cuda"; do
     [ -x "$bin" ] || continue
     ldd "$bin" | awk '$3 ~ /^\// {print $3}' | grep -Ev '/(libc|libm|libstdc\+\+|libgcc_s|libpthread|libdl|librt)\.so' |
       while read -r lib; do cp -L "$lib" "$BUILD/carried-libs/"; done

@@ -5,7 +5,8 @@
 // cuda backend's own UnsupportedError when no CUDA device is present) and rank 0 makes the
 // ncclUniqueId; one MPI all-reduce of "ok" over the MPI communicator then lets every rank fail
 // together when one cannot go on, instead of leaving the others waiting for it. The id is broadcast
-// over MPI; ncclCommInitRankConfig runs nonblocking and is polled against the MPI communicator's
+// over MPI (libnccl is loaded in the local step, on every rank: a rank without it fails the vote
+// too); ncclCommInitRankConfig runs nonblocking and is polled against the MPI communicator's
 // deadline, so a rank that never arrives gives a TimeoutError, not a hang (the NCCL communicator
 // is aborted). The MPI steps use the MPI communicator's deadline-bounded wait.
 #include <chrono>
@@ -13,6 +14,7 @@
 #include <thread>
 
 #include "dist/comm_state.hpp"
+#include "dist/nccl_api.hpp"
 #include "dist/nccl_state.hpp"
 #include "npugraph/error.hpp"
 #include "npugraph/stream.hpp"
@@ -63,7 +65,7 @@ void mpi_step(CommState& mpi, const char* what, int (*start)(CommState&, void*, 
 }  // namespace
 
 NcclState::~NcclState() {
-  if (comm) (void)ncclCommAbort(comm);
+  if (comm) (void)impl::nccl().comm_abort(comm);
   if (done) (void)cudaEventDestroy(done);
 }
 
@@ -71,8 +73,9 @@ namespace impl {
 
 void check_nccl(ncclResult_t rc, const char* call, const CommState& s, const char* op) {
   if (rc == ncclSuccess || rc == ncclInProgress) [[likely]] return;
-  const char* last = s.nccl && s.nccl->comm ? ncclGetLastError(s.nccl->comm) : ncclGetLastError(nullptr);
-  NG_THROW(StateError, "dist ", op, " on ", s.str(), ": ", call, " failed: ", ncclGetErrorString(rc),
+  const NcclApi& api = nccl();
+  const char* last = api.get_last_error(s.nccl ? s.nccl->comm : nullptr);
+  NG_THROW(StateError, "dist ", op, " on ", s.str(), ": ", call, " failed: ", api.get_error_string(rc),
            last && *last ? " (" : "", last ? last : "", last && *last ? ")" : "");
 }
 
@@ -80,12 +83,12 @@ void settle(CommState& s, const char* call, const std::string& what) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(s.timeout_ms.load());
   for (;;) {
     ncclResult_t state = ncclSuccess;
-    check_nccl(ncclCommGetAsyncError(s.nccl->comm, &state), "ncclCommGetAsyncError", s, call);
+    check_nccl(impl::nccl().comm_get_async_error(s.nccl->comm, &state), "ncclCommGetAsyncError", s, call);
     if (state != ncclInProgress) return check_nccl(state, call, s, what.c_str());
     if (std::chrono::steady_clock::now() >= deadline) break;
     std::this_thread::yield();
   }
-  (void)ncclCommAbort(s.nccl->comm);
+  (void)impl::nccl().comm_abort(s.nccl->comm);
   s.nccl->comm = nullptr;
   NG_THROW(TimeoutError, break_on_timeout(s, what));
 }
@@ -108,7 +111,8 @@ Communicator Communicator::nccl(const Communicator& mpi, Device device) {
   std::memset(&id, 0, sizeof id);
   try {
     (void)Stream::default_stream(device);  // the runtime's error when the device is not usable
-    if (m.rank == 0) impl::check_nccl(ncclGetUniqueId(&id), "ncclGetUniqueId", m, "Communicator::nccl");
+    (void)impl::nccl();                    // libnccl, loaded on every rank (Note [NCCL is loaded ...])
+    if (m.rank == 0) impl::check_nccl(impl::nccl().get_unique_id(&id), "ncclGetUniqueId", m, "Communicator::nccl");
   } catch (const Error& e) {
     local = e.what();
     unsupported = e.kind() == ErrorKind::unsupported;
@@ -136,7 +140,7 @@ Communicator Communicator::nccl(const Communicator& mpi, Device device) {
   const DeviceScope on(device.index());
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;
-  impl::check_nccl(ncclCommInitRankConfig(&s->nccl->comm, s->size, id, s->rank, &config),
+  impl::check_nccl(impl::nccl().comm_init_rank_config(&s->nccl->comm, s->size, id, s->rank, &config),
                    "ncclCommInitRankConfig", *s, "Communicator::nccl");
   impl::settle(*s, "ncclCommInitRankConfig", "Communicator::nccl's ncclCommInitRank");
   if (cudaEventCreateWithFlags(&s->nccl->done, cudaEventDisableTiming) != cudaSuccess)

@@ -23,6 +23,7 @@
 
 #include "dist/collective_params.hpp"
 #include "dist/comm_state.hpp"
+#include "dist/nccl_api.hpp"
 #include "dist/nccl_state.hpp"
 #include "npugraph/error.hpp"
 
@@ -57,12 +58,12 @@ void wait_eager(CommState& s, cudaStream_t stream, const std::string& what) {
     if (e != cudaErrorNotReady)
       NG_THROW(StateError, "dist ", what, " on ", s.str(), ": cudaEventQuery failed: ", cudaGetErrorString(e));
     ncclResult_t async = ncclSuccess;
-    impl::check_nccl(ncclCommGetAsyncError(n.comm, &async), "ncclCommGetAsyncError", s, what.c_str());
+    impl::check_nccl(impl::nccl().comm_get_async_error(n.comm, &async), "ncclCommGetAsyncError", s, what.c_str());
     impl::check_nccl(async, "the NCCL collective", s, what.c_str());
     if (std::chrono::steady_clock::now() >= deadline) break;
     std::this_thread::sleep_for(std::chrono::microseconds(20));
   }
-  (void)ncclCommAbort(n.comm);
+  (void)impl::nccl().comm_abort(n.comm);
   n.comm = nullptr;
   NG_THROW(TimeoutError, impl::break_on_timeout(s, what));
 }
@@ -83,17 +84,17 @@ void collective_cuda(const void* raw, std::size_t, const void*, void* stream_han
   const auto count = static_cast<std::size_t>(p.count);
   switch (p.kind) {
     case Collective::all_reduce:
-      impl::check_nccl(ncclAllReduce(p.in, p.out, count, nccl_type(p.dtype), ncclSum, c, stream),
+      impl::check_nccl(impl::nccl().all_reduce(p.in, p.out, count, nccl_type(p.dtype), ncclSum, c, stream),
                        "ncclAllReduce", s, op);
       impl::settle(s, "ncclAllReduce", what);
       break;
     case Collective::all_gather:
-      impl::check_nccl(ncclAllGather(p.in, p.out, count * dtype_size(p.dtype), ncclUint8, c, stream),
+      impl::check_nccl(impl::nccl().all_gather(p.in, p.out, count * dtype_size(p.dtype), ncclUint8, c, stream),
                        "ncclAllGather", s, op);
       impl::settle(s, "ncclAllGather", what);
       break;
     case Collective::reduce_scatter:
-      impl::check_nccl(ncclReduceScatter(p.in, p.out, count, nccl_type(p.dtype), ncclSum, c, stream),
+      impl::check_nccl(impl::nccl().reduce_scatter(p.in, p.out, count, nccl_type(p.dtype), ncclSum, c, stream),
                        "ncclReduceScatter", s, op);
       impl::settle(s, "ncclReduceScatter", what);
       break;

@@ -8,6 +8,7 @@
 #include "dist/collective_params.hpp"
 #include "dist/comm_state.hpp"
 #include "dist/dist_fixture.hpp"
+#include "dist/nccl_api.hpp"
 #include "dist/nccl_state.hpp"
 #include "runtime/backend.hpp"
 
@@ -100,6 +101,22 @@ TEST(DistNccl, UpdateCheckRefusesOtherBuffersOnNcclAndAcceptsTheCapturedOnes) {
   const dist::CollectiveParams m1 = mpi_block(a), m2 = mpi_block(c);
   EXPECT_EQ(check(bytes(m1), bytes(m2)), "");
   EXPECT_NE(dist::all_reduce_kernel().cuda, nullptr);  // the NCCL slot
+}
+
+// Note [NCCL is loaded when first used]: the test binary does not link libnccl; the loader finds
+// it (this machine has it) and binds every function, and names a library it cannot load.
+TEST(DistNccl, TheNcclLibraryIsLoadedAtRunTimeWithEveryFunction) {
+  const dist::impl::NcclApi& api = dist::impl::nccl();
+  ASSERT_NE(api.get_error_string, nullptr);
+  EXPECT_STRNE(api.get_error_string(ncclInvalidArgument), "");
+  auto addr = [](auto fn) { return reinterpret_cast<const void*>(fn); };
+  for (const void* fn : {addr(api.get_unique_id), addr(api.comm_init_rank_config), addr(api.comm_get_async_error),
+                         addr(api.comm_abort), addr(api.get_last_error), addr(api.all_reduce),
+                         addr(api.all_gather), addr(api.reduce_scatter)})
+    EXPECT_NE(fn, nullptr);
+  EXPECT_TRUE(ngtest::throws<ng::UnsupportedError>(
+      [] { (void)dist::impl::load_nccl({"/nonexistent/libnccl.so.2"}); },
+      {"the NCCL library could not be loaded (/nonexistent/libnccl.so.2: ", "LD_LIBRARY_PATH"}));
 }
 #else
 TEST(DistNccl, WithoutNcclTheCollectivesHaveNoCudaSlot) {
