@@ -96,7 +96,8 @@ void settle(CommState& s, const char* call, const std::string& what) {
 }  // namespace impl
 
 Communicator Communicator::nccl(const Communicator& mpi, Device device) {
-  const std::string where = npugraph::detail::cat("dist::Communicator::nccl(", mpi.str(), ", ", device.str(), ")");
+  const std::string where =
+      npugraph::detail::cat("dist::Communicator::nccl(", mpi.str(), ", ", device.str(), ")");
   NG_CHECK_ARG(!mpi.is_nccl(), where, ": mpi must be an MPI communicator (the ranks agree on the NCCL "
                "id over MPI), not an NCCL one");
   NG_CHECK_ARG(device.type() == DeviceType::cuda, where, ": device = ", device.str(), ": must be a cuda "
@@ -112,7 +113,8 @@ Communicator Communicator::nccl(const Communicator& mpi, Device device) {
   try {
     (void)Stream::default_stream(device);  // the runtime's error when the device is not usable
     (void)impl::nccl();                    // libnccl, loaded on every rank (Note [NCCL is loaded ...])
-    if (m.rank == 0) impl::check_nccl(impl::nccl().get_unique_id(&id), "ncclGetUniqueId", m, "Communicator::nccl");
+    if (m.rank == 0)
+      impl::check_nccl(impl::nccl().get_unique_id(&id), "ncclGetUniqueId", m, "Communicator::nccl");
   } catch (const Error& e) {
     local = e.what();
     unsupported = e.kind() == ErrorKind::unsupported;
