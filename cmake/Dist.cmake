@@ -24,6 +24,8 @@ if(NOT _ng_mpi STREQUAL "OFF" AND NOT NPUGRAPH_SANITIZE_KIND STREQUAL "fuzzer")
   endif()
 endif()
 message(STATUS "npugraph::dist (MPI): ${NPUGRAPH_DIST_BUILT} (NPUGRAPH_MPI=${NPUGRAPH_MPI})")
+# NCCL on the CUDA backend (NPUGRAPH_NCCL=AUTO|ON|OFF): sets NPUGRAPH_HAVE_NCCL.
+include(${CMAKE_CURRENT_LIST_DIR}/Nccl.cmake)
 
 # The flags mpirun needs in CI's container as root on 2 cores (docs/dist.md, "Running"): root
 # allowed, more ranks than cores, shared memory between ranks without ptrace-based single copy.
@@ -38,6 +40,15 @@ if(NPUGRAPH_DIST_BUILT)
   target_include_directories(npugraph_dist PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/src)
   target_compile_definitions(npugraph_dist PRIVATE NPUGRAPH_INTERNAL_CHECKS)
   target_link_libraries(npugraph_dist PUBLIC npugraph MPI::MPI_CXX PRIVATE $<BUILD_INTERFACE:npugraph_warnings>)
+  # Without NCCL the NCCL files compile to the refusal (Communicator::nccl throws UnsupportedError).
+  # With it, libnccl is not linked but loaded by the first Communicator::nccl (src/dist/nccl_api.hpp,
+  # Note [NCCL is loaded when first used]): binaries with npugraph::dist start without it.
+  target_compile_definitions(npugraph_dist PRIVATE NPUGRAPH_HAVE_NCCL=$<BOOL:${NPUGRAPH_HAVE_NCCL}>)
+  if(NPUGRAPH_HAVE_NCCL)
+    target_include_directories(npugraph_dist PRIVATE ${NPUGRAPH_NCCL_INCLUDE_DIR})
+    target_compile_definitions(npugraph_dist PRIVATE NPUGRAPH_NCCL_LIBRARY_PATH="${NPUGRAPH_NCCL_LIBRARY}")
+    target_link_libraries(npugraph_dist PRIVATE CUDA::cudart_static ${CMAKE_DL_LIBS})
+  endif()
   # Inside another project it is built only when something links it.
   if(NOT PROJECT_IS_TOP_LEVEL)
     set_target_properties(npugraph_dist PROPERTIES EXCLUDE_FROM_ALL ON)
@@ -57,6 +68,13 @@ if(NPUGRAPH_DIST_BUILT)
     target_include_directories(npugraph_dist_tests PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/src
                                ${CMAKE_CURRENT_SOURCE_DIR}/tests)
     target_link_libraries(npugraph_dist_tests PRIVATE npugraph_dist npugraph_warnings GTest::gtest)
+    # tests/dist/test_nccl.cpp reads the private NCCL state (src/dist/nccl_state.hpp) too.
+    target_compile_definitions(npugraph_dist_tests PRIVATE NPUGRAPH_BUILT_WITH_CUDA=$<BOOL:${NPUGRAPH_HAVE_CUDA}>
+                               NPUGRAPH_BUILT_WITH_NCCL=$<BOOL:${NPUGRAPH_HAVE_NCCL}>
+                               NPUGRAPH_HAVE_NCCL=$<BOOL:${NPUGRAPH_HAVE_NCCL}>)
+    if(NPUGRAPH_HAVE_NCCL)
+      target_include_directories(npugraph_dist_tests PRIVATE ${NPUGRAPH_NCCL_INCLUDE_DIR} ${CUDAToolkit_INCLUDE_DIRS})
+    endif()
     # One ctest per rank count; every rank runs every test (tests/dist/dist_main.cpp).
     foreach(np 2 3)
       add_test(NAME dist_mpi_np${np}
@@ -67,6 +85,15 @@ if(NPUGRAPH_DIST_BUILT)
       set_tests_properties(dist_mpi_np${np} PROPERTIES TIMEOUT 120 RUN_SERIAL ON LABELS mpi
                            ENVIRONMENT "${_ng_dist_env}")
     endforeach()
+    # The NCCL tests alone with one rank (tests/dist/test_nccl*.cpp; the 2- and 3-rank runs above
+    # hold them too): without a GPU, making an NCCL communicator is refused; on one GPU (label gpu,
+    # tools/gpu_check.sh) the 1-rank NCCL collectives run; more ranks need a GPU each.
+    add_test(NAME dist_nccl_np1
+             COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 1 ${NPUGRAPH_MPIEXEC_FLAGS}
+                     ${MPIEXEC_PREFLAGS} $<TARGET_FILE:npugraph_dist_tests> ${MPIEXEC_POSTFLAGS}
+                     --gtest_brief=1 --gtest_filter=DistNccl*)
+    set_tests_properties(dist_nccl_np1 PROPERTIES TIMEOUT 120 RUN_SERIAL ON LABELS "mpi;gpu"
+                         ENVIRONMENT "${_ng_dist_env}")
     # The same tests on MPI_THREAD_SERIALIZED (npugraph's MPI lock), and FUNNELED refused.
     add_test(NAME dist_mpi_np2_serialized
              COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 ${NPUGRAPH_MPIEXEC_FLAGS}
@@ -157,7 +184,16 @@ if(NPUGRAPH_DIST_BUILT)
     add_executable(dist_allreduce_bench ${CMAKE_CURRENT_SOURCE_DIR}/bench/dist/allreduce_bench.cpp)
     target_link_libraries(dist_allreduce_bench PRIVATE npugraph_dist npugraph_warnings)
   endif()
-elseif(NPUGRAPH_BUILD_TESTS)
+endif()
+# NPUGRAPH_NCCL's behaviour, checked by configuring the project again in scratch folders.
+if(NPUGRAPH_BUILD_TESTS AND PROJECT_IS_TOP_LEVEL)
+  add_test(NAME cmake_nccl_option
+           COMMAND ${CMAKE_COMMAND} -DSOURCE=${CMAKE_CURRENT_SOURCE_DIR}
+                   -DWORK=${CMAKE_CURRENT_BINARY_DIR}/cmake-nccl-option-test
+                   -P ${CMAKE_CURRENT_SOURCE_DIR}/cmake/NcclOptionTest.cmake)
+  set_tests_properties(cmake_nccl_option PROPERTIES LABELS cmake TIMEOUT 300)
+endif()
+if(NOT NPUGRAPH_DIST_BUILT AND NPUGRAPH_BUILD_TESTS)
   # Without MPI the dist tests are reported as skipped, not failed.
   add_test(NAME dist_mpi COMMAND sh -c "echo 'npugraph::dist is not built (no MPI; NPUGRAPH_MPI=${NPUGRAPH_MPI}): skipped'; exit 77")
   set_tests_properties(dist_mpi PROPERTIES SKIP_RETURN_CODE 77 LABELS mpi)

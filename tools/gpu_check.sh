@@ -59,6 +59,9 @@ if [ ! -x "$BUILD/npugraph_tests" ]; then
   # The benchmarks need Google Benchmark on the machine: a failure here only skips them.
   cmake --build "$BUILD" -j"$JOBS" --target bench_cuda > "$OUT/build_bench.log" 2>&1 ||
     echo "bench_cuda not built (no Google Benchmark?): see build_bench.log" | tee -a "$OUT/summary.txt"
+  # The NCCL collectives' tests need MPI on the machine: a failure here only skips them.
+  cmake --build "$BUILD" -j"$JOBS" --target npugraph_dist_tests > "$OUT/build_dist.log" 2>&1 ||
+    echo "npugraph_dist_tests not built (no MPI or NCCL?): see build_dist.log" | tee -a "$OUT/summary.txt"
 else
   echo "using the carried build $BUILD" | tee -a "$OUT/summary.txt"
 fi
@@ -83,6 +86,18 @@ step cuda_checks "$BUILD/npugraph_tests" --gtest_filter='CudaBackend*:BackendSea
 # The runtime and graph suites once more: they run on the cpu, but beside a live CUDA context.
 step cpu_suites_beside_gpu "$BUILD/npugraph_tests" --gtest_brief=1 \
   --gtest_filter='Capture*:GraphDef*:ReplayOrder*:Seed*:GroupTest*:TaskGroupErrors*:BatchTest*:LaunchOrderUpdate*:StreamOrderUpdate*:ExternalEvent*:Stalls*:ElementwiseUpdate*'
+
+# npugraph::dist on NCCL, one rank (one GPU allows no more: docs/dist.md, "On NCCL"): DistNccl*,
+# whose GPU tests must run, not skip. Needs mpirun here and a build with NCCL.
+if [ -x "$BUILD/npugraph_dist_tests" ] && command -v mpirun > /dev/null; then
+  step dist_nccl_np1 mpirun -np 1 --allow-run-as-root --oversubscribe --bind-to none --mca pml ob1 \
+    --mca btl self,vader --mca btl_vader_single_copy_mechanism none \
+    "$BUILD/npugraph_dist_tests" --gtest_filter='DistNccl*' --gtest_output="xml:$OUT/dist_nccl.xml"
+  nskip=$(grep -o 'result="skipped"' "$OUT/dist_nccl.xml" 2>/dev/null | wc -l)
+  echo "dist NCCL tests (1 rank): $nskip skipped (2 expected: the no-GPU refusal and the 2-rank timeout; more: no NCCL or no device)" | tee -a "$OUT/summary.txt"
+else
+  echo "dist NCCL tests: not run (no npugraph_dist_tests in $BUILD, or no mpirun on this machine)" | tee -a "$OUT/summary.txt"
+fi
 
 # GPU benchmarks: bench_cuda (bench/cuda/npugraph.cpp) beside PyTorch on the same GPU
 # (bench/cuda/torch_peer.py); medians of 5 repetitions, JSON under $OUT.

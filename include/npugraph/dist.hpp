@@ -14,6 +14,12 @@
 // Deadline: a collective that is not complete after the communicator's timeout (default
 // NPUGRAPH_DIST_TIMEOUT_S, else 60 s) fails its task with a TimeoutError naming the collective, the
 // rank, the size and the deadline; the communicator is then broken (MPI cannot cancel a collective).
+//
+// On NCCL (docs/dist.md, "On NCCL"): Communicator::nccl(mpi, Device::cuda(i)) makes a communicator of
+// the same ranks on one CUDA device each; the same collectives on tensors of that device then run as
+// ncclAllReduce / ncclAllGather / ncclReduceScatter on the stream, captured into CUDA graphs. Built
+// when the CUDA backend, MPI and NCCL are all found (NPUGRAPH_NCCL=AUTO|ON|OFF). Compiled and tested
+// without a GPU only: not yet run on one.
 #pragma once
 
 #include <mpi.h>
@@ -21,6 +27,7 @@
 #include <chrono>
 #include <memory>
 
+#include "npugraph/device.hpp"
 #include "npugraph/kernel.hpp"
 #include "npugraph/tensor.hpp"
 
@@ -50,20 +57,33 @@ class Communicator {
   // MPI_THREAD_SERIALIZED (StateError otherwise).
   explicit Communicator(MPI_Comm comm);
   static Communicator world();
+  // An NCCL communicator of `mpi`'s ranks (collective over `mpi`), rank r on `device` (a cuda
+  // device; one device per rank, as NCCL requires). Rank 0's ncclUniqueId is broadcast over `mpi`,
+  // then ncclCommInitRank runs on the device, both bounded by `mpi`'s deadline. It takes `mpi`'s
+  // timeout. Throws UnsupportedError in a build without NCCL, and when the device is not usable
+  // (no CUDA device present: the runtime's message); every rank throws when one rank cannot.
+  static Communicator nccl(const Communicator& mpi, Device device);
+  // Whether this build has NCCL (Communicator::nccl can succeed on a machine with GPUs).
+  static bool nccl_built();
 
   int rank() const;
   int size() const;
-  MPI_Comm mpi_comm() const;  // the duplicate
+  MPI_Comm mpi_comm() const;  // the duplicate; MPI_COMM_NULL for an NCCL communicator
+  // Where its collectives run: cpu for MPI, the cuda device of an NCCL communicator. Collectives
+  // take tensors of this device only, and issue on its current stream.
+  Device device() const;
+  bool is_nccl() const;
   // How long a collective may wait for the other ranks before its task fails (> 0).
   std::chrono::milliseconds timeout() const;
   void set_timeout(std::chrono::milliseconds timeout);
   // Set once a collective on it has timed out: every later collective fails at once.
   bool broken() const;
-  std::string str() const;  // "communicator (rank 0 of 2)"
+  std::string str() const;  // "communicator (rank 0 of 2)", "NCCL communicator (rank 0 of 2 on cuda:0)"
 
   const std::shared_ptr<CommState>& state() const { return state_; }
 
  private:
+  explicit Communicator(std::shared_ptr<CommState> state);
   std::shared_ptr<CommState> state_;
 };
 

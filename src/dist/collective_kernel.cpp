@@ -78,6 +78,8 @@ void collective_cpu(const void* raw, std::size_t, const ExecContext&) {
   CollectiveParams p;
   std::memcpy(&p, raw, sizeof p);
   CommState& s = *p.comm;
+  NG_CHECK_STATE(!s.nccl, "dist ", collective_name(p.kind), " on ", s.str(), ": an NCCL communicator's "
+                 "collectives run on its cuda device's streams, not on the cpu");
   const impl::InFlight flight(s, collective_name(p.kind));
   MPI_Request req = MPI_REQUEST_NULL;
   const bool staged = p.kind != Collective::all_gather && p.dtype != DType::f32;
@@ -114,6 +116,13 @@ std::string check_collective_update(std::span<const std::byte> captured,
   if (a.count != b.count)
     return npugraph::detail::cat(op, ": the element count is not updatable (captured with ", a.count,
                                  ", updated with ", b.count, ")");
+  // Note [NCCL collectives take host arguments] (nccl_kernel.cpp).
+  if (a.comm->nccl && (a.in != b.in || a.out != b.out))
+    return npugraph::detail::cat(op, " on ", a.comm->str(), ": in and out are not updatable on NCCL (NCCL "
+                                 "takes buffer addresses as host arguments, baked into the CUDA graph at "
+                                 "instantiate; captured in ", a.in, " out ", a.out, ", updated in ", b.in,
+                                 " out ", b.out, "): update with the captured tensors and copy new data "
+                                 "into them");
   return {};
 }
 

@@ -35,6 +35,10 @@ static_assert(std::is_trivially_copyable_v<CollectiveParams>);
 
 const char* collective_name(Collective kind);
 void collective_cpu(const void* params, std::size_t size, const ExecContext& ctx);
+#if NPUGRAPH_HAVE_NCCL
+// The CUDA slot: NCCL on the backend's stream (nccl_kernel.cpp).
+void collective_cuda(const void* params, std::size_t size, const void* device_params, void* stream);
+#endif
 std::string check_collective_update(std::span<const std::byte> captured,
                                     std::span<const std::byte> updated);
 std::string describe_collective(std::span<const std::byte> params, std::span<const std::byte> captured);

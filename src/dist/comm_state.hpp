@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -15,8 +16,12 @@
 
 namespace npugraph::dist {
 
+struct NcclState;  // src/dist/nccl_state.hpp: the ncclComm_t, in builds with NCCL
+
 struct CommState {
-  MPI_Comm comm = MPI_COMM_NULL;  // the duplicate, MPI_ERRORS_RETURN
+  MPI_Comm comm = MPI_COMM_NULL;  // the duplicate, MPI_ERRORS_RETURN; null for an NCCL communicator
+  Device device;                  // cpu (MPI) or the NCCL communicator's cuda device
+  std::shared_ptr<NcclState> nccl;  // set for an NCCL communicator
   int rank = 0;
   int size = 1;
   std::atomic<std::int64_t> timeout_ms{60000};
@@ -33,7 +38,7 @@ struct CommState {
   CommState& operator=(const CommState&) = delete;
   ~CommState();
 
-  std::string str() const;  // "communicator (rank 0 of 2)"
+  std::string str() const;  // "communicator (rank 0 of 2)", "NCCL communicator (rank 0 of 2 on cuda:0)"
 };
 
 namespace impl {
@@ -70,6 +75,12 @@ class InFlight {
 // request is abandoned, the communicator broken, and a TimeoutError names `what` (the collective,
 // its element count and dtype), the rank, the size and the deadline.
 void wait_for(CommState& s, MPI_Request& req, const std::string& what);
+
+// Marks `s` broken because `what` timed out and returns the TimeoutError message every collective
+// kind reports ("... timed out after 1 s on <communicator> waiting for the other ranks (...)").
+std::string break_on_timeout(CommState& s, const std::string& what);
+// StateError when `s` is broken (naming why), for the collectives that do not pass InFlight.
+void check_not_broken(CommState& s, const char* op);
 
 }  // namespace impl
 }  // namespace npugraph::dist

@@ -99,7 +99,10 @@ CommState::~CommState() {
   MPI_Comm_free(&comm);  // deallocated by MPI once pending operations complete
 }
 
-std::string CommState::str() const { return npugraph::detail::cat("communicator (rank ", rank, " of ", size, ")"); }
+std::string CommState::str() const {
+  if (nccl) return npugraph::detail::cat("NCCL communicator (rank ", rank, " of ", size, " on ", device.str(), ")");
+  return npugraph::detail::cat("communicator (rank ", rank, " of ", size, ")");
+}
 
 namespace impl {
 
@@ -122,11 +125,7 @@ InFlight::InFlight(CommState& s, const char* op) : s_(s) {
   // MPI calls after MPI_Finalize are undefined (Open MPI aborts): refuse them.
   NG_CHECK_STATE(!finalized(), "dist ", op, " on ", s.str(), ": MPI is finalized (dist::finalize or "
                  "MPI_Finalize ran before this collective; synchronize the streams first)");
-  if (s.is_broken.load()) {
-    std::lock_guard lock(s.mu);
-    NG_THROW(StateError, "dist ", op, " on ", s.str(), ": the communicator is broken: ", s.broken_reason,
-             ", and MPI cannot cancel a collective; make a new communicator (all ranks) or exit");
-  }
+  check_not_broken(s, op);
   NG_CHECK_STATE(!s.in_flight.exchange(true), "dist ", op, " on ", s.str(),
                  ": another collective on this communicator is in flight in this process: the "
                  "collectives of one communicator must run one after another in the same order on "
@@ -155,16 +154,31 @@ void wait_for(CommState& s, MPI_Request& req, const std::string& what) {
     else if (waited < std::chrono::seconds(1)) std::this_thread::sleep_for(std::chrono::microseconds(20));
     else std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-  std::string reason = npugraph::detail::cat(what, " timed out after ", deadline_text(ms));
   {
     std::lock_guard lock(s.mu);
     s.abandoned.push_back(req);
+  }
+  NG_THROW(TimeoutError, break_on_timeout(s, what));
+}
+
+std::string break_on_timeout(CommState& s, const std::string& what) {
+  std::string reason = npugraph::detail::cat(what, " timed out after ", deadline_text(s.timeout_ms.load()));
+  {
+    std::lock_guard lock(s.mu);
     s.broken_reason = reason;
   }
   s.is_broken.store(true);
-  NG_THROW(TimeoutError, "dist ", reason, " on ", s.str(), " waiting for the other ranks (a rank "
-           "that failed, exited, or skipped or reordered this collective; deadline: the "
-           "communicator's timeout, NPUGRAPH_DIST_TIMEOUT_S)");
+  return npugraph::detail::cat("dist ", reason, " on ", s.str(), " waiting for the other ranks (a rank "
+                               "that failed, exited, or skipped or reordered this collective; deadline: "
+                               "the communicator's timeout, NPUGRAPH_DIST_TIMEOUT_S)");
+}
+
+void check_not_broken(CommState& s, const char* op) {
+  if (!s.is_broken.load()) return;
+  std::lock_guard lock(s.mu);
+  NG_THROW(StateError, "dist ", op, " on ", s.str(), ": the communicator is broken: ", s.broken_reason,
+           ", and ", s.nccl ? "NCCL aborted it" : "MPI cannot cancel a collective",
+           "; make a new communicator (all ranks) or exit");
 }
 
 }  // namespace impl
@@ -184,11 +198,15 @@ Communicator::Communicator(MPI_Comm comm) {
   state_ = std::move(s);
 }
 
+Communicator::Communicator(std::shared_ptr<CommState> state) : state_(std::move(state)) {}
+
 Communicator Communicator::world() { return Communicator(MPI_COMM_WORLD); }
 
 int Communicator::rank() const { return state_->rank; }
 int Communicator::size() const { return state_->size; }
 MPI_Comm Communicator::mpi_comm() const { return state_->comm; }
+Device Communicator::device() const { return state_->device; }
+bool Communicator::is_nccl() const { return state_->nccl != nullptr; }
 std::chrono::milliseconds Communicator::timeout() const {
   return std::chrono::milliseconds(state_->timeout_ms.load());
 }
