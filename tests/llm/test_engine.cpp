@@ -9,6 +9,7 @@
 #include "llm/tiny_model.hpp"
 #include "npugraph/error.hpp"
 #include "npugraph/llm/engine.hpp"
+#include "runtime/backend.hpp"
 #include "support/throws.hpp"
 
 namespace {
@@ -112,6 +113,16 @@ TEST(LlmEngine, BadRequestsAndOptionsGiveNamedErrors) {
   const auto gpt2 = ngtest::write_tiny_llama("tiny_gpt2.gguf", {.architecture = "gpt2"});
   EXPECT_TRUE(throws<npugraph::ArgumentError>([&] { llm::Engine e({.model = gpt2}); },
                                                    {"tiny_gpt2.gguf", "general.architecture = 'gpt2'", "llama"}));
+}
+
+// EngineOptions::device: a cuda device this machine lacks (or this build has no backend for) is an
+// UnsupportedError naming it, raised before the model file is opened (the path does not exist).
+TEST(LlmEngine, ACudaDeviceWithoutAGpuIsRefusedBeforeTheModelLoads) {
+  if (npugraph::detail::cuda_device_count() > 0) GTEST_SKIP() << "a CUDA device is present: CudaGpuEngine covers it";
+  const char* why = NPUGRAPH_BUILT_WITH_CUDA ? "no CUDA device is present" : "no backend";
+  EXPECT_TRUE(throws<npugraph::UnsupportedError>(
+      [&] { llm::Engine e({.model = "/nonexistent/model.gguf", .device = npugraph::Device::cuda(0)}); },
+      {"cuda:0", why}));
 }
 
 }  // namespace
