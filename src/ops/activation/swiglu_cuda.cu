@@ -1,6 +1,10 @@
 // The swiglu CUDA kernel: Note [SwiGLU on CUDA] in swiglu_cuda_core.hpp. It reads its block from
 // device memory only, the grid from the host copy (Note [Decode-op CUDA kernels read the device
 // block] in rms_norm_cuda.cu). Compiled and host-emulation-tested; not yet run on a GPU.
+//
+// Note [SwiGLU launch]
+// 256 threads a block, one output element a thread (grid-stride), the grid from the host copy's
+// rows * H, at most 4096 blocks; the kernel's count and strides come from the device block.
 #include <cuda_runtime.h>
 
 #include "ops/activation/swiglu_cuda_core.hpp"

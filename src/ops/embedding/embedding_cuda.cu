@@ -1,6 +1,11 @@
 // The embedding CUDA kernel: Note [Embedding on CUDA] in embedding_cuda_core.hpp. It reads its
 // block from device memory only, the grid from the host copy (Note [Decode-op CUDA kernels read
 // the device block] in rms_norm_cuda.cu). Compiled and host-emulation-tested; not yet run on a GPU.
+//
+// Note [Embedding launch]
+// 256 threads a block, one output element a thread (grid-stride over T * H from the device
+// block); the grid from the host copy's T * H, at most 4096 blocks. A quantised element reads its
+// block's scale itself (no shared staging): the rows of a decode step are a few KiB.
 #include <cuda_runtime.h>
 
 #include "ops/embedding/embedding_cuda_core.hpp"

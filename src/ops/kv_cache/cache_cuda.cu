@@ -2,6 +2,10 @@
 // reads its block from device memory only, the grid from the host copy (Note [Decode-op CUDA
 // kernels read the device block] in rms_norm_cuda.cu). Compiled and host-emulation-tested; not
 // yet run on a GPU.
+//
+// Note [KV cache launch]
+// One 256-thread block per token (grid-stride over the device block's T), the grid from the
+// host copy's T, at most 4096 blocks; __syncthreads_or joins phase 1's verdicts.
 #include <cuda_runtime.h>
 
 #include "ops/kv_cache/cache_cuda_core.hpp"

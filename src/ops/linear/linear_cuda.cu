@@ -3,6 +3,11 @@
 // kernels read the device block] in rms_norm_cuda.cu). No cuBLAS: one kernel for every weight
 // format keeps the link (static cudart only) and the wheel as they were. Compiled and
 // host-emulation-tested; not yet run on a GPU.
+//
+// Note [Linear launch]
+// 128 threads a block = 4 warps, a warp per weight row (grid-stride over the device block's N),
+// the grid from the host copy's N / 4, at most 4096 blocks; the butterfly is __shfl_xor_sync over
+// the full warp (every lane of a warp has the same row, so all 32 take part).
 #include <cuda_runtime.h>
 
 #include "ops/linear/linear_cuda_core.hpp"

@@ -7,6 +7,10 @@
 // rewrites the block reaches a captured node. The launcher reads the host copy for the grid only
 // (the row count); the kernel strides over the rows the device block holds, so the grid never
 // decides what is computed. Compiled and host-emulation-tested; it has not run on a GPU yet.
+//
+// Note [RMSNorm launch]
+// One 256-thread block per row (grid-stride over the device block's rows), the grid from the host
+// copy's rows, at most 4096 blocks; shared memory: the four float64 lanes.
 #include <cuda_runtime.h>
 
 #include "ops/norm/rms_norm_cuda_core.hpp"

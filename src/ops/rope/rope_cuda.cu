@@ -1,6 +1,12 @@
 // The rotary_embedding CUDA kernel: Note [RoPE on CUDA] in rope_cuda_core.hpp. It reads its block
 // from device memory only, the grid from the host copy (Note [Decode-op CUDA kernels read the
 // device block] in rms_norm_cuda.cu). Compiled and host-emulation-tested; not yet run on a GPU.
+//
+// Note [RoPE launch]
+// 256 threads a block, one work item a thread (grid-stride), the grid sized from the host copy's
+// T * heads * (rot / 2 + D - rot), at most 4096 blocks. The kernel recomputes the count from the
+// device block, so an update with other counts is still covered; the angle's pow / cos / sin run
+// per item (no table in shared memory: a decode step rotates a few thousand pairs).
 #include <cuda_runtime.h>
 
 #include "ops/rope/rope_cuda_core.hpp"

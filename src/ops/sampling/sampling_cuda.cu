@@ -2,6 +2,11 @@
 // their blocks from device memory only, the grid from the host copy (Note [Decode-op CUDA kernels
 // read the device block] in rms_norm_cuda.cu). Compiled and host-emulation-tested; not yet run on
 // a GPU.
+//
+// Note [Sampling launch]
+// One 256-thread block per row (grid-stride over the device block's B), the grid from the host
+// copy's B, at most 4096 blocks; shared memory: 256 (value, index) pairs, 256 floats and 256
+// doubles (about 7 KiB) for the reductions and the chunk masses.
 #include <cuda_runtime.h>
 
 #include "ops/sampling/sampling_cuda_core.hpp"
