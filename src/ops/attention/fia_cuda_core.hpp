@@ -38,7 +38,6 @@
 #include "ops/attention/fia_cuda_float.hpp"
 #include "ops/attention/fia_params.hpp"
 
-
 namespace npugraph::ops::attention::cuda_core {
 
 inline constexpr int kThreads = 128;             // threads per block
