@@ -9,6 +9,7 @@
 #include "llm/tiny_model.hpp"
 #include "npugraph/error.hpp"
 #include "npugraph/llm/engine.hpp"
+#include "npugraph/llm/tensor_parallel.hpp"
 #include "runtime/backend.hpp"
 #include "support/throws.hpp"
 
@@ -123,6 +124,22 @@ TEST(LlmEngine, ACudaDeviceWithoutAGpuIsRefusedBeforeTheModelLoads) {
   EXPECT_TRUE(throws<npugraph::UnsupportedError>(
       [&] { llm::Engine e({.model = "/nonexistent/model.gguf", .device = npugraph::Device::cuda(0)}); },
       {"cuda:0", why}));
+}
+
+// Tensor parallelism with a cuda device is refused, naming the device and the rank count (its
+// collectives are MPI on host memory), whether or not a GPU is present.
+TEST(LlmEngine, TensorParallelOnACudaDeviceIsRefused) {
+  struct TwoRanks final : llm::TensorParallel {
+    int rank() const override { return 0; }
+    int size() const override { return 2; }
+    void all_reduce(const npugraph::Tensor&) override {}
+  };
+  EXPECT_TRUE(throws<npugraph::UnsupportedError>(
+      [&] {
+        llm::Engine e({.model = "/nonexistent/model.gguf", .tensor_parallel = std::make_shared<TwoRanks>(),
+                       .device = npugraph::Device::cuda(0)});
+      },
+      {"device = cuda:0", "tensor parallelism (2 ranks)", "cpu only"}));
 }
 
 }  // namespace
