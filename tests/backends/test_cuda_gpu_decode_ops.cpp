@@ -131,14 +131,14 @@ TEST(CudaGpuDecodeOps, ACapturedNormSwigluArgmaxChainReplaysBitwiseTheEagerGpuRe
   };
   ng::Graph graph;
   {
-    ng::CaptureScope c(graph);
+    ng::CaptureScope c(graph, s);
     issue();
   }
   for (std::uint32_t seed : {17u, 18u}) {
     ng::copy_(s, x, random_tensor({2, 256}, seed));
     issue();
     const Tensor eager_a = to_host(a), eager_ids = to_host(ids);
-    graph.replay();
+    graph.replay(s);
     EXPECT_TRUE(same_bytes(to_host(a), eager_a)) << seed;
     EXPECT_TRUE(same_bytes(to_host(ids), eager_ids)) << seed;
   }
