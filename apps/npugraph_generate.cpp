@@ -3,6 +3,7 @@
 //   npugraph-generate [--model PATH] --prompt TEXT [--max-tokens N] [--batch B] [--mode graph|eager|both]
 //                     [--order update-first|replay-first] [--threads T] [--temperature X] [--top-k K]
 //                     [--top-p P] [--seed S] [--max-context N] [--raw] [--separate-projections]
+//                     [--device cpu|cuda:N]
 //   mpirun -np N npugraph-generate --tp N ...   (built with NPUGRAPH_MPI: tensor-parallel decode)
 //
 // Streams request 0's text as it is generated (a progress bar for --batch > 1), then prints a
@@ -43,6 +44,7 @@ struct Args {
   bool raw = false;
   bool separate = false;  // EngineOptions::fuse_projections off (for comparisons)
   std::optional<std::int64_t> tp;  // --tp N: tensor-parallel over N MPI processes
+  npugraph::Device device;         // --device cpu|cuda:N (EngineOptions::device)
 };
 
 [[noreturn]] void usage(const std::string& error) {
@@ -51,6 +53,8 @@ struct Args {
                "                  [--mode graph|eager|both] [--order update-first|replay-first]\n"
                "                  [--threads T] [--temperature X] [--top-k K] [--top-p P] [--seed S]\n"
                "                  [--max-context N] [--raw] [--separate-projections] [--tp N]\n"
+               "                  [--device cpu|cuda:N]\n"
+               "  --device: where the model runs (default cpu); cuda:N needs the CUDA backend and GPU N\n"
                "  --tp N: tensor-parallel decode over N MPI processes (mpirun -np N; N must be the\n"
                "          number of processes and split the model's KV heads and FFN width)\n"
                "  --model defaults to the SmolLM2-135M-Instruct Q4_1 file `make setup` fetches.\n",
@@ -85,6 +89,17 @@ T number(const std::string& flag, const std::string& text) {
   }
 }
 
+// --device: cpu or cuda:N (Device::parse also takes npu[:N], an alias of the cpu: not offered here).
+npugraph::Device device(const std::string& flag, const std::string& text) {
+  const std::string rule = ": must be cpu or cuda:N (N the index of a CUDA device, 0 for the first)";
+  if (text != "cpu" && text.rfind("cuda", 0) != 0) usage(flag + " " + text + rule);
+  try {
+    return npugraph::Device::parse(text);
+  } catch (const npugraph::Error&) {
+    usage(flag + " " + text + rule);
+  }
+}
+
 Args parse(int argc, char** argv) {
   Args a;
   a.model = default_model();
@@ -114,6 +129,7 @@ Args parse(int argc, char** argv) {
     else if (f == "--seed") a.seed = number<std::uint64_t>(f, v);
     else if (f == "--max-context") a.max_context = number<std::int64_t>(f, v);
     else if (f == "--tp") a.tp = number<std::int64_t>(f, v);
+    else if (f == "--device") a.device = device(f, v);
     else usage("unknown option " + f);
   }
   if (a.prompt.empty()) usage("--prompt is required (and must not be empty)");
@@ -137,7 +153,7 @@ Run run(const Args& a, llm::StepMode mode, bool show, const std::shared_ptr<llm:
                       .order = a.order == "update-first" ? llm::GraphOrder::update_then_replay
                                                          : llm::GraphOrder::replay_then_update,
                       .temperature = a.temperature, .top_k = a.top_k, .top_p = a.top_p, .keep_logits = true,
-                      .fuse_projections = !a.separate, .tensor_parallel = tp});
+                      .fuse_projections = !a.separate, .tensor_parallel = tp, .device = a.device});
   std::vector<llm::Request> requests;
   for (std::int64_t i = 0; i < a.batch; ++i)
     requests.push_back({.prompt = a.prompt, .max_tokens = a.max_tokens, .chat = !a.raw,

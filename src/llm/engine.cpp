@@ -8,6 +8,7 @@
 #include "llm/runner.hpp"
 #include "npugraph/error.hpp"
 #include "npugraph/llm/tensor_parallel.hpp"
+#include "npugraph/stream.hpp"
 
 namespace npugraph::llm {
 namespace {
@@ -35,6 +36,12 @@ void check_options(const EngineOptions& o) {
                ": must be >= 0 (0: greedy)");
   NG_CHECK_ARG(o.top_p > 0 && o.top_p <= 1, "top_p = ", o.top_p, ": must be in (0, 1]");
   NG_CHECK_ARG(o.top_k >= 0, "top_k = ", o.top_k, ": must be >= 0 (0: no top-k)");
+  if (!o.device.is_cpu()) {
+    NG_CHECK_AS(UnsupportedError, !o.tensor_parallel || o.tensor_parallel->size() == 1, "device = ",
+                o.device.str(), ": tensor parallelism (", o.tensor_parallel->size(),
+                " ranks) runs on the cpu only (its collectives are MPI on host memory)");
+    (void)Stream::default_stream(o.device);  // no such device: UnsupportedError naming it and why
+  }
 }
 
 // A request being served.

@@ -81,44 +81,68 @@ ModelRunner::ModelRunner(std::shared_ptr<const LlamaModel> model, const EngineOp
       max_batch_(options.max_batch),
       max_rows_(std::max(options.max_batch, options.prefill_chunk)),
       max_blocks_((options.max_context + options.block_size - 1) / options.block_size),
-      stream_(Stream::create(Device::cpu(), {.num_threads = options.threads})),
-      update_stream_(Stream::create()),
+      device_(options.device),
+      stream_(device_.is_cpu() ? Stream::create(device_, {.num_threads = options.threads}) : Stream::create(device_)),
+      update_stream_(Stream::create(device_)),
       blocks_(options.max_batch * ((options.max_context + options.block_size - 1) / options.block_size),
               options.block_size) {
   const LlamaConfig& c = model_->config();
   const std::int64_t nb = blocks_.num_blocks(), bs = options.block_size;
+  const Device d = device_;
+  // The weights, copied once (Note [Engine on a device]); a tied output is the embeddings' copy.
+  token_embd_ = on_device(model_->token_embd);
+  const Matrix& out = model_->output;
+  const Matrix& emb = model_->token_embd;
+  const bool tied = (out.quant.defined() && emb.quant.defined() && out.quant.data() == emb.quant.data()) ||
+                    (out.dense.defined() && emb.dense.defined() && out.dense.data() == emb.dense.data());
+  output_ = tied ? token_embd_ : on_device(model_->output);
+  output_norm_ = on_device(model_->output_norm);
+  for (const LayerWeights& w : model_->layers)
+    layers_.push_back({on_device(w.attn_norm), on_device(w.ffn_norm), on_device(w.q), on_device(w.k), on_device(w.v),
+                       on_device(w.o), on_device(w.gate), on_device(w.up), on_device(w.down), on_device(w.qkv),
+                       on_device(w.gate_up)});
   for (std::int64_t l = 0; l < c.layers; ++l) {
-    k_cache_.push_back(empty({nb, bs, kv_dim_}, DType::f32));
-    v_cache_.push_back(empty({nb, bs, kv_dim_}, DType::f32));
+    k_cache_.push_back(empty({nb, bs, kv_dim_}, DType::f32, d));
+    v_cache_.push_back(empty({nb, bs, kv_dim_}, DType::f32, d));
   }
-  ids_ = empty({max_rows_}, DType::i32);
-  positions_ = empty({max_rows_}, DType::i32);
-  slots_ = empty({max_rows_}, DType::i32);
-  block_table_ = empty({max_batch_, max_blocks_}, DType::i32);
-  prefill_table_ = empty({1, max_blocks_}, DType::i32);
-  std::memset(block_table_.data(), 0, block_table_.nbytes());
-  std::memset(prefill_table_.data(), 0, prefill_table_.nbytes());
-  seeds_ = empty({max_batch_}, DType::i64);
-  steps_ = empty({max_batch_}, DType::i64);
-  next_ids_ = empty({max_batch_}, DType::i32);
-  x_ = empty({max_rows_, c.hidden}, DType::f32);
-  h_ = empty({max_rows_, c.hidden}, DType::f32);
-  y_ = empty({max_rows_, c.hidden}, DType::f32);
-  q_ = empty({max_rows_, q_dim_}, DType::f32);
-  k_ = empty({max_rows_, kv_dim_}, DType::f32);
-  v_ = empty({max_rows_, kv_dim_}, DType::f32);
-  attn_ = empty({max_rows_, q_dim_}, DType::f32);
-  gate_ = empty({max_rows_, ffn_}, DType::f32);
-  up_ = empty({max_rows_, ffn_}, DType::f32);
-  act_ = empty({max_rows_, ffn_}, DType::f32);
-  last_ = empty({max_batch_, c.hidden}, DType::f32);
-  logits_ = empty({max_batch_, c.vocab}, DType::f32);
-  lse_ = empty({1}, DType::f32);
-  mask_ = compressed_causal_mask();
-  const LayerWeights& first = model_->layers.front();
+  ids_h_ = empty({max_rows_}, DType::i32);
+  positions_h_ = empty({max_rows_}, DType::i32);
+  slots_h_ = empty({max_rows_}, DType::i32);
+  block_table_h_ = empty({max_batch_, max_blocks_}, DType::i32);
+  prefill_table_h_ = empty({1, max_blocks_}, DType::i32);
+  std::memset(block_table_h_.data(), 0, block_table_h_.nbytes());
+  std::memset(prefill_table_h_.data(), 0, prefill_table_h_.nbytes());
+  seeds_h_ = empty({max_batch_}, DType::i64);
+  steps_h_ = empty({max_batch_}, DType::i64);
+  next_ids_h_ = empty({max_batch_}, DType::i32);
+  std::memset(next_ids_h_.data(), 0, next_ids_h_.nbytes());
+  ids_ = on_device(ids_h_);
+  positions_ = on_device(positions_h_);
+  slots_ = on_device(slots_h_);
+  block_table_ = on_device(block_table_h_);
+  prefill_table_ = on_device(prefill_table_h_);
+  seeds_ = on_device(seeds_h_);
+  steps_ = on_device(steps_h_);
+  next_ids_ = on_device(next_ids_h_);
+  x_ = empty({max_rows_, c.hidden}, DType::f32, d);
+  h_ = empty({max_rows_, c.hidden}, DType::f32, d);
+  y_ = empty({max_rows_, c.hidden}, DType::f32, d);
+  q_ = empty({max_rows_, q_dim_}, DType::f32, d);
+  k_ = empty({max_rows_, kv_dim_}, DType::f32, d);
+  v_ = empty({max_rows_, kv_dim_}, DType::f32, d);
+  attn_ = empty({max_rows_, q_dim_}, DType::f32, d);
+  gate_ = empty({max_rows_, ffn_}, DType::f32, d);
+  up_ = empty({max_rows_, ffn_}, DType::f32, d);
+  act_ = empty({max_rows_, ffn_}, DType::f32, d);
+  last_ = empty({max_batch_, c.hidden}, DType::f32, d);
+  logits_ = empty({max_batch_, c.vocab}, DType::f32, d);
+  logits_h_ = d.is_cpu() ? logits_ : empty({max_batch_, c.vocab}, DType::f32);
+  lse_ = empty({1}, DType::f32, d);
+  mask_ = on_device(compressed_causal_mask());
+  const LayerWeights& first = layers_.front();
   if (options.fuse_projections && first.qkv.defined() && first.gate_up.defined()) {
-    qkv1_ = empty({q_dim_ + 2 * kv_dim_}, DType::f32);
-    gate_up1_ = empty({2 * ffn_}, DType::f32);
+    qkv1_ = empty({q_dim_ + 2 * kv_dim_}, DType::f32, d);
+    gate_up1_ = empty({2 * ffn_}, DType::f32, d);
   }
   // One workspace for every pass: FIA sizes it from the shapes only (not the lengths).
   std::int64_t ws = 0;
@@ -134,10 +158,43 @@ ModelRunner::ModelRunner(std::shared_ptr<const LlamaModel> model, const EngineOp
     need({.n = t, .prefill = true, .batch = 1, .q_len = t, .kv_lengths = {t}, .block_table = prefill_table_});
     if (t == options.prefill_chunk) break;
   }
-  workspace_ = empty({ws}, DType::u8);
+  workspace_ = empty({ws}, DType::u8, d);
+  stream_.synchronize();  // the copies above read host memory this constructor's callers may free
 }
 
 ModelRunner::~ModelRunner() = default;
+
+Tensor ModelRunner::on_device(const Tensor& host) {
+  if (!host.defined() || device_.is_cpu()) return host;
+  Tensor t = empty(host.shape(), host.dtype(), device_);
+  copy_(stream_, t, host);
+  return t;
+}
+
+Matrix ModelRunner::on_device(const Matrix& host) {
+  if (device_.is_cpu()) return host;
+  Matrix m;
+  if (host.quant.defined())
+    m.quant = ops::QuantWeight(on_device(host.quant.bytes()), host.quant.type(), host.quant.rows(), host.quant.cols());
+  m.dense = on_device(host.dense);
+  return m;
+}
+
+void ModelRunner::stage_inputs(bool prefill) {
+  if (device_.is_cpu()) return;  // the staging tensors are the buffers
+  copy_(stream_, ids_, ids_h_);
+  copy_(stream_, positions_, positions_h_);
+  copy_(stream_, slots_, slots_h_);
+  copy_(stream_, prefill ? prefill_table_ : block_table_, prefill ? prefill_table_h_ : block_table_h_);
+  copy_(stream_, seeds_, seeds_h_);
+  copy_(stream_, steps_, steps_h_);
+}
+
+void ModelRunner::read_back(std::int64_t n) {
+  if (device_.is_cpu()) return;
+  copy_(stream_, next_ids_h_, next_ids_);
+  if (options_.keep_logits || options_.keep_full_logits) copy_(stream_, rows(logits_h_, n), rows(logits_, n));
+}
 
 Tensor ModelRunner::q_rows(std::int64_t n) const {
   if (n == 1 && qkv1_.defined()) return qkv1_.narrow(0, 0, q_dim_).view({1, q_dim_});
@@ -215,9 +272,9 @@ void ModelRunner::issue_step(const Rows& r, Bucket* capture) {
   const Tensor attn = rows(attn_, n), act = rows(act_, n);
   const Tensor pos = rows(positions_, n);
   const ops::RopeOptions rope{.theta = c.rope_theta, .style = ops::RopeStyle::norm};
-  embed(rows(ids_, n), model_->token_embd, x);
-  for (std::size_t l = 0; l < model_->layers.size(); ++l) {
-    const LayerWeights& w = model_->layers[l];
+  embed(rows(ids_, n), token_embd_, x);
+  for (std::size_t l = 0; l < layers_.size(); ++l) {
+    const LayerWeights& w = layers_[l];
     ops::rms_norm_out(x, w.attn_norm, c.rms_eps, h);
     if (stacked) {
       matmul(h, w.qkv, qkv1_.view({1, qkv_n}));
@@ -249,8 +306,8 @@ void ModelRunner::issue_step(const Rows& r, Bucket* capture) {
   if (!r.logits) return;
   const std::int64_t last = r.prefill ? 1 : n;  // the rows whose next token is wanted
   const Tensor last_x = r.prefill ? x.narrow(0, n - 1, 1) : x;
-  ops::rms_norm_out(last_x, model_->output_norm, c.rms_eps, rows(last_, last));
-  matmul(rows(last_, last), model_->output, rows(logits_, last));
+  ops::rms_norm_out(last_x, output_norm_, c.rms_eps, rows(last_, last));
+  matmul(rows(last_, last), output_, rows(logits_, last));
   issue_sampling(last, rows(logits_, last));
 }
 
@@ -281,12 +338,12 @@ ModelRunner::Bucket& ModelRunner::bucket(std::int64_t n) {
 
 void ModelRunner::write_inputs(std::span<Sequence* const> batch, std::int64_t n) {
   const std::int64_t bs = options_.block_size;
-  auto* ids = host<std::int32_t>(ids_);
-  auto* pos = host<std::int32_t>(positions_);
-  auto* slots = host<std::int32_t>(slots_);
-  auto* table = host<std::int32_t>(block_table_);
-  auto* seeds = host<std::int64_t>(seeds_);
-  auto* steps = host<std::int64_t>(steps_);
+  auto* ids = host<std::int32_t>(ids_h_);
+  auto* pos = host<std::int32_t>(positions_h_);
+  auto* slots = host<std::int32_t>(slots_h_);
+  auto* table = host<std::int32_t>(block_table_h_);
+  auto* seeds = host<std::int64_t>(seeds_h_);
+  auto* steps = host<std::int64_t>(steps_h_);
   for (std::int64_t b = 0; b < n; ++b) {
     std::int32_t* row = table + b * max_blocks_;
     if (b >= static_cast<std::int64_t>(batch.size())) {  // padding (Note [Decode step graph])
@@ -343,6 +400,7 @@ Tensor ModelRunner::decode(std::span<Sequence* const> batch, StepMode mode, Step
   write_inputs(batch, n);
   std::vector<std::int64_t> lengths(static_cast<std::size_t>(n), 0);
   for (std::size_t i = 0; i < batch.size(); ++i) lengths[i] = batch[i]->cached + 1;
+  stage_inputs(/*prefill=*/false);
   times.inputs += since(t);
   if (!b) {
     t = Clock::now();
@@ -368,42 +426,45 @@ Tensor ModelRunner::decode(std::span<Sequence* const> batch, StepMode mode, Step
     times.update += since(t);
   }
   t = Clock::now();
+  read_back(n);
   stream_.synchronize();
   times.wait += since(t);
   for (Sequence* s : batch) s->cached += 1;
-  return rows(logits_, static_cast<std::int64_t>(batch.size()));
+  return rows(logits_h_, static_cast<std::int64_t>(batch.size()));
 }
 
 Tensor ModelRunner::prefill(Sequence& seq) {
   const std::int64_t total = static_cast<std::int64_t>(seq.tokens.size()), bs = options_.block_size;
   NG_CHECK_AS(ResourceError, blocks_.reserve(seq.blocks, total), "KV cache full: a prompt of ", total,
               " tokens needs ", blocks_.blocks_for(total), " blocks, ", blocks_.free_blocks(), " are free");
-  auto* table = host<std::int32_t>(prefill_table_);
+  auto* table = host<std::int32_t>(prefill_table_h_);
   std::copy(seq.blocks.begin(), seq.blocks.end(), table);
   std::fill(table + seq.blocks.size(), table + max_blocks_, 0);
-  host<std::int64_t>(seeds_)[0] = static_cast<std::int64_t>(seq.seed);
-  host<std::int64_t>(steps_)[0] = seq.generated;
+  host<std::int64_t>(seeds_h_)[0] = static_cast<std::int64_t>(seq.seed);
+  host<std::int64_t>(steps_h_)[0] = seq.generated;
   StreamGuard on(stream_);
   while (seq.cached < total) {
     const std::int64_t start = seq.cached, n = std::min(options_.prefill_chunk, total - start);
-    auto* ids = host<std::int32_t>(ids_);
-    auto* pos = host<std::int32_t>(positions_);
-    auto* slots = host<std::int32_t>(slots_);
+    auto* ids = host<std::int32_t>(ids_h_);
+    auto* pos = host<std::int32_t>(positions_h_);
+    auto* slots = host<std::int32_t>(slots_h_);
     for (std::int64_t i = 0; i < n; ++i) {
       const std::int64_t p = start + i;
       ids[i] = seq.tokens[static_cast<std::size_t>(p)];
       pos[i] = static_cast<std::int32_t>(p);
       slots[i] = static_cast<std::int32_t>(seq.blocks[static_cast<std::size_t>(p / bs)] * bs + p % bs);
     }
+    stage_inputs(/*prefill=*/true);
     issue_step({.n = n, .prefill = true, .logits = start + n == total, .batch = 1, .q_len = n,
                 .kv_lengths = {start + n}, .block_table = prefill_table_},
                nullptr);
+    if (start + n == total) read_back(1);
     stream_.synchronize();  // the next chunk rewrites the input buffers
     seq.cached = start + n;
   }
-  return rows(logits_, 1);
+  return rows(logits_h_, 1);
 }
 
-const std::int32_t* ModelRunner::next_ids() const { return host<const std::int32_t>(next_ids_); }
+const std::int32_t* ModelRunner::next_ids() const { return host<const std::int32_t>(next_ids_h_); }
 
 }  // namespace npugraph::llm

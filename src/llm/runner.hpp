@@ -17,6 +17,22 @@
 // Under tensor parallelism (Note [Tensor-parallel split]) the step also issues the two all-reduces
 // per layer on the runner's stream: captured into the graph with the rest, they replay in stream
 // order, so every rank issues the same collectives in the same order; updates touch only FIA.
+//
+// Note [Engine on a device]
+// EngineOptions::device places the step on the cpu or on cuda:N. On cuda the runner copies the
+// weights it issues (token_embd_, output_, output_norm_, layers_) to the device once, in its
+// constructor (a tied output matrix is copied once with the embeddings), and keeps every
+// persistent buffer, activation, KV cache, workspace and the causal mask there. The host writes a
+// step's inputs into host staging tensors (the *_h_ members) and stages them with eager copy_
+// calls on the runner's stream just before the step is issued or replayed; the sampled ids (and,
+// when the engine keeps logits, the logits rows) come back with copy_ before the step's
+// synchronize. Eager copies rather than copies captured into the graph: the captured step then
+// stays exactly the cpu's graph (on the cpu the staging tensors *are* the device buffers and no
+// copy is issued, so cpu generation is unchanged, bitwise), a captured copy would tie every replay
+// to one host address, and stream order already puts the copies after the previous step's
+// synchronize (which ends the host's reuse of the staging memory) and before the replay.
+// Without tensor parallelism only (its collectives are MPI on host memory). Compiled and run
+// without a GPU only: on a machine without one the Engine refuses a cuda device before loading.
 #pragma once
 
 #include <array>
@@ -87,11 +103,23 @@ class ModelRunner {
   // [Tensor-parallel split]): query heads, KV heads, q columns (heads x head_dim), k / v columns, FFN.
   std::int64_t heads_, kv_heads_, q_dim_, kv_dim_, ffn_;
   std::int64_t max_batch_, max_rows_, max_blocks_;
+  Device device_;
   Stream stream_, update_stream_;
   BlockManager blocks_;
   std::vector<Tensor> k_cache_, v_cache_;
-  // Persistent inputs (Note [Decode step graph]).
+  // The weights the step issues: the model's on the cpu, copies on a device (Note [Engine on a device]).
+  Matrix token_embd_, output_;
+  Tensor output_norm_;
+  std::vector<LayerWeights> layers_;
+  // Persistent inputs (Note [Decode step graph]) on the device, and their host staging (the same
+  // tensors on the cpu): ids ... steps written by the host, next_ids and logits read back.
   Tensor ids_, positions_, slots_, block_table_, prefill_table_, seeds_, steps_, next_ids_;
+  Tensor ids_h_, positions_h_, slots_h_, block_table_h_, prefill_table_h_, seeds_h_, steps_h_, next_ids_h_,
+      logits_h_;
+  Tensor on_device(const Tensor& host);  // a device copy (the tensor itself on the cpu)
+  Matrix on_device(const Matrix& host);
+  void stage_inputs(bool prefill);       // the host staging -> the device buffers (eager copy_)
+  void read_back(std::int64_t rows);     // next_ids (and logits rows) -> the host
   // Activations, sized for max_rows_ tokens.
   // y_: the MLP's normed input (hidden wide; q_ is only q_dim_ wide under tensor parallelism).
   Tensor x_, h_, y_, q_, k_, v_, attn_, gate_, up_, act_, last_, logits_, lse_, workspace_, mask_;

@@ -39,6 +39,20 @@ TEST(CudaBackend, TheElementwiseAndFiaKernelsHaveTheirCudaSlotExactlyInCudaBuild
   }
 }
 
+// The decode engine's ops (issue 15): every kernel npugraph-generate runs has its CUDA slot exactly
+// in CUDA builds, so `--device cuda:N` never meets "has no implementation for the cuda backend".
+TEST(CudaBackend, EveryDecodeEngineKernelHasItsCudaSlotExactlyInCudaBuilds) {
+  namespace ops = ng::ops;
+  for (const ng::KernelDef* k :
+       {&ops::rms_norm_kernel(), &ops::add_rms_norm_kernel(), &ops::rotary_embedding_kernel(), &ops::swiglu_kernel(),
+        &ops::embedding_kernel(), &ops::reshape_and_cache_kernel(), &ops::linear_kernel(),
+        &ops::weight_quant_linear_kernel(), &ops::argmax_kernel(), &ops::sample_kernel(), &ops::fia_kernel(),
+        &ops::add_kernel()}) {
+    EXPECT_NE(k->cpu, nullptr) << k->name;
+    EXPECT_EQ(k->cuda != nullptr, NPUGRAPH_BUILT_WITH_CUDA == 1) << k->name;
+  }
+}
+
 // No GPU: every way to reach cuda:0 throws UnsupportedError naming the device and the reason.
 TEST(CudaBackend, WithoutAGpuEveryUseOfCuda0ThrowsNamingTheDevice) {
   if (nd::cuda_device_count() > 0) GTEST_SKIP() << "a CUDA device is present: the GPU tests cover it";

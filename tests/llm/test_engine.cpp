@@ -9,6 +9,8 @@
 #include "llm/tiny_model.hpp"
 #include "npugraph/error.hpp"
 #include "npugraph/llm/engine.hpp"
+#include "npugraph/llm/tensor_parallel.hpp"
+#include "runtime/backend.hpp"
 #include "support/throws.hpp"
 
 namespace {
@@ -112,6 +114,32 @@ TEST(LlmEngine, BadRequestsAndOptionsGiveNamedErrors) {
   const auto gpt2 = ngtest::write_tiny_llama("tiny_gpt2.gguf", {.architecture = "gpt2"});
   EXPECT_TRUE(throws<npugraph::ArgumentError>([&] { llm::Engine e({.model = gpt2}); },
                                                    {"tiny_gpt2.gguf", "general.architecture = 'gpt2'", "llama"}));
+}
+
+// EngineOptions::device: a cuda device this machine lacks (or this build has no backend for) is an
+// UnsupportedError naming it, raised before the model file is opened (the path does not exist).
+TEST(LlmEngine, ACudaDeviceWithoutAGpuIsRefusedBeforeTheModelLoads) {
+  if (npugraph::detail::cuda_device_count() > 0) GTEST_SKIP() << "a CUDA device is present: CudaGpuEngine covers it";
+  const char* why = NPUGRAPH_BUILT_WITH_CUDA ? "no CUDA device is present" : "no backend";
+  EXPECT_TRUE(throws<npugraph::UnsupportedError>(
+      [&] { llm::Engine e({.model = "/nonexistent/model.gguf", .device = npugraph::Device::cuda(0)}); },
+      {"cuda:0", why}));
+}
+
+// Tensor parallelism with a cuda device is refused, naming the device and the rank count (its
+// collectives are MPI on host memory), whether or not a GPU is present.
+TEST(LlmEngine, TensorParallelOnACudaDeviceIsRefused) {
+  struct TwoRanks final : llm::TensorParallel {
+    int rank() const override { return 0; }
+    int size() const override { return 2; }
+    void all_reduce(const npugraph::Tensor&) override {}
+  };
+  EXPECT_TRUE(throws<npugraph::UnsupportedError>(
+      [&] {
+        llm::Engine e({.model = "/nonexistent/model.gguf", .tensor_parallel = std::make_shared<TwoRanks>(),
+                       .device = npugraph::Device::cuda(0)});
+      },
+      {"device = cuda:0", "tensor parallelism (2 ranks)", "cpu only"}));
 }
 
 }  // namespace

@@ -20,6 +20,8 @@
 #include <string_view>
 #include <vector>
 
+#include "npugraph/device.hpp"
+
 namespace npugraph::llm {
 
 class LlamaModel;
@@ -49,6 +51,10 @@ struct EngineOptions {
   // of size(); it loads only its part of the weights and all-reduces after w.o and w.down. Every rank
   // must make the same Engine calls with the same options and requests. Null: the whole model here.
   std::shared_ptr<TensorParallel> tensor_parallel{};
+  // Where the model runs: the cpu, or cuda:N (the weights copied there once, the runner's buffers
+  // there; Note [Engine on a device] in src/llm/runner.hpp). A cuda device without a GPU (or a
+  // build without the CUDA backend) is an UnsupportedError naming the device, before the model loads.
+  Device device = Device::cpu();
 };
 
 struct Request {

@@ -72,7 +72,8 @@ constexpr bool is_quant_type(std::uint32_t ggml_type) noexcept {
 class QuantWeight {
  public:
   QuantWeight() = default;
-  // `bytes`: a contiguous uint8 or int8 cpu tensor of exactly rows * (cols / 32) blocks, any shape
+  // `bytes`: a contiguous uint8 or int8 tensor (on the cpu, or on a cuda device for the CUDA
+  // kernels; the host helpers below take cpu weights only) of exactly rows * (cols / 32) blocks, any shape
   // ([rows, row_bytes] or flat); cols a positive multiple of 32, rows positive. ArgumentError
   // naming the argument, its value and the rule otherwise.
   QuantWeight(Tensor bytes, QuantType type, std::int64_t rows, std::int64_t cols);

@@ -11,6 +11,14 @@
 #include "npugraph/error.hpp"
 #include "npugraph/tensor.hpp"
 
+// A KernelDef's CUDA slot: the launcher when the library is built with the CUDA backend
+// (cmake/Cuda.cmake defines NPUGRAPH_HAVE_CUDA), else empty (launch() then refuses the kernel).
+#if NPUGRAPH_HAVE_CUDA
+#define NG_LLM_CUDA_SLOT(f) (f)
+#else
+#define NG_LLM_CUDA_SLOT(f) nullptr
+#endif
+
 namespace npugraph::ops::detail_llm {
 
 // f(T{}) for the storage type T of a float dtype (float, half, bfloat16).

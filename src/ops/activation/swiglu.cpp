@@ -15,7 +15,8 @@ void swiglu_cpu(const void* raw, std::size_t size, const ExecContext& ctx) {
   swiglu_impl::run_swiglu(params_of<SwigluParams>(raw, size, "swiglu"), ctx);
 }
 
-const KernelDef kSwiglu{.name = "swiglu", .cpu = swiglu_cpu};
+const KernelDef kSwiglu{.name = "swiglu", .cpu = swiglu_cpu,
+                        .cuda = NG_LLM_CUDA_SLOT(&swiglu_impl::swiglu_cuda)};
 
 }  // namespace
 

@@ -1,10 +1,14 @@
 // The parameter block of the swiglu kernel and its SIMD entry point (swiglu_simd.cpp).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "npugraph/dtype.hpp"
-#include "npugraph/kernel.hpp"
+
+namespace npugraph {
+class ExecContext;  // npugraph/kernel.hpp (not included: nvcc compiles this header too)
+}  // namespace npugraph
 
 namespace npugraph::ops::swiglu_impl {
 
@@ -20,5 +24,8 @@ struct SwigluParams {
 // clamped to [-88, 88]); the last partial vector of a row runs zero-padded through the same code,
 // so every element gets the same formula. Rows are chunked by a function of H only.
 void run_swiglu(const SwigluParams& p, const ExecContext& ctx);
+
+// The CUDA launcher (swiglu_cuda.cu; built with the CUDA backend only).
+void swiglu_cuda(const void* params, std::size_t size, const void* device_params, void* stream);
 
 }  // namespace npugraph::ops::swiglu_impl

@@ -9,6 +9,7 @@
 
 #include "hwy/highway.h"
 #include "hwy/contrib/math/math-inl.h"
+#include "npugraph/kernel.hpp"
 #include "ops/activation/swiglu_params.hpp"
 
 HWY_BEFORE_NAMESPACE();

@@ -5,21 +5,14 @@
 
 #include "npugraph/stream.hpp"
 #include "ops/activation/float_io.hpp"
+#include "ops/embedding/embedding_params.hpp"
 
 namespace npugraph::ops {
 namespace {
 
 using namespace detail_llm;
 
-struct EmbeddingParams {
-  const std::int32_t* ids = nullptr;
-  const std::byte* table = nullptr;
-  void* out = nullptr;
-  std::int64_t T = 0, V = 0, H = 0, row_bytes = 0;
-  bool quant = false;
-  QuantType quant_type = QuantType::q8_0;
-  DType table_dtype = DType::f32, out_dtype = DType::f32;
-};
+using embedding_impl::EmbeddingParams;
 
 template <class TT, class TO>
 void rows(const EmbeddingParams& p, std::int64_t t0, std::int64_t t1) {
@@ -56,7 +49,8 @@ void embedding_cpu(const void* raw, std::size_t size, const ExecContext& ctx) {
   });
 }
 
-const KernelDef kEmbedding{.name = "embedding", .cpu = embedding_cpu};
+const KernelDef kEmbedding{.name = "embedding", .cpu = embedding_cpu,
+                           .cuda = NG_LLM_CUDA_SLOT(&embedding_impl::embedding_cuda)};
 
 void check_io(const Tensor& ids, const Tensor& out, std::int64_t H, const std::string& table) {
   constexpr const char* op = "embedding";

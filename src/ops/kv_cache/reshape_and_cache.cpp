@@ -4,21 +4,14 @@
 
 #include "npugraph/stream.hpp"
 #include "ops/activation/float_io.hpp"
+#include "ops/kv_cache/cache_params.hpp"
 
 namespace npugraph::ops {
 namespace {
 
 using namespace detail_llm;
 
-struct CacheParams {
-  const void* key = nullptr;
-  const void* value = nullptr;
-  void* key_cache = nullptr;
-  void* value_cache = nullptr;
-  const std::int32_t* slots = nullptr;
-  std::int64_t T = 0, H = 0, capacity = 0;
-  DType kv_dtype = DType::f32, cache_dtype = DType::f16;
-};
+using cache_impl::CacheParams;
 
 template <class TI, class TC>
 void write(const CacheParams& p) {
@@ -45,7 +38,8 @@ void cache_cpu(const void* raw, std::size_t size, const ExecContext&) {
   });
 }
 
-const KernelDef kCache{.name = "reshape_and_cache", .cpu = cache_cpu};
+const KernelDef kCache{.name = "reshape_and_cache", .cpu = cache_cpu,
+                       .cuda = NG_LLM_CUDA_SLOT(&cache_impl::cache_cuda)};
 
 // [T, KV_N, D] or [T, KV_N * D] -> the per-token element count.
 std::int64_t token_elems(const char* arg, const Tensor& t) {

@@ -35,8 +35,15 @@ void linear_cpu(const void* raw, std::size_t size, const ExecContext& ctx) {
   linear_impl::run_linear(*static_cast<const LinearParams*>(raw), ctx);
 }
 
-const KernelDef kQuantLinear{.name = "weight_quant_linear", .cpu = linear_cpu};
-const KernelDef kLinear{.name = "linear", .cpu = linear_cpu};
+// The CUDA slot is filled when the library is built with the CUDA backend (cmake/Cuda.cmake).
+#if NPUGRAPH_HAVE_CUDA
+constexpr CudaLaunchFn kLinearCuda = &linear_impl::linear_cuda;
+#else
+constexpr CudaLaunchFn kLinearCuda = nullptr;
+#endif
+
+const KernelDef kQuantLinear{.name = "weight_quant_linear", .cpu = linear_cpu, .cuda = kLinearCuda};
+const KernelDef kLinear{.name = "linear", .cpu = linear_cpu, .cuda = kLinearCuda};
 
 // The plan: weight rows per chunk, a function of the shapes only (outputs do not depend on it,
 // Note [Linear kernels]). GEMV: chunks of about 1/32 of the weight bytes, at least 32 KiB (so a

@@ -29,7 +29,10 @@
 #include <cstdint>
 
 #include "npugraph/dtype.hpp"
-#include "npugraph/kernel.hpp"
+
+namespace npugraph {
+class ExecContext;  // npugraph/kernel.hpp (not included: nvcc compiles this header too)
+}  // namespace npugraph
 
 namespace npugraph::ops::linear_impl {
 
@@ -56,5 +59,9 @@ const float* half_to_float_table();
 
 // Runs the kernel on the best SIMD target of the machine (Highway dynamic dispatch).
 void run_linear(const LinearParams& p, const ExecContext& ctx);
+
+// The CUDA launcher of both kernels (linear_cuda.cu; built with the CUDA backend only). It does
+// not read half_table (a host pointer): the device converts block scales itself.
+void linear_cuda(const void* params, std::size_t size, const void* device_params, void* stream);
 
 }  // namespace npugraph::ops::linear_impl

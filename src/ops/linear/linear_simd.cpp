@@ -13,6 +13,7 @@
 #include "hwy/cache_control.h"
 #include "hwy/highway.h"
 #include "npugraph/error.hpp"
+#include "npugraph/kernel.hpp"
 #include "ops/linear/linear_params.hpp"
 
 HWY_BEFORE_NAMESPACE();

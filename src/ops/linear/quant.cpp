@@ -12,8 +12,17 @@
 
 #include "npugraph/dtype.hpp"
 #include "npugraph/error.hpp"
+#include "ops/linear/quant_cuda_core.hpp"
 
 namespace npugraph::ops {
+
+// The CUDA kernels' spelling of the formats (quant_cuda_core.hpp) is this header's.
+static_assert(quant_cuda::kQ4_0 == static_cast<std::uint32_t>(QuantType::q4_0) &&
+              quant_cuda::kQ4_1 == static_cast<std::uint32_t>(QuantType::q4_1) &&
+              quant_cuda::kQ8_0 == static_cast<std::uint32_t>(QuantType::q8_0));
+static_assert(quant_cuda::kQ4_0Bytes == sizeof(BlockQ4_0) && quant_cuda::kQ4_1Bytes == sizeof(BlockQ4_1) &&
+              quant_cuda::kQ8_0Bytes == sizeof(BlockQ8_0) && quant_cuda::kBlock == kQuantBlock);
+
 namespace {
 
 template <class Block>
@@ -97,8 +106,6 @@ QuantWeight::QuantWeight(Tensor bytes, QuantType type, std::int64_t rows, std::i
   NG_CHECK_ARG(bytes.dtype() == DType::u8 || bytes.dtype() == DType::i8, "QuantWeight: bytes = ",
                bytes.str(), ": must be uint8 or int8 (raw blocks)");
   NG_CHECK_ARG(bytes.is_contiguous(), "QuantWeight: bytes = ", bytes.str(), ": must be contiguous");
-  NG_CHECK_ARG(bytes.device().is_cpu(), "QuantWeight: bytes = ", bytes.str(), " on ",
-               bytes.device().str(), ": must be on the cpu");
   const auto need = static_cast<std::size_t>(rows * row_bytes());
   NG_CHECK_ARG(bytes.nbytes() == need, "QuantWeight: bytes = ", bytes.str(), " (", bytes.nbytes(),
                " bytes): must hold exactly ", need, " bytes for ", quant_type_name(type), "[", rows,
@@ -155,6 +162,8 @@ void dequantize_rows(const QuantWeight& w, std::int64_t row0, std::int64_t count
   NG_CHECK_ARG(w.defined(), "dequantize_rows: weight is undefined");
   NG_CHECK_ARG(row0 >= 0 && count >= 0 && row0 + count <= w.rows(), "dequantize_rows: rows [",
                row0, ", ", row0 + count, "): must lie in [0, ", w.rows(), ") of ", w.str());
+  NG_CHECK_ARG(w.bytes().device().is_cpu(), "dequantize_rows: weight = ", w.str(), " on ",
+               w.bytes().device().str(), ": must be on the cpu (a host helper reads its bytes)");
   for (std::int64_t r = 0; r < count; ++r)
     dequantize_blocks(w.type(), w.data() + (row0 + r) * w.row_bytes(), dst + r * w.cols(), w.cols());
 }

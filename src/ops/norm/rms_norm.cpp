@@ -5,24 +5,14 @@
 
 #include "npugraph/stream.hpp"
 #include "ops/activation/float_io.hpp"
+#include "ops/norm/rms_norm_params.hpp"
 
 namespace npugraph::ops {
 namespace {
 
 using namespace detail_llm;
+using norm_impl::RmsNormParams;
 
-struct RmsNormParams {
-  const void* x1 = nullptr;
-  const void* x2 = nullptr;     // add_rms_norm: the second addend
-  const void* gamma = nullptr;
-  void* y = nullptr;
-  float* rstd = nullptr;        // or null
-  void* x_out = nullptr;        // add_rms_norm: x1 + x2
-  std::int64_t rows = 0, H = 0;
-  double epsilon = 0;
-  DType x_dtype = DType::f32, gamma_dtype = DType::f32, y_dtype = DType::f32,
-        x_out_dtype = DType::f32;
-};
 
 // Rows per chunk: about 16K elements, a function of H only.
 std::int64_t grain(std::int64_t H) { return std::max<std::int64_t>(1, (1 << 14) / std::max<std::int64_t>(H, 1)); }
@@ -78,8 +68,10 @@ void rms_norm_cpu(const void* raw, std::size_t size, const ExecContext& ctx) {
   });
 }
 
-const KernelDef kRmsNorm{.name = "rms_norm", .cpu = rms_norm_cpu<false>};
-const KernelDef kAddRmsNorm{.name = "add_rms_norm", .cpu = rms_norm_cpu<true>};
+const KernelDef kRmsNorm{.name = "rms_norm", .cpu = rms_norm_cpu<false>,
+                         .cuda = NG_LLM_CUDA_SLOT(&norm_impl::rms_norm_cuda)};
+const KernelDef kAddRmsNorm{.name = "add_rms_norm", .cpu = rms_norm_cpu<true>,
+                            .cuda = NG_LLM_CUDA_SLOT(&norm_impl::add_rms_norm_cuda)};
 
 Shape rstd_shape(const Tensor& x) {
   Shape s = x.shape();

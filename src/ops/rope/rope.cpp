@@ -5,23 +5,15 @@
 
 #include "npugraph/stream.hpp"
 #include "ops/activation/float_io.hpp"
+#include "ops/rope/rope_params.hpp"
 
 namespace npugraph::ops {
 namespace {
 
 using namespace detail_llm;
 
-constexpr std::int64_t kMaxHeadDim = 1024;
-
-struct RopeParams {
-  const std::int32_t* positions = nullptr;
-  const void* x = nullptr;
-  void* out = nullptr;
-  std::int64_t T = 0, heads = 0, D = 0, rot = 0;
-  double theta = 0;
-  RopeStyle style = RopeStyle::neox;
-  DType x_dtype = DType::f32, out_dtype = DType::f32;
-};
+using rope_impl::kMaxHeadDim;
+using rope_impl::RopeParams;
 
 template <class TX, class TO>
 void rope_tokens(const RopeParams& p, std::int64_t t0, std::int64_t t1) {
@@ -41,8 +33,8 @@ void rope_tokens(const RopeParams& p, std::int64_t t0, std::int64_t t1) {
     for (std::int64_t h = 0; h < p.heads; ++h) {
       const std::int64_t base = (t * p.heads + h) * p.D;
       for (std::int64_t i = 0; i < half; ++i) {
-        const std::int64_t ia = base + (p.style == RopeStyle::neox ? i : 2 * i);
-        const std::int64_t ib = base + (p.style == RopeStyle::neox ? i + half : 2 * i + 1);
+        const std::int64_t ia = base + (p.neox ? i : 2 * i);
+        const std::int64_t ib = base + (p.neox ? i + half : 2 * i + 1);
         const float a = load<TX>(p.x, ia), b = load<TX>(p.x, ib);
         store<TO>(p.out, ia, a * c[i] - b * s[i]);
         store<TO>(p.out, ib, b * c[i] + a * s[i]);
@@ -65,7 +57,8 @@ void rope_cpu(const void* raw, std::size_t size, const ExecContext& ctx) {
   });
 }
 
-const KernelDef kRope{.name = "rotary_embedding", .cpu = rope_cpu};
+const KernelDef kRope{.name = "rotary_embedding", .cpu = rope_cpu,
+                      .cuda = NG_LLM_CUDA_SLOT(&rope_impl::rope_cuda)};
 
 }  // namespace
 
@@ -105,7 +98,7 @@ void rotary_embedding_out(const Tensor& positions, const Tensor& x, const Tensor
   p.D = D;
   p.rot = rot;
   p.theta = options.theta;
-  p.style = options.style;
+  p.neox = options.style == RopeStyle::neox;
   p.x_dtype = x.dtype();
   p.out_dtype = out.dtype();
   const Tensor* uses[] = {&positions, &x, &out};

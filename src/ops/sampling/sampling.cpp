@@ -9,6 +9,8 @@
 
 #include "npugraph/stream.hpp"
 #include "ops/activation/float_io.hpp"
+#include "ops/sampling/sampling_cuda_check.hpp"
+#include "ops/sampling/sampling_params.hpp"
 #include "ops/sampling/sampling_weights.hpp"
 
 namespace npugraph::ops {
@@ -44,26 +46,28 @@ double sampling_uniform(std::uint64_t seed, std::uint64_t step, std::uint64_t ro
   return static_cast<double>(bits) * 0x1.0p-53;
 }
 
+namespace sampling_impl {
+
+std::string sample_cuda_unsupported(const SamplingOptions& o, std::int64_t vocab, const Device& device) {
+  if (o.temperature == 0) return {};  // greedy: argmax, whatever top_k and top_p say
+  const char* rule =
+      ": not supported on the CUDA backend yet (supported: temperature 0, or top_k 0 (or the "
+      "vocabulary size) with top_p 1: a draw from the whole vocabulary)";
+  if (o.top_k != 0 && o.top_k != vocab)
+    return detail::cat("sample on ", device.str(), ": top_k = ", o.top_k, " (vocabulary ", vocab, ")", rule);
+  if (o.top_p < 1.0) return detail::cat("sample on ", device.str(), ": top_p = ", o.top_p, rule);
+  return {};
+}
+
+}  // namespace sampling_impl
+
 namespace {
 
 using namespace detail_llm;
+using sampling_impl::ArgmaxParams;
+using sampling_impl::SampleParams;
 
-struct ArgmaxParams {
-  const float* logits = nullptr;
-  std::int32_t* out = nullptr;
-  std::int64_t B = 0, V = 0;
-};
 
-struct SampleParams {
-  const float* logits = nullptr;
-  const std::int64_t* seeds = nullptr;
-  std::int64_t* steps = nullptr;
-  std::int32_t* out = nullptr;
-  std::int64_t B = 0, V = 0;
-  double temperature = 1, top_p = 1;
-  std::int64_t top_k = 0;
-  bool advance_steps = false;
-};
 
 float max_of(const float* x, std::int64_t V);
 
@@ -248,8 +252,10 @@ void sample_cpu(const void* raw, std::size_t size, const ExecContext& ctx) {
   });
 }
 
-const KernelDef kArgmax{.name = "argmax", .cpu = argmax_cpu};
-const KernelDef kSample{.name = "sample", .cpu = sample_cpu};
+const KernelDef kArgmax{.name = "argmax", .cpu = argmax_cpu,
+                        .cuda = NG_LLM_CUDA_SLOT(&sampling_impl::argmax_cuda)};
+const KernelDef kSample{.name = "sample", .cpu = sample_cpu,
+                        .cuda = NG_LLM_CUDA_SLOT(&sampling_impl::sample_cuda)};
 
 void check_logits(const char* op, const Tensor& logits) {
   NG_CHECK_ARG(logits.defined(), op, ": logits is undefined");
@@ -311,6 +317,10 @@ void sample_out(const Tensor& logits, const Tensor& seeds, const Tensor& steps, 
                logits.str(), ")");
   NG_CHECK_ARG(options.top_p > 0 && options.top_p <= 1, op, ": top_p = ", options.top_p,
                ": must be in (0, 1]");
+  if (logits.device().type() == DeviceType::cuda) {
+    const std::string why = sampling_impl::sample_cuda_unsupported(options, logits.size(1), logits.device());
+    if (!why.empty()) NG_THROW(UnsupportedError, why);
+  }
   SampleParams p;
   p.logits = logits.data_ptr<float>();
   p.seeds = seeds.data_ptr<std::int64_t>();

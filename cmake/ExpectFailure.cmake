@@ -1,0 +1,27 @@
+# Runs a command that must fail: a non-zero exit and output (stdout + stderr) matching EXPECT.
+#   cmake -DEXPECT=<regex> [-DSKIP_IF=<regex>] -P ExpectFailure.cmake -- <command> <args...>
+# With SKIP_IF, a run whose output matches it (the command could do the real work here: a GPU is
+# present) prints "SKIPPED: ..." for the test's SKIP_REGULAR_EXPRESSION instead of failing.
+set(_cmd "")
+set(_take OFF)
+math(EXPR _last "${CMAKE_ARGC} - 1")
+foreach(i RANGE 1 ${_last})
+  if(_take)
+    list(APPEND _cmd "${CMAKE_ARGV${i}}")
+  elseif("${CMAKE_ARGV${i}}" STREQUAL "--")
+    set(_take ON)
+  endif()
+endforeach()
+execute_process(COMMAND ${_cmd} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 120)
+set(all "${out}${err}")
+if(SKIP_IF AND all MATCHES "${SKIP_IF}")
+  message("SKIPPED: the command did its work here (output matched '${SKIP_IF}')")
+  return()
+endif()
+if(rc EQUAL 0)
+  message(FATAL_ERROR "expected a failure, the command succeeded:\n${all}")
+endif()
+if(NOT all MATCHES "${EXPECT}")
+  message(FATAL_ERROR "exit ${rc}, but the output does not match '${EXPECT}':\n${all}")
+endif()
+message("failed as expected (exit ${rc}): ${all}")
