@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "args.hpp"
 #include "bindings.hpp"
 #include "npugraph/error.hpp"
 #include "npugraph/llm/engine.hpp"
@@ -66,22 +67,27 @@ is captured once per batch-size bucket and updated in place (mode="graph"), or r
 
 Engine(model, *, threads=0, max_batch=16, max_context=0, mode="graph",
        order="update_then_replay", temperature=0.0, top_k=0, top_p=1.0,
-       keep_logits=False, keep_full_logits=False)
+       keep_logits=False, keep_full_logits=False, device="cpu")
+
+device: "cpu" or "cuda:N" (the weights and buffers there; a CUDA device without a GPU raises
+UnsupportedError naming it before the model loads).
 )doc")
       .def(py::init([](const std::string& model, int threads, std::int64_t max_batch, std::int64_t max_context,
                        const std::string& mode, const std::string& order, double temperature,
-                       std::int64_t top_k, double top_p, bool keep_logits, bool keep_full_logits) {
+                       std::int64_t top_k, double top_p, bool keep_logits, bool keep_full_logits,
+                       const std::string& device) {
              llm::EngineOptions o{.model = model, .threads = threads, .max_batch = max_batch,
                                   .max_context = max_context, .mode = mode_arg(mode), .order = order_arg(order),
                                   .temperature = temperature, .top_k = top_k, .top_p = top_p,
-                                  .keep_logits = keep_logits, .keep_full_logits = keep_full_logits};
+                                  .keep_logits = keep_logits, .keep_full_logits = keep_full_logits,
+                                  .device = with_context("Engine: ", [&] { return Device::parse(device); })};
              py::gil_scoped_release release;
              return std::make_unique<llm::Engine>(o);
            }),
            py::arg("model"), py::kw_only(), py::arg("threads") = 0, py::arg("max_batch") = 16,
            py::arg("max_context") = 0, py::arg("mode") = "graph", py::arg("order") = "update_then_replay",
            py::arg("temperature") = 0.0, py::arg("top_k") = 0, py::arg("top_p") = 1.0,
-           py::arg("keep_logits") = false, py::arg("keep_full_logits") = false)
+           py::arg("keep_logits") = false, py::arg("keep_full_logits") = false, py::arg("device") = "cpu")
       .def("generate",
            [](llm::Engine& e, const std::vector<std::string>& prompts, std::int64_t max_tokens, bool chat,
               std::uint64_t seed, py::object on_text) {

@@ -170,3 +170,13 @@ def test_torch_cuda_tensors_round_trip_on_the_gpu():
     assert ours.device.type == "cuda"
     cpu = npugraph.npu_rms_norm(x.cpu(), gamma.cpu(), 1e-6)[0]
     assert torch.equal(ours.cpu(), cpu)
+
+
+def test_the_engine_takes_a_device_and_names_a_bad_one():
+    with pytest.raises(npugraph.ArgumentError,
+                       match=r"Engine: device = 'tpu:0': must be 'cpu', 'npu\[:N\]' or 'cuda\[:N\]'"):
+        npugraph.llm.Engine("no-such-model.gguf", device="tpu:0")
+    if not HAS_GPU:
+        # Refused before the model file is opened: the path does not exist.
+        with pytest.raises(npugraph.UnsupportedError, match=_no_device_message("cuda:0")):
+            npugraph.llm.Engine("no-such-model.gguf", device="cuda:0")
