@@ -122,7 +122,7 @@ test-tsan: setup
 FUZZ_BUILD ?= build-fuzz
 FUZZ_CXX ?= clang++-16
 FUZZERS ?= fia_args_fuzzer runtime_seq_fuzzer
-FUZZ_TEST_SECONDS ?= 30
+FUZZ_TEST_SECONDS ?= 15
 FUZZ_SECONDS ?= 600
 FUZZ_ARTIFACTS ?= $(FUZZ_BUILD)/artifacts
 FUZZ_FLAGS ?=
