@@ -173,7 +173,7 @@ fuzz-regressions: fuzz-build
 # BENCH_OUT, and tools/perf_table.py renders bench/tables.py from them into README.md.
 BENCH_OUT ?= $(BUILD)/bench-results
 BENCH_REPS ?= 5
-BENCH_REPS_FOR ?= bench_attention=3
+BENCH_REPS_FOR ?= bench_attention=3 bench_soak=1
 
 bench: build
 	@mkdir -p $(BENCH_OUT) && rm -f $(BENCH_OUT)/*.json
