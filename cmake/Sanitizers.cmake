@@ -21,14 +21,15 @@ endif()
 # Note [Sanitizer builds compile one SIMD target]
 # A sanitizer build runs its kernels on the machine that builds it, so it compiles one Highway
 # target, not one per ISA: NPUGRAPH_SANITIZE_ISA=haswell compiles everything with -march=haswell
-# -maes and the kernels for that one static target (Highway's AVX2: AVX2, FMA, F16C, BMI2, AES), the code a test or a fuzz input
-# runs on every x86 machine CI may get (AVX2 is the common ground; the Release build's parity and
-# fast-path tests cover AVX-512 where it exists). Instrumenting one copy instead of two (AVX2 and
-# the scalar fallback nothing ran) takes the largest SIMD source from 66 s to 29 s here. It also keeps
-# every instruction VEX-encoded: at -O1 gcc inserts no vzeroupper, and SSE code after an AVX2
-# kernel on the same thread ran 15x slower (a CUDA-emulation test: 57 s instead of 4 s after an
-# eager FIA call on its thread). AUTO (the default) picks haswell when this machine's CPU has those
-# extensions (/proc/cpuinfo) and `dispatch` otherwise: the baseline and AVX2 with runtime dispatch.
+# -maes and the kernels for that one static target (Highway's AVX2: AVX2, FMA, F16C, BMI2, AES),
+# the code a test or a fuzz input runs on every x86 machine CI may get (AVX2 is the common ground;
+# the Release build's parity and fast-path tests cover AVX-512 where it exists). Instrumenting one
+# copy instead of two (AVX2 and the scalar fallback nothing ran) takes the largest SIMD source from
+# 66 s to 29 s here. It also keeps every instruction VEX-encoded: at -O1 gcc inserts no vzeroupper,
+# and SSE code after an AVX2 kernel on the same thread ran 15x slower (a CUDA-emulation test: 57 s
+# instead of 4 s after an eager FIA call on its thread). AUTO (the default) picks haswell when this
+# machine's CPU has those extensions (/proc/cpuinfo) and `dispatch` otherwise: the baseline and
+# AVX2 with runtime dispatch. ctest cmake_sanitize_isa_option checks the choice.
 set(NPUGRAPH_SANITIZE_ISA AUTO CACHE STRING
     "Sanitizer builds' SIMD code: AUTO, haswell (one static AVX2 target) or dispatch (baseline + AVX2)")
 set(NPUGRAPH_SANITIZE_HWY_STATIC OFF)
@@ -55,7 +56,8 @@ if(NPUGRAPH_SANITIZE_KIND)
     message(FATAL_ERROR "NPUGRAPH_SANITIZE_ISA = ${NPUGRAPH_SANITIZE_ISA}: expected AUTO, haswell "
                         "or dispatch")
   endif()
-  message(STATUS "npugraph: sanitizer build SIMD code: ${_ng_isa} (NPUGRAPH_SANITIZE_ISA=${NPUGRAPH_SANITIZE_ISA})")
+  message(STATUS
+          "npugraph: sanitizer build SIMD code: ${_ng_isa} (NPUGRAPH_SANITIZE_ISA=${NPUGRAPH_SANITIZE_ISA})")
 endif()
 
 # Line tables only (-g1, after the build type's -g): stack traces keep file:line, and the
