@@ -89,12 +89,8 @@ else()
 endif()
 # The option's behaviour, checked by configuring the project again in a scratch folder (ctest
 # label cmake): OFF enables no CUDA language; ON with no nvcc is a configure error naming the fix.
+npugraph_add_option_test(cmake_cuda_option CudaOptionTest.cmake)
 if(NPUGRAPH_BUILD_TESTS AND PROJECT_IS_TOP_LEVEL)
-  add_test(NAME cmake_cuda_option
-           COMMAND ${CMAKE_COMMAND} -DSOURCE=${CMAKE_CURRENT_SOURCE_DIR}
-                   -DWORK=${CMAKE_CURRENT_BINARY_DIR}/cmake-cuda-option-test
-                   -P ${CMAKE_CURRENT_SOURCE_DIR}/cmake/CudaOptionTest.cmake)
-  set_tests_properties(cmake_cuda_option PROPERTIES LABELS cmake TIMEOUT 300)
   # The GPU tests alone (tools/gpu_check.sh: ctest -L gpu). Without a GPU they skip.
   if(NPUGRAPH_HAVE_CUDA)
     add_test(NAME gpu_tests COMMAND npugraph_tests --gtest_filter=CudaGpu*

@@ -186,13 +186,7 @@ if(NPUGRAPH_DIST_BUILT)
   endif()
 endif()
 # NPUGRAPH_NCCL's behaviour, checked by configuring the project again in scratch folders.
-if(NPUGRAPH_BUILD_TESTS AND PROJECT_IS_TOP_LEVEL)
-  add_test(NAME cmake_nccl_option
-           COMMAND ${CMAKE_COMMAND} -DSOURCE=${CMAKE_CURRENT_SOURCE_DIR}
-                   -DWORK=${CMAKE_CURRENT_BINARY_DIR}/cmake-nccl-option-test
-                   -P ${CMAKE_CURRENT_SOURCE_DIR}/cmake/NcclOptionTest.cmake)
-  set_tests_properties(cmake_nccl_option PROPERTIES LABELS cmake TIMEOUT 300)
-endif()
+npugraph_add_option_test(cmake_nccl_option NcclOptionTest.cmake)
 if(NOT NPUGRAPH_DIST_BUILT AND NPUGRAPH_BUILD_TESTS)
   # Without MPI the dist tests are reported as skipped, not failed.
   add_test(NAME dist_mpi COMMAND sh -c "echo 'npugraph::dist is not built (no MPI; NPUGRAPH_MPI=${NPUGRAPH_MPI}): skipped'; exit 77")

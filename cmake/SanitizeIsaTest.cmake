@@ -5,19 +5,13 @@
 set(common -DNPUGRAPH_SANITIZE=ON -DNPUGRAPH_BUILD_TESTS=OFF -DNPUGRAPH_BUILD_BENCH=OFF
            -DNPUGRAPH_BUILD_EXAMPLES=OFF -DNPUGRAPH_BUILD_PYTHON=OFF -DNPUGRAPH_BUILD_APPS=OFF
            -DNPUGRAPH_INSTALL=OFF -DNPUGRAPH_CUDA=OFF -DNPUGRAPH_MPI=OFF)
+include(${CMAKE_CURRENT_LIST_DIR}/ConfigureCheck.cmake)
 file(REMOVE_RECURSE ${WORK})
 
-execute_process(COMMAND ${CMAKE_COMMAND} -S ${SOURCE} -B ${WORK}/bad ${common} -DNPUGRAPH_SANITIZE_ISA=avx9
-                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-if(rc EQUAL 0 OR NOT "${out}${err}" MATCHES "NPUGRAPH_SANITIZE_ISA = avx9: expected AUTO, haswell or dispatch")
-  message(FATAL_ERROR "NPUGRAPH_SANITIZE_ISA=avx9: expected a configure error naming the choices:\n${out}\n${err}")
-endif()
-
-execute_process(COMMAND ${CMAKE_COMMAND} -S ${SOURCE} -B ${WORK}/dispatch ${common} -DNPUGRAPH_SANITIZE_ISA=dispatch
-                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-if(NOT rc EQUAL 0 OR NOT "${out}" MATCHES "sanitizer build SIMD code: dispatch \\(NPUGRAPH_SANITIZE_ISA=dispatch\\)")
-  message(FATAL_ERROR "NPUGRAPH_SANITIZE_ISA=dispatch: configure failed or did not say so:\n${out}\n${err}")
-endif()
+configure_expect(bad fail "NPUGRAPH_SANITIZE_ISA = avx9: expected AUTO, haswell or dispatch"
+                 "NPUGRAPH_SANITIZE_ISA=avx9" ${common} -DNPUGRAPH_SANITIZE_ISA=avx9)
+configure_expect(dispatch ok "sanitizer build SIMD code: dispatch \\(NPUGRAPH_SANITIZE_ISA=dispatch\\)"
+                 "NPUGRAPH_SANITIZE_ISA=dispatch" ${common} -DNPUGRAPH_SANITIZE_ISA=dispatch)
 
 # AUTO: haswell iff every flag is in /proc/cpuinfo (read here independently of Sanitizers.cmake).
 set(want dispatch)
@@ -32,10 +26,7 @@ if(EXISTS /proc/cpuinfo)
     endif()
   endforeach()
 endif()
-execute_process(COMMAND ${CMAKE_COMMAND} -S ${SOURCE} -B ${WORK}/auto ${common}
-                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-if(NOT rc EQUAL 0 OR NOT "${out}" MATCHES "sanitizer build SIMD code: ${want} \\(NPUGRAPH_SANITIZE_ISA=AUTO\\)")
-  message(FATAL_ERROR "NPUGRAPH_SANITIZE_ISA=AUTO: expected ${want} on this CPU:\n${out}\n${err}")
-endif()
+configure_expect(auto ok "sanitizer build SIMD code: ${want} \\(NPUGRAPH_SANITIZE_ISA=AUTO\\)"
+                 "NPUGRAPH_SANITIZE_ISA=AUTO on this CPU (${want})" ${common})
 file(REMOVE_RECURSE ${WORK})
 message(STATUS "NPUGRAPH_SANITIZE_ISA: a bad value fails clearly, dispatch is kept, AUTO chose ${want}")
