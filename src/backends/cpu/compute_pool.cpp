@@ -36,7 +36,8 @@ ComputePool::~ComputePool() {
 void ComputePool::post(Job* job, int max_helpers) {
   if (threads_.empty() || max_helpers <= 0) return;
   {
-    std::lock_guard lock(mu_);
+    std::unique_lock lock(mu_, std::defer_lock);
+    lock_spinning(lock);
     job->max_helpers_ = max_helpers;
     jobs_.push_back(job);
   }
@@ -51,11 +52,30 @@ void ComputePool::poke() {
   work_cv_.notify_all();
 }
 
+// Note [Retiring a job without sleeping]
+// The owner reaches retire() as soon as nothing is left to claim, usually while a helper is still
+// in its last chunk (a few microseconds). Blocking on retire_cv_ there put the owner to sleep in
+// the kernel once per parallel kernel, and the futex wake-up that followed cost tens of
+// microseconds on a VM: the decode step's GEMVs (~120 per token) ran at one core's speed in the
+// median. So retire() polls `active_` first, like every other wait of the backend (spin_wait.hpp),
+// and sleeps only after kSpin. A helper lowers `active_` as its last touch of the job, then
+// notifies only when an owner sleeps (`retiring_`, raised before that owner's last check of
+// `active_`; both sides seq_cst, so one of them sees the other). The pool's mutex is taken with
+// lock_spinning() on these paths: glibc's mutex sleeps at once when contended.
 void ComputePool::retire(Job* job) {
+  {
+    std::unique_lock lock(mu_, std::defer_lock);
+    lock_spinning(lock);
+    auto it = std::find(jobs_.begin(), jobs_.end(), job);
+    if (it != jobs_.end()) jobs_.erase(it);
+  }
+  // No helper joins from here on; wait for those inside.
+  const auto done = [&] { return job->active_.load(std::memory_order_seq_cst) == 0; };
+  if (spin_until(done, std::chrono::steady_clock::now() + kSpin)) return;
   std::unique_lock lock(mu_);
-  auto it = std::find(jobs_.begin(), jobs_.end(), job);
-  if (it != jobs_.end()) jobs_.erase(it);
-  retire_cv_.wait(lock, [&] { return job->active_ == 0; });
+  retiring_.fetch_add(1, std::memory_order_seq_cst);
+  retire_cv_.wait(lock, done);
+  retiring_.fetch_sub(1, std::memory_order_relaxed);
 }
 
 void ComputePool::helper_loop() {
@@ -73,7 +93,7 @@ void ComputePool::helper_loop() {
       const bool signalled = spin_until(
           [&] { return signals_.load(std::memory_order_acquire) != seen || stopping_.load(); },
           std::chrono::steady_clock::now() + kPoolSpin);
-      lock.lock();
+      lock_spinning(lock);
       spinning_.fetch_sub(1, std::memory_order_seq_cst);
       if (signalled) continue;
       idle_.fetch_add(1, std::memory_order_seq_cst);
@@ -85,11 +105,16 @@ void ComputePool::helper_loop() {
       idle_.fetch_sub(1, std::memory_order_acq_rel);
       continue;
     }
-    ++job->active_;
+    job->active_.fetch_add(1, std::memory_order_relaxed);
     lock.unlock();
     job->help();
-    lock.lock();
-    if (--job->active_ == 0) retire_cv_.notify_all();
+    // The last touch of `job`: its owner may return from retire() and free it right after.
+    if (job->active_.fetch_sub(1, std::memory_order_seq_cst) == 1 &&
+        retiring_.load(std::memory_order_seq_cst) > 0) {
+      std::lock_guard wake(mu_);
+      retire_cv_.notify_all();
+    }
+    lock_spinning(lock);
   }
 }
 

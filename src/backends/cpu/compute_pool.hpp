@@ -30,7 +30,9 @@ class ComputePool final : public ChunkRunner {
 
    private:
     friend class ComputePool;
-    int active_ = 0;       // helpers inside help(); guarded by the pool's mutex
+    // Helpers inside help(): raised under the pool's mutex, lowered without it (the helper's last
+    // touch of the job), so retire() can poll it (Note [Retiring a job without sleeping]).
+    std::atomic<int> active_{0};
     int max_helpers_ = 0;  // guarded by the pool's mutex
   };
 
@@ -60,6 +62,7 @@ class ComputePool final : public ChunkRunner {
   std::vector<Job*> jobs_;
   std::atomic<int> idle_{0};
   std::atomic<int> spinning_{0};              // helpers polling `signals_` before they sleep
+  std::atomic<int> retiring_{0};              // owners asleep in retire() (on retire_cv_)
   std::atomic<std::uint64_t> signals_{0};     // bumped by post(), and by poke() while one spins
   std::atomic<bool> stopping_{false};
   bool stop_ = false;

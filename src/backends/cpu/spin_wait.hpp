@@ -3,6 +3,7 @@
 #pragma once
 
 #include <chrono>
+#include <mutex>
 #include <thread>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -36,6 +37,19 @@ bool spin_until(Done done, std::chrono::steady_clock::time_point until) {
     if (now >= alone_until) std::this_thread::yield();
   }
   return done();
+}
+
+// Locks `lock`'s mutex, polling try_lock() for up to kSpinAlone before blocking: the mutexes
+// of the hot paths are held for a few instructions, and a blocked lock() sleeps in the kernel.
+inline void lock_spinning(std::unique_lock<std::mutex>& lock) {
+  const auto until = std::chrono::steady_clock::now() + kSpinAlone;
+  do {
+    for (int i = 0; i < 64; ++i) {
+      if (lock.try_lock()) return;
+      NG_PAUSE();
+    }
+  } while (std::chrono::steady_clock::now() < until);
+  lock.lock();
 }
 
 }  // namespace npugraph::detail
