@@ -10,6 +10,8 @@
 
 #include <hwy/targets.h>
 
+#include "ops/simd_target.hpp"
+
 namespace {
 
 std::string cpu_model() {
@@ -23,12 +25,10 @@ std::string cpu_model() {
   return "unknown";
 }
 
-// Highway's best supported target: the one dynamic dispatch picks (the lowest set bit is the best).
-std::string hwy_target() {
-  const std::int64_t targets = hwy::SupportedTargets();
-  const std::int64_t best = targets & -targets;
-  return best ? hwy::TargetName(best) : "none";
-}
+// The Highway target the library's kernels dispatch to: the best one this CPU supports among those
+// the library was compiled for (hwy::SupportedTargets() alone also lists targets it was not
+// compiled for, AVX3_DL among them: Highway 1.0 builds it only with HWY_WANT_AVX3_DL).
+std::string hwy_target() { return hwy::TargetName(npugraph::ops::simd_dispatch_target()); }
 
 const bool kRegistered = [] {
   benchmark::AddCustomContext("npugraph_cpu_model", cpu_model());
