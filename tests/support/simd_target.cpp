@@ -10,7 +10,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <string>
 
 #include "hwy/targets.h"
 #include "ops/simd_target.hpp"
