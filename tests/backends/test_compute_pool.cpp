@@ -1,0 +1,114 @@
+// The cpu backend's compute pool (src/backends/cpu/compute_pool.hpp) on its own: every chunk runs
+// exactly once whoever claims it, run_chunks returns only after the last helper left the job — on
+// the polling path and on the sleeping one (Note [Retiring a job without sleeping]) — and owners on
+// several threads share one pool. The TSan build runs these too (make test-tsan).
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+#include "backends/cpu/compute_pool.hpp"
+
+namespace {
+
+namespace nd = npugraph::detail;
+
+// Counts each index of [0, n) the chunks covered.
+struct Coverage {
+  std::vector<std::atomic<int>> hits;
+  explicit Coverage(std::int64_t n) : hits(static_cast<std::size_t>(n)) {}
+  static void run(void* self, std::int64_t b, std::int64_t e) {
+    auto* c = static_cast<Coverage*>(self);
+    for (std::int64_t i = b; i < e; ++i) c->hits[static_cast<std::size_t>(i)].fetch_add(1);
+  }
+  int bad() const {
+    int n = 0;
+    for (const auto& h : hits) n += h.load() != 1;
+    return n;
+  }
+};
+
+TEST(ComputePool, EveryChunkRunsOnceAcrossBackToBackJobs) {
+  nd::ComputePool pool(3);
+  for (int rep = 0; rep < 2000; ++rep) {
+    Coverage c(257);
+    pool.run_chunks(257, 1 + rep % 7, 4, &Coverage::run, &c);
+    ASSERT_EQ(c.bad(), 0) << "rep " << rep;
+  }
+}
+
+// The owner's chunk 0 waits until a helper has started chunk 1, which then outlasts the owner's
+// polling (kSpin, 50 us) by far: the owner must sleep in retire() and be woken by that helper, and
+// run_chunks must not return before chunk 1 has finished.
+struct SlowLastChunk {
+  std::thread::id owner;
+  std::atomic<bool> helper_started{false};
+  std::atomic<bool> helper_done{false};
+  std::atomic<bool> helper_ran{false};
+  static void run(void* self, std::int64_t b, std::int64_t) {
+    auto* s = static_cast<SlowLastChunk*>(self);
+    if (b == 0) {
+      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+      while (!s->helper_started.load() && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+      return;
+    }
+    s->helper_ran.store(std::this_thread::get_id() != s->owner);
+    s->helper_started.store(true);
+    std::this_thread::sleep_for(std::chrono::milliseconds(3));
+    s->helper_done.store(true);
+  }
+};
+
+TEST(ComputePool, RetireWaitsForAHelperInALongLastChunk) {
+  nd::ComputePool pool(1);
+  int on_helper = 0;
+  for (int rep = 0; rep < 20; ++rep) {
+    SlowLastChunk s;
+    s.owner = std::this_thread::get_id();
+    pool.run_chunks(2, 1, 2, &SlowLastChunk::run, &s);
+    ASSERT_TRUE(s.helper_done.load()) << "run_chunks returned before chunk 1 finished, rep " << rep;
+    on_helper += s.helper_ran.load();
+  }
+  // The helper, not the owner, ran chunk 1 in (nearly) every repetition: the sleeping path was taken.
+  EXPECT_GE(on_helper, 15);
+}
+
+TEST(ComputePool, OwnersOnSeveralThreadsShareOnePool) {
+  nd::ComputePool pool(2);
+  std::atomic<int> failures{0};
+  std::vector<std::thread> owners;
+  for (int t = 0; t < 3; ++t)
+    owners.emplace_back([&, t] {
+      for (int rep = 0; rep < 300; ++rep) {
+        Coverage c(64 + t);
+        pool.run_chunks(64 + t, 3, 3, &Coverage::run, &c);
+        if (c.bad() != 0) failures.fetch_add(1);
+      }
+    });
+  for (auto& o : owners) o.join();
+  EXPECT_EQ(failures.load(), 0);
+}
+
+TEST(ComputePool, AChunkThatThrowsReachesTheOwnerAndThePoolStaysUsable) {
+  nd::ComputePool pool(1);
+  const auto thrower = [](void*, std::int64_t b, std::int64_t) {
+    if (b == 5) throw std::runtime_error("chunk 5 failed");
+  };
+  for (int rep = 0; rep < 50; ++rep) {
+    try {
+      pool.run_chunks(16, 1, 2, thrower, nullptr);
+      FAIL() << "no exception, rep " << rep;
+    } catch (const std::runtime_error& e) {
+      EXPECT_STREQ(e.what(), "chunk 5 failed");
+    }
+  }
+  Coverage c(100);
+  pool.run_chunks(100, 4, 2, &Coverage::run, &c);
+  EXPECT_EQ(c.bad(), 0);
+}
+
+}  // namespace
