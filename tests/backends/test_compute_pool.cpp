@@ -1,7 +1,7 @@
 // The cpu backend's compute pool (src/backends/cpu/compute_pool.hpp) on its own: every chunk runs
 // exactly once whoever claims it, run_chunks returns only after the last helper left the job — on
 // the polling path and on the sleeping one (Note [Retiring a job without sleeping]) — and owners on
-// several threads share one pool. The TSan build runs these too (make test-tsan).
+// several threads share one pool, and a pool's destructor joins its helpers. The TSan build runs these too (make test-tsan).
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -109,6 +109,20 @@ TEST(ComputePool, AChunkThatThrowsReachesTheOwnerAndThePoolStaysUsable) {
   Coverage c(100);
   pool.run_chunks(100, 4, 2, &Coverage::run, &c);
   EXPECT_EQ(c.bad(), 0);
+}
+
+// A helper whose spin ran out just as the destructor set stop_ used to wait on work_cv_ after the
+// notify (a hang in join()); destroying pools whose helpers are at every stage of going idle.
+TEST(ComputePool, DestroyingAPoolJoinsItsHelpersAtAnyStage) {
+  for (int rep = 0; rep < 300; ++rep) {
+    nd::ComputePool pool(2);
+    if (rep % 2) {
+      Coverage c(32);
+      pool.run_chunks(32, 1, 3, &Coverage::run, &c);
+      ASSERT_EQ(c.bad(), 0);
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(rep % 40));
+  }
 }
 
 }  // namespace

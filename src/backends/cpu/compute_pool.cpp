@@ -101,7 +101,8 @@ void ComputePool::helper_loop() {
       bool found = false;
       for (Job* j : jobs_)
         if (j->active_ < j->max_helpers_ && j->has_work()) { found = true; break; }
-      if (!found) work_cv_.wait(lock);
+      // stop_ is set under the lock before the destructor notifies: checked here, no lost wake-up.
+      if (!found && !stop_) work_cv_.wait(lock);
       idle_.fetch_sub(1, std::memory_order_acq_rel);
       continue;
     }
