@@ -42,14 +42,8 @@ bool spin_until(Done done, std::chrono::steady_clock::time_point until) {
 // Locks `lock`'s mutex, polling try_lock() for up to kSpinAlone before blocking: the mutexes
 // of the hot paths are held for a few instructions, and a blocked lock() sleeps in the kernel.
 inline void lock_spinning(std::unique_lock<std::mutex>& lock) {
-  const auto until = std::chrono::steady_clock::now() + kSpinAlone;
-  do {
-    for (int i = 0; i < 64; ++i) {
-      if (lock.try_lock()) return;
-      NG_PAUSE();
-    }
-  } while (std::chrono::steady_clock::now() < until);
-  lock.lock();
+  if (!spin_until([&] { return lock.try_lock(); }, std::chrono::steady_clock::now() + kSpinAlone))
+    lock.lock();
 }
 
 }  // namespace npugraph::detail
