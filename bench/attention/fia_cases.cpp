@@ -102,7 +102,7 @@ std::unique_ptr<FiaCase> build(const FiaCaseSpec& s) {
     c->flops += 4.0 * static_cast<double>(s.dim * s.heads) * pairs;
   }
   const bool decode = s.q_len == 1;
-  const int copies = decode ? std::clamp(static_cast<int>(std::ceil(kColdBytes / c->kv_bytes)), 1,
+  const int copies = decode && !s.hot ? std::clamp(static_cast<int>(std::ceil(kColdBytes / c->kv_bytes)), 1,
                                          kMaxCopies)
                             : 1;
   const ng::Tensor q = random_tensor({s.batch, s.heads, s.q_len, s.dim}, s.dtype, 7);
@@ -137,6 +137,9 @@ const std::vector<FiaCaseSpec>& fia_case_specs() {
        .block_size = 128},
       {.name = "prefill_bf16_causal", .dtype = DType::bf16, .q_len = 2048, .kv_lengths = {2048},
        .causal = true},
+      // In-cache (8 MiB of KV, for the last-level cache): the kernels' compute rate, beside the DRAM-bound cases above.
+      {.name = "decode_f16_hot", .heads = 8, .kv_heads = 8, .kv_lengths = {2048}, .hot = true},
+      {.name = "decode_f16_gqa4_hot", .kv_heads = 8, .kv_lengths = {2048}, .hot = true},
   };
   return specs;
 }

@@ -21,6 +21,9 @@ struct FiaCaseSpec {
   std::vector<std::int64_t> kv_lengths;    // one per batch
   std::int64_t block_size = 0;             // 0: contiguous BNSD; else paged [blocks, KV_N, bs, D]
   bool causal = false;                     // sparse_mode 3 with the compressed 2048 x 2048 mask
+  // One copy of a KV small enough for the last-level cache: the kernel's own rate without DRAM (its
+  // GBps over the DRAM read rate says how far the kernel is from being the limit), decode only.
+  bool hot = false;
 };
 
 struct FiaInputs {

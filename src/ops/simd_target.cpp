@@ -4,6 +4,7 @@
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 
 #include <cstdint>
+#include <string_view>
 
 #include "hwy/highway.h"
 #include "ops/simd_target.hpp"
@@ -24,6 +25,15 @@ namespace npugraph::ops {
 HWY_EXPORT(DispatchTarget);
 
 std::int64_t simd_dispatch_target() { return HWY_DYNAMIC_DISPATCH(DispatchTarget)(); }
+
+std::int64_t simd_target_bit(std::string_view name) {
+  if (name.empty() || name == "Unknown") return 0;  // what hwy::TargetName says of a bit that is no target
+  for (int i = 0; i < 63; ++i) {
+    const std::int64_t bit = std::int64_t{1} << i;
+    if (name == hwy::TargetName(bit)) return bit;
+  }
+  return 0;
+}
 
 }  // namespace npugraph::ops
 #endif  // HWY_ONCE

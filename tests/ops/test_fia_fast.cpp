@@ -150,13 +150,15 @@ TEST(FiaFast, DecodeWithSplitsMatchesSimple) {
   EXPECT_GT(workspace_plan(b).fast_splits, 8);
 }
 
-// The direct decode path (units of 1-4 rows) at D = 128 and 80 (full register blocks of 8 or 4
-// vectors, and the single-vector remainder), ragged lengths that end mid-block.
+// The direct decode path (units of 1, 2, 3 and 4 rows: the 4-row blocks, spare rows dropped) at
+// D = 128 and 80 (full register blocks, and the single-vector remainder), ragged lengths that end
+// mid-block (odd: a column block past the run's end).
 TEST(FiaFast, DecodeDirectWideHeadsMatchSimple) {
+  struct Heads { std::int64_t n, kvn; };
   for (std::int64_t D : {128, 80})
-    for (std::int64_t kvn : {4, 2, 1}) {
-      SCOPED_TRACE(testing::Message() << "D " << D << ", KV_N " << kvn);
-      Big b = make_big(DType::bf16, 2, 4, kvn, 1, 1000, 71, D);
+    for (const Heads h : {Heads{4, 4}, Heads{4, 2}, Heads{6, 2}, Heads{4, 1}}) {
+      SCOPED_TRACE(testing::Message() << "D " << D << ", N " << h.n << ", KV_N " << h.kvn);
+      Big b = make_big(DType::bf16, 2, h.n, h.kvn, 1, 1000, 71, D);
       b.opt.actual_seq_lengths_kv = {1000, 333};
       expect_fast_matches_simple(b, FiaPath::decode_direct);
     }

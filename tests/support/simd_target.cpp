@@ -9,28 +9,18 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 
 #include "hwy/targets.h"
 #include "ops/simd_target.hpp"
 
 namespace {
 
-// The HWY_* bit named `name`, or 0.
-std::int64_t target_bit(const char* name) {
-  for (int i = 0; i < 63; ++i) {
-    const std::int64_t bit = std::int64_t{1} << i;
-    if (std::strcmp(hwy::TargetName(bit), name) == 0) return bit;
-  }
-  return 0;
-}
-
 class SimdTargetEnvironment : public testing::Environment {
  public:
   void SetUp() override {
     const char* name = std::getenv("NPUGRAPH_TEST_SIMD_TARGET");
     if (name == nullptr || *name == '\0') return;
-    const std::int64_t bit = target_bit(name);
+    const std::int64_t bit = npugraph::ops::simd_target_bit(name);
     ASSERT_NE(bit, 0) << "NPUGRAPH_TEST_SIMD_TARGET = " << name
                       << ": not a Highway target name (AVX3, AVX2, SSE4, SCALAR, ...)";
     if ((hwy::SupportedTargets() & bit) == 0)

@@ -25,6 +25,15 @@ namespace hn = hwy::HWY_NAMESPACE;
 using DF = hn::ScalableTag<float>;
 using VF = hn::Vec<DF>;
 
+// Vector registers of the target, for register blocking: 16 below AVX-512 on x86 (ymm/xmm0-15),
+// 32 on AVX-512 and elsewhere. A block that needs more than the target has spills an accumulator
+// to the stack, and its FMA chain then waits on a store and a reload every step.
+#if HWY_ARCH_X86 && HWY_TARGET > HWY_AVX3
+inline constexpr int kVecRegs = 16;
+#else
+inline constexpr int kVecRegs = 32;
+#endif
+
 // Query rows one unit holds at most (decode: a GQA group of 64 heads x kDecodeMaxSeq rows).
 inline constexpr std::int64_t kMaxUnitRows = 64 * kDecodeMaxSeq;
 static_assert(kPrefillRows <= kMaxUnitRows);

@@ -34,7 +34,7 @@ HWY_INLINE void PrefetchRows(const std::byte* base, std::int64_t stride, std::in
 }
 
 // Q·K of R query rows against `cols` KV rows of T converted in registers (no tile): scores
-// s[r][c] = q_r · k_c, C columns at a time (R x C accumulators: 1 x 8 or 4 x 4, enough
+// s[r][c] = q_r · k_c, C columns at a time (R x C accumulators: 1 x 8, 4 x 4, or 4 x 2 on 16 registers; enough
 // independent FMA chains to cover the FMA latency). The rows of `ahead` (the next run,
 // `ahead_rows` rows) are prefetched as the columns are consumed, one row per column.
 template <int R, int C, class T, Dq K>
@@ -42,7 +42,7 @@ HWY_INLINE void DirectScores(const float* const* q, const T* k, std::int64_t str
                              std::int64_t D, std::int64_t cols, const DqRun* dq,
                              const T* ahead, std::int64_t ahead_stride, std::int64_t ahead_rows,
                              float* const* s) {
-  static_assert(C % 4 == 0);
+  static_assert((R * C) % 4 == 0);
   const DF df;
   const auto N = static_cast<std::int64_t>(hn::Lanes(df));
   const auto es = static_cast<std::int64_t>(sizeof(T));
@@ -62,24 +62,34 @@ HWY_INLINE void DirectScores(const float* const* q, const T* k, std::int64_t str
     for (int r = 0; r < R; ++r)
       for (int c = 0; c < C; ++c) a[r][c] = hn::Zero(df);
     for (std::int64_t d = 0; d < D; d += N) {
-      VF x[C];
-      for (int c = 0; c < C; ++c) x[c] = LoadKv<T, K>(kc[c], d, dq, rs[c], ro[c]);
-      for (int r = 0; r < R; ++r) {
-        const VF y = hn::Load(df, q[r] + d);
-        for (int c = 0; c < C; ++c) a[r][c] = hn::MulAdd(y, x[c], a[r][c]);
+      if constexpr (R == 1) {
+        // Each column loaded into the FMA that uses it: C accumulators + 2 registers, where
+        // loading every column first would need C more (17 for C = 8: one more than AVX2 has).
+        const VF y = hn::Load(df, q[0] + d);
+        for (int c = 0; c < C; ++c) a[0][c] = hn::MulAdd(y, LoadKv<T, K>(kc[c], d, dq, rs[c], ro[c]), a[0][c]);
+      } else {
+        VF x[C];
+        for (int c = 0; c < C; ++c) x[c] = LoadKv<T, K>(kc[c], d, dq, rs[c], ro[c]);
+        for (int r = 0; r < R; ++r) {
+          const VF y = hn::Load(df, q[r] + d);
+          for (int c = 0; c < C; ++c) a[r][c] = hn::MulAdd(y, x[c], a[r][c]);
+        }
       }
     }
-    for (int r = 0; r < R; ++r)
-      for (int c0 = 0; c0 < C; c0 += 4) {
-        HWY_ALIGN float out[4];
-        Reduce4(a[r][c0], a[r][c0 + 1], a[r][c0 + 2], a[r][c0 + 3], out);
-        for (int c = 0; c < 4 && j + c0 + c < cols; ++c) s[r][j + c0 + c] = out[c];
-      }
+    // Four sums at a time over the accumulators in row-major order (a lane sum does not depend on
+    // the vectors it is reduced beside, so every blocking gives the same scores).
+    for (int i0 = 0; i0 < R * C; i0 += 4) {
+      HWY_ALIGN float out[4];
+      Reduce4(a[i0 / C][i0 % C], a[(i0 + 1) / C][(i0 + 1) % C], a[(i0 + 2) / C][(i0 + 2) % C],
+              a[(i0 + 3) / C][(i0 + 3) % C], out);
+      for (int i = i0; i < i0 + 4; ++i)
+        if (j + i % C < cols) s[i / C][j + i % C] = out[i - i0];
+    }
   }
 }
 
 // acc_r += sum_c p_r[c] * v_c for R rows, V rows of T converted in registers, W vectors of D
-// at a time (R x W accumulators: 1 x 8 or 4 x 4); `ahead` as in DirectScores, prefetched by the
+// at a time (R x W accumulators: 1 x 8, 4 x 4, or 4 x 2 on 16 registers); `ahead` as in DirectScores, prefetched by the
 // first block. D is a multiple of the vector length.
 template <int R, int W, class T, Dq K>
 HWY_INLINE void DirectPV(float* const* acc, const float* const* p, const T* v,
@@ -100,11 +110,17 @@ HWY_INLINE void DirectPV(float* const* acc, const float* const* p, const T* v,
       VF rs, ro;
       RowDq<K>(dq, c, rs, ro);
       const T* vc = v + c * stride;
-      VF x[W];
-      for (int i = 0; i < W; ++i) x[i] = LoadKv<T, K>(vc, d0 + i * N, dq, rs, ro);
-      for (int r = 0; r < R; ++r) {
-        const VF w = hn::Set(df, p[r][c]);
-        for (int i = 0; i < W; ++i) a[r][i] = hn::MulAdd(w, x[i], a[r][i]);
+      if constexpr (R == 1) {
+        // As in DirectScores: each vector loaded into its FMA (W + 2 registers, not 2W + 1).
+        const VF w = hn::Set(df, p[0][c]);
+        for (int i = 0; i < W; ++i) a[0][i] = hn::MulAdd(w, LoadKv<T, K>(vc, d0 + i * N, dq, rs, ro), a[0][i]);
+      } else {
+        VF x[W];
+        for (int i = 0; i < W; ++i) x[i] = LoadKv<T, K>(vc, d0 + i * N, dq, rs, ro);
+        for (int r = 0; r < R; ++r) {
+          const VF w = hn::Set(df, p[r][c]);
+          for (int i = 0; i < W; ++i) a[r][i] = hn::MulAdd(w, x[i], a[r][i]);
+        }
       }
     }
     for (int r = 0; r < R; ++r)
@@ -164,7 +180,9 @@ struct DirectPath {
       qa[a] = zero_q;
       sa[a] = spare_s;
     }
-    DirectScores<4, 4, T, KK>(qa, k, run.k_stride, l.key.dk, run.len, &kq, nk, pf.k_stride,
+    // 4 rows x C columns: 4C accumulators + C + 1 registers (C = 2 on 16 registers).
+    constexpr int C = kVecRegs >= 32 ? 4 : 2;
+    DirectScores<4, C, T, KK>(qa, k, run.k_stride, l.key.dk, run.len, &kq, nk, pf.k_stride,
                               pf.len, sa);
   }
 
@@ -182,7 +200,9 @@ struct DirectPath {
       acc[a] = spare_acc;
       p[a] = spare_s;
     }
-    DirectPV<4, 4, T, VK>(acc, p, v, run.v_stride, l.key.dv, run.len, &vq, nv, pf.v_stride,
+    // 4 rows x W vectors: 4W accumulators + W + 1 registers (W = 2 on 16 registers).
+    constexpr int W = kVecRegs >= 32 ? 4 : 2;
+    DirectPV<4, W, T, VK>(acc, p, v, run.v_stride, l.key.dv, run.len, &vq, nv, pf.v_stride,
                           pf.len);
   }
 
