@@ -203,6 +203,14 @@ constexpr bool kIsFloat = S::kVecs == 1 && S::kElems == kL;
 
 // ---- the register tile -----------------------------------------------------------------------------
 
+// A quantised block on a target without the lookup table (8 lanes or fewer: 16 vector registers on
+// x86) is computed one weight row at a time, its x vectors reloaded from L1 for each row: all R
+// rows at once keep R block states (scale and min) and R dequantised vectors live beside the R x TB
+// accumulators, more than 16 registers, and the spilled accumulators then wait on a store and a
+// reload in every step. Each accumulator sees the same operations in the same order either way.
+template <class S>
+constexpr bool kRowAtATime = !kLut && S::kVecs > 1;
+
 // res[r][t] = sum_k x[t * xs + k] * w_r[k] for R rows w[r] and TB rows of x, as Note [Linear
 // kernels] defines the order: one MulAdd chain per output over the vectors of k, a zero-padded
 // last vector for float rows whose K is not a multiple of kL, then one horizontal sum.
@@ -215,6 +223,18 @@ HWY_INLINE void Tile(const S& s, const std::byte* const* w, const float* HWY_RES
     for (int t = 0; t < TB; ++t) acc[r][t] = hn::Zero(df);
   const std::int64_t nb = K / S::kElems;
   for (std::int64_t b = 0; b < nb; ++b) {
+    if constexpr (kRowAtATime<S>) {
+      for (int r = 0; r < R; ++r) {
+        const std::byte* blk = w[r] + b * S::kBytes;
+        const typename S::State st = s.Prepare(blk);
+        for (int v = 0; v < S::kVecs; ++v) {
+          const VF wv = s.Get(st, blk, v);
+          const float* xb = x + b * S::kElems + v * kL;
+          for (int t = 0; t < TB; ++t) acc[r][t] = hn::MulAdd(hn::LoadU(df, xb + t * xs), wv, acc[r][t]);
+        }
+      }
+      continue;
+    }
     typename S::State st[R];
     const std::byte* blk[R];
     for (int r = 0; r < R; ++r) {
