@@ -77,6 +77,8 @@ class Tensor {
   template <class T>
   T* data_ptr() const { return static_cast<T*>(data()); }
   const std::shared_ptr<Storage>& storage() const { return storage_; }
+  // Where data() starts in the storage, in bytes.
+  std::int64_t offset_bytes() const { return offset_; }
 
   // A contiguous tensor with the same elements seen under a new shape (numel must match).
   Tensor view(Shape shape) const;

@@ -62,6 +62,10 @@ struct FiaRecord {
   Tensor workspace, attention_out, softmax_lse;
   TaskGroupHandle handle;
   ExternalEvent event;
+  // Its tensors and static options are still the captured call's (no update has set a tensor or a
+  // static option): an update then re-issues it with its host values only (Note [FIA host-value
+  // update] in src/ops/attention/fia_plan.hpp), never comparing the ~25 tensors.
+  bool captured_inputs = true;
 };
 
 struct DispatchRecords {
@@ -73,6 +77,7 @@ struct DispatchRecords {
   std::vector<ops::FiaOptions> staging;   // per record: parsed values / the old ones after a swap
   std::vector<std::pair<std::size_t, FieldSwap>> undo;  // (record, swap) of the update in progress
   std::vector<FieldSwap> swaps;                         // one record's, while it is parsed
+  std::vector<char> host_only;  // per record, during an update: its dict set host values only
   Stream update_stream;
   std::uint64_t graph_id = 0;
   std::mutex mutex;                       // see the Note: held by an update, a recorded call, reset

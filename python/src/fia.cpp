@@ -202,7 +202,8 @@ struct FiaOp {};
 // parsed into `scratch` and swapped in, and the swap is appended to `undo` — applying it again to
 // (options, scratch) restores the old value. Throws TypeError/ValueError for a bad key or value, and
 // ArgumentError ("not updatable") for a value that changes what the captured task cannot change.
-void apply_fia_kwargs(ops::FiaOptions& options, ops::FiaOptions& scratch, py::handle dict,
+// Returns whether it set host values only (no tensor, no static option).
+bool apply_fia_kwargs(ops::FiaOptions& options, ops::FiaOptions& scratch, py::handle dict,
                       std::size_t index, std::vector<FieldSwap>& undo) {
   const char* what = "NPUGraph.update: cpu_update_input";
   const long at = static_cast<long>(index);
@@ -212,9 +213,11 @@ void apply_fia_kwargs(ops::FiaOptions& options, ops::FiaOptions& scratch, py::ha
                          type_name(dict));
   PyObject *key, *value;
   Py_ssize_t pos = 0;
+  bool host_only = true;
   while (PyDict_Next(dict.ptr(), &pos, &key, &value)) {
     const Field* f = find_field(key);
     if (!f) unexpected_keyword(what, at, key);
+    host_only = host_only && !f->differs;  // only the host values have no `differs`
     try {
       f->set(scratch, value);  // parse first: a bad value leaves `options` as it was
     } catch (...) {
@@ -229,6 +232,7 @@ void apply_fia_kwargs(ops::FiaOptions& options, ops::FiaOptions& scratch, py::ha
     f->swap(options, scratch);  // scratch now holds the old value
     undo.push_back(f->swap);
   }
+  return host_only;
 }
 
 }  // namespace
@@ -282,6 +286,7 @@ void update_fia_records(DispatchRecords& d, py::handle cpu_update_input) {
   // The new values are swapped into the records' options field by field (no copies); on any error
   // the same swaps, undone in reverse, restore every recorded argument.
   d.staging.resize(n);
+  d.host_only.assign(n, 1);
   d.undo.clear();
   std::vector<FieldSwap>& swaps = d.swaps;
   auto rollback = [&] {
@@ -293,8 +298,8 @@ void update_fia_records(DispatchRecords& d, py::handle cpu_update_input) {
     for (std::size_t i = 0; i < n; ++i) {
       swaps.clear();
       try {
-        apply_fia_kwargs(d.records[i].options, d.staging[i], inputs[given == 1 ? 0 : i],
-                         given == 1 ? 0 : i, swaps);
+        d.host_only[i] = apply_fia_kwargs(d.records[i].options, d.staging[i],
+                                          inputs[given == 1 ? 0 : i], given == 1 ? 0 : i, swaps);
       } catch (...) {
         for (FieldSwap f : swaps) d.undo.emplace_back(i, f);
         throw;
@@ -305,9 +310,14 @@ void update_fia_records(DispatchRecords& d, py::handle cpu_update_input) {
     const Stream& u = d.update_stream;
     StreamGuard on(u);
     task_update_begin(u, d.handles);
-    for (const FiaRecord& r : d.records)
-      ops::fused_infer_attention_score_out(r.query, r.key, r.value, r.options, r.workspace,
-                                           r.attention_out, r.softmax_lse);
+    for (std::size_t i = 0; i < n; ++i) {
+      const FiaRecord& r = d.records[i];
+      if (r.captured_inputs && d.host_only[i])
+        ops::fused_infer_attention_score_update(u, ops::FiaHostValues::of(r.options));
+      else
+        ops::fused_infer_attention_score_out(r.query, r.key, r.value, r.options, r.workspace,
+                                             r.attention_out, r.softmax_lse);
+    }
     // One stream task installs every call's parameters, then sets every call's event.
     task_update_end(u, d.events);
   } catch (...) {
@@ -316,6 +326,8 @@ void update_fia_records(DispatchRecords& d, py::handle cpu_update_input) {
     throw;
   }
   d.undo.clear();
+  for (std::size_t i = 0; i < n; ++i)
+    if (!d.host_only[i]) d.records[i].captured_inputs = false;
 }
 
 void bind_fia(py::module_& m) {

@@ -368,25 +368,21 @@ void ModelRunner::write_inputs(std::span<Sequence* const> batch, std::int64_t n)
 void ModelRunner::update(Bucket& b, std::span<const std::int64_t> lengths, bool per_layer) {
   const Rows r{.n = b.rows, .batch = b.rows, .q_len = 1, .kv_lengths = {lengths.begin(), lengths.end()},
                .block_table = rows(block_table_, b.rows)};
+  // Only the KV lengths change from step to step: every tensor is the one the bucket captured (its
+  // rows of the persistent buffers, each layer's cache), so each layer's task is re-issued with its
+  // host values only (Note [FIA host-value update]).
   const ops::FiaOptions o = attention_options(r);
-  const Tensor query = q_rows(r.n).view({r.batch, 1, q_dim_});
-  const Tensor out = rows(attn_, r.n).view({r.batch, 1, q_dim_});
+  const ops::FiaHostValues lengths_only = ops::FiaHostValues::of(o);
   if (!per_layer) {  // one batched, stream-ordered update: installed before the replay that follows
     StreamGuard on(stream_);
     UpdateScope scope(stream_, b.handles);
-    for (std::size_t l = 0; l < b.handles.size(); ++l)
-      ops::fused_infer_attention_score_out(query, k_cache_[l], v_cache_[l], o, workspace_, out, lse_);
+    for (std::size_t l = 0; l < b.handles.size(); ++l) ops::fused_infer_attention_score_update(stream_, lengths_only);
     return;
   }
   StreamGuard on(update_stream_);
   for (std::size_t l = 0; l < b.handles.size(); ++l) {
     task_update_begin(update_stream_, b.handles[l]);
-    try {
-      ops::fused_infer_attention_score_out(query, k_cache_[l], v_cache_[l], o, workspace_, out, lse_);
-    } catch (...) {
-      abandon_update_on_error(update_stream_);
-      throw;
-    }
+    ops::fused_infer_attention_score_update(update_stream_, lengths_only);  // abandons it on error
     task_update_end(update_stream_, std::span<const ExternalEvent>(&b.ready[l], 1));
   }
 }

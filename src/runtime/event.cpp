@@ -1,5 +1,7 @@
 #include "npugraph/event.hpp"
 
+#include <algorithm>
+
 #include "npugraph/error.hpp"
 #include "npugraph/stream.hpp"
 #include "runtime/issue.hpp"
@@ -107,6 +109,12 @@ void Event::wait(const Stream& stream) const {
       nodes = state_->captured_nodes;
     }
     seq = state_->recorded;
+    // Already reached, with no stall to pass on: nothing to wait for, and no task to wake the
+    // stream's worker for (an update after a finished replay waits on it: Python's NPUGraph.update).
+    if (!captured && seq <= state_->completed && s.mode.load() == StreamMode::normal &&
+        std::none_of(state_->poisoned.begin(), state_->poisoned.end(),
+                     [&](const auto& p) { return p.seq == seq; }))
+      return;
   }
   detail::Task task;
   task.kind = detail::TaskKind::event_wait;

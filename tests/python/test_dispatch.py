@@ -273,3 +273,37 @@ def test_update_with_the_same_shape_points_a_tensor_at_other_memory(rng):
     assert torch.equal(out, fia(q, pages_k, pages_v, block_table=other, **opts)[0])
     with pytest.raises(npugraph.ArgumentError, match=r"block_table = .*not updatable \(captured with int32\[1, 2\]\)"):
         g.update(cpu_update_input=[{"block_table": torch.tensor([[2, 0, 1]], dtype=torch.int32)}])
+
+
+def test_a_lengths_update_after_a_tensor_update_keeps_the_new_tensor(rng):
+    """An update that sets host values only re-issues a recorded call from its captured call (no
+    tensor compared: Note [FIA host-value update]) only while its tensors are the captured ones:
+    once an update pointed block_table elsewhere, later updates of the lengths alone keep the new
+    table, and a refused update changes neither."""
+    N, D, bs = 2, 16, 16
+    q = randn((1, N, 1, D), torch.float16, rng)
+    pages_k = randn((3, N, bs, D), torch.float16, rng)
+    pages_v = randn((3, N, bs, D), torch.float16, rng)
+    opts = dict(num_heads=N, input_layout="BNSD", block_size=bs)
+    table = torch.tensor([[0, 1]], dtype=torch.int32)
+    other = torch.tensor([[2, 0]], dtype=torch.int32)
+    g = npu.NPUGraph()
+    with npu.graph(g, auto_dispatch_capture=True):
+        out, _ = fia(q, pages_k, pages_v, block_table=table, actual_seq_lengths_kv=[20], **opts)
+
+    def expect(tbl, length):
+        g.replay()
+        ref = fia(q, pages_k, pages_v, block_table=tbl, actual_seq_lengths_kv=[length], **opts)[0]
+        assert torch.equal(out, ref)
+
+    g.update(cpu_update_input=[{"actual_seq_lengths_kv": [17]}])  # the captured table
+    expect(table, 17)
+    g.update(cpu_update_input=[{"block_table": other, "actual_seq_lengths_kv": [19]}])
+    expect(other, 19)
+    for length in (18, 30, 5):
+        g.update(cpu_update_input=[{"actual_seq_lengths_kv": [length]}])
+        expect(other, length)
+    with pytest.raises(npugraph.ArgumentError, match=r"actual_seq_lengths_kv\[0\] = 40"):
+        g.update(cpu_update_input=[{"actual_seq_lengths_kv": [40]}])  # past the table's 2 blocks
+    g.update(cpu_update_input=[{}])
+    expect(other, 5)

@@ -24,6 +24,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -76,6 +77,27 @@ struct FiaOptions {
   std::int64_t value_antiquant_mode = 0;
 };
 
+// The host values of a call (Update rules above): what an update may change without pointing a
+// tensor elsewhere. The lists are views, read only during the call that takes them.
+struct FiaHostValues {
+  std::span<const std::int64_t> actual_seq_lengths{};
+  std::span<const std::int64_t> actual_seq_lengths_kv{};
+  std::span<const std::int64_t> actual_shared_prefix_len{};
+  double scale = 1.0;
+  std::int64_t pre_tokens = 2147483647;
+  std::int64_t next_tokens = 2147483647;
+
+  // The host values of `options` (views of its lists: keep it alive while they are used).
+  static FiaHostValues of(const FiaOptions& options) {
+    return {.actual_seq_lengths = options.actual_seq_lengths,
+            .actual_seq_lengths_kv = options.actual_seq_lengths_kv,
+            .actual_shared_prefix_len = options.actual_shared_prefix_len,
+            .scale = options.scale,
+            .pre_tokens = options.pre_tokens,
+            .next_tokens = options.next_tokens};
+  }
+};
+
 struct FiaResult {
   Tensor attention_out;  // the output layout; the query's dtype (int8 with quant_scale2)
   Tensor softmax_lse;    // float32 [B, N, Sq, 1] / [T, N, 1], or a 1-element float32 0
@@ -95,6 +117,16 @@ FiaResult fused_infer_attention_score(const Tensor& query, const Tensor& key, co
 void fused_infer_attention_score_out(const Tensor& query, const Tensor& key, const Tensor& value,
                                      const FiaOptions& options, const Tensor& workspace,
                                      const Tensor& attention_out, const Tensor& softmax_lse);
+
+// Inside an update of `stream` (task_update_begin ... task_update_end on this thread): re-issues the
+// call that the group's next task was captured with — its tensors, workspace, outputs and static
+// options — with new host values. The task gets the block, and the call the checks and messages,
+// that fused_infer_attention_score_out gives for the captured arguments with these host values; no
+// tensor is read or compared, which makes it the cheap update of a decode step whose tensors stay
+// put (only the lengths change). Throws StateError when `stream` is not updating on this thread, or
+// when the next task is not a fused_infer_attention_score task captured with the `.out` form; any
+// error abandons the update (nothing is installed), as in every update.
+void fused_infer_attention_score_update(const Stream& stream, const FiaHostValues& values);
 
 // The plan of one call: every check the shapes, dtypes, layout and flags decide, run once, and
 // what they decide. For callers that allocate from it and then launch (the Python auto-dispatch

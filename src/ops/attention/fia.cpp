@@ -171,6 +171,46 @@ void fused_infer_attention_score_out(const Tensor& query, const Tensor& key, con
   }
 }
 
+namespace {
+
+void update_host_values(const Stream& stream, const FiaHostValues& values) {
+  const void* state = captured_state(stream, kFiaKernel);
+  if (!state) [[unlikely]] {
+    NG_CHECK_STATE(stream.is_updating(), "fused_infer_attention_score_update: ", stream.str(),
+                   " is not updating on this thread: call it between task_update_begin and "
+                   "task_update_end");
+    NG_THROW(StateError, "fused_infer_attention_score_update on ", stream.str(), ": no captured "
+             "call to re-issue: the group's next task is not a fused_infer_attention_score task "
+             "captured with the .out form (another kernel, an eager-form capture, or no task left), or "
+             "another thread began the update; re-issue it with fused_infer_attention_score_out and "
+             "all of its arguments (the update is abandoned: nothing was installed)");
+  }
+  const auto& c = *static_cast<const FiaCapture*>(state);
+  const att::FiaPlan& captured = c.plan->plan;
+  att::FiaParamBuffer block;
+  att::FiaPlan plan(captured.q, captured.k, captured.v, captured.o, block.start(c.bound));
+  static_cast<att::FiaFindings&>(plan) = captured;
+  plan.host = values;
+  att::check_scale(plan);
+  att::resolve_host_values(plan, block);
+  // Every tensor is the captured launch's (Note [FIA host-value update]): vouched, no uses.
+  launch(stream, kFiaKernel, block.bytes(), TensorUses{}, std::shared_ptr<const void>(std::shared_ptr<const void>(), &c));
+  att::FiaReplanCounts& counts = att::fia_replan_counts();
+  ++counts.plan;
+  ++counts.outputs;
+}
+
+}  // namespace
+
+void fused_infer_attention_score_update(const Stream& stream, const FiaHostValues& values) {
+  try {
+    update_host_values(stream, values);
+  } catch (...) {  // free on the path that does not throw (an UpdateErrorGuard copies the stream)
+    abandon_update_on_error(stream);
+    throw;
+  }
+}
+
 void fused_infer_attention_score_out(const FiaPlan& plan, const Tensor& workspace,
                                      const Tensor& attention_out, const Tensor& softmax_lse) {
   const FiaPlan::State& s = *plan.state_;

@@ -18,7 +18,7 @@ namespace {
 
 // Per-batch lengths: empty = `full`, one value broadcasts, >= batch values use the first `batch`.
 // `bound` < 0: values are not bounded (decode's query lengths).
-void resolve_lengths(const std::vector<std::int64_t>& values, const char* name,
+void resolve_lengths(std::span<const std::int64_t> values, const char* name,
                      const char* bound_text, std::int64_t batch, std::int64_t full,
                      std::int64_t bound, std::int64_t* dst) {
   const std::int64_t n = static_cast<std::int64_t>(values.size());
@@ -40,7 +40,7 @@ void resolve_lengths(const std::vector<std::int64_t>& values, const char* name,
 }
 
 // TND/NTD: cumulative lengths, one per batch; batch b owns tokens [start[b], start[b] + len[b]).
-void resolve_cumulative(const std::vector<std::int64_t>& values, const char* name,
+void resolve_cumulative(std::span<const std::int64_t> values, const char* name,
                         std::int64_t batch, std::int64_t tokens, std::int64_t* len,
                         std::int64_t* start) {
   NG_CHECK_ARG(static_cast<std::int64_t>(values.size()) == batch, kOp, name, " = ",
@@ -61,7 +61,7 @@ void resolve_cumulative(const std::vector<std::int64_t>& values, const char* nam
 }
 
 void resolve_host_lengths(const FiaPlan& c, FiaParamBuffer& buf) {
-  const FiaOptions& o = c.o;
+  const FiaHostValues& h = c.host;
   const FiaShapeKey& k = c.key;
   const std::int64_t B = k.batch;
   std::int64_t* aq = buf.actual_q();
@@ -69,30 +69,30 @@ void resolve_host_lengths(const FiaPlan& c, FiaParamBuffer& buf) {
   std::fill(buf.q_start(), buf.q_start() + B, std::int64_t{0});
   std::fill(buf.kv_start(), buf.kv_start() + B, std::int64_t{0});
   if (c.token) {
-    resolve_cumulative(o.actual_seq_lengths, "actual_seq_lengths", B, k.q_seq, aq, buf.q_start());
+    resolve_cumulative(h.actual_seq_lengths, "actual_seq_lengths", B, k.q_seq, aq, buf.q_start());
   } else {
-    resolve_lengths(o.actual_seq_lengths, "actual_seq_lengths", "the query's S dimension", B,
+    resolve_lengths(h.actual_seq_lengths, "actual_seq_lengths", "the query's S dimension", B,
                     k.q_seq, c.decode ? -1 : k.q_seq, aq);
     if (c.decode) std::fill(aq, aq + B, std::int64_t{1});  // Note [FIA decode]
   }
   if (c.paged) {
-    NG_CHECK_ARG(!o.actual_seq_lengths_kv.empty(), kOp,
+    NG_CHECK_ARG(!h.actual_seq_lengths_kv.empty(), kOp,
                  "actual_seq_lengths_kv = []: paged KV (block_table) needs the KV lengths");
-    resolve_lengths(o.actual_seq_lengths_kv, "actual_seq_lengths_kv",
+    resolve_lengths(h.actual_seq_lengths_kv, "actual_seq_lengths_kv",
                     "block_table's capacity max_blocks * block_size", B, k.kv_seq, k.kv_seq, akv);
   } else if (c.token) {
-    NG_CHECK_ARG(!o.actual_seq_lengths_kv.empty(), kOp, "actual_seq_lengths_kv = []: with "
-                 "input_layout ", o.input_layout, " it is required (cumulative KV lengths)");
-    resolve_cumulative(o.actual_seq_lengths_kv, "actual_seq_lengths_kv", B, k.kv_seq, akv,
+    NG_CHECK_ARG(!h.actual_seq_lengths_kv.empty(), kOp, "actual_seq_lengths_kv = []: with "
+                 "input_layout ", c.o.input_layout, " it is required (cumulative KV lengths)");
+    resolve_cumulative(h.actual_seq_lengths_kv, "actual_seq_lengths_kv", B, k.kv_seq, akv,
                        buf.kv_start());
   } else {
-    resolve_lengths(o.actual_seq_lengths_kv, "actual_seq_lengths_kv", "the key's S dimension", B,
+    resolve_lengths(h.actual_seq_lengths_kv, "actual_seq_lengths_kv", "the key's S dimension", B,
                     k.kv_seq, k.kv_seq, akv);
   }
 }
 
 std::int64_t resolve_prefix_len(const FiaPlan& c) {
-  const auto& v = c.o.actual_shared_prefix_len;
+  const std::span<const std::int64_t> v = c.host.actual_shared_prefix_len;
   if (!c.prefix) return 0;
   if (v.empty()) return c.key.prefix_seq;
   NG_CHECK_ARG(v.size() == 1 && v[0] >= 0 && v[0] <= c.key.prefix_seq, kOp,
@@ -122,10 +122,10 @@ void check_block_ids(const FiaPlan& c, const std::int64_t* akv) {
 // The left padding is effective with its lengths (torch_npu: "otherwise right padding"); query
 // padding is ignored by decode.
 bool q_padding_effective(const FiaPlan& c) {
-  return c.q_padding && !c.decode && !c.o.actual_seq_lengths.empty();
+  return c.q_padding && !c.decode && !c.host.actual_seq_lengths.empty();
 }
 bool kv_padding_effective(const FiaPlan& c) {
-  return c.kv_padding && !c.o.actual_seq_lengths_kv.empty();
+  return c.kv_padding && !c.host.actual_seq_lengths_kv.empty();
 }
 
 void check_padding_values(const FiaPlan& c, const Tensor& t, const char* name,
@@ -152,15 +152,15 @@ FiaBand resolve_band(const FiaPlan& c) {
     case 0:
       // pre/next apply with a full mask only, and not under left padding (torch_npu).
       if (o.atten_mask.defined() && !q_padding_effective(c) && !kv_padding_effective(c)) {
-        band.pre = o.pre_tokens;
-        band.next = o.next_tokens;
+        band.pre = c.host.pre_tokens;
+        band.next = c.host.next_tokens;
       }
       break;
     case 2: band.next = 0; break;
     case 3: band.next = 0; band.anchor = true; break;
     case 4:
-      band.pre = o.pre_tokens;
-      band.next = o.next_tokens;
+      band.pre = c.host.pre_tokens;
+      band.next = c.host.next_tokens;
       band.anchor = true;
       break;
     default: break;
@@ -219,9 +219,10 @@ void finish_quant(const FiaPlan& c, const FiaBand& band, const std::int64_t* act
                   const std::int64_t* actual_kv, std::int64_t prefix_len) {
   if (!c.key.out_int8 || c.decode) return;
   const FiaOptions& o = c.o;
+  const FiaHostValues& h = c.host;
   if (o.sparse_mode == 4)
-    NG_CHECK_ARG(o.pre_tokens >= 0 && o.next_tokens >= 0, kOp, "pre_tokens = ", o.pre_tokens,
-                 ", next_tokens = ", o.next_tokens,
+    NG_CHECK_ARG(h.pre_tokens >= 0 && h.next_tokens >= 0, kOp, "pre_tokens = ", h.pre_tokens,
+                 ", next_tokens = ", h.next_tokens,
                  ": sparse_mode 4 with an int8 output (quant_scale2) needs both >= 0");
   if (!o.quant_offset2.defined()) return;
   // With an offset, a valid row that sees nothing would not quantise to the offset: torch_npu
@@ -238,7 +239,7 @@ void finish_quant(const FiaPlan& c, const FiaBand& band, const std::int64_t* act
     const bool width_ok = pre + next >= 0;
     NG_CHECK_ARG(first_ok && last_ok && width_ok, kOp, "quant_offset2 = ",
                  TensorText{o.quant_offset2}, ": with sparse_mode = ", o.sparse_mode,
-                 ", pre_tokens = ", o.pre_tokens, ", next_tokens = ", o.next_tokens,
+                 ", pre_tokens = ", h.pre_tokens, ", next_tokens = ", h.next_tokens,
                  " some query rows of batch ", b, " (actual lengths ", lq, " and ", lkv,
                  ") see no key; an int8 output with quant_offset2 does not allow that");
   }
@@ -378,7 +379,7 @@ void bind_outputs(const FiaPlan& c, const Tensor& workspace, const Tensor& atten
 }
 
 void check_scale(const FiaPlan& c) {
-  NG_CHECK_ARG(std::isfinite(static_cast<float>(c.o.scale)), kOp, "scale = ", c.o.scale,
+  NG_CHECK_ARG(std::isfinite(static_cast<float>(c.host.scale)), kOp, "scale = ", c.host.scale,
                ": must be finite in float32");
 }
 
@@ -391,7 +392,7 @@ void resolve_host_values(const FiaPlan& c, FiaParamBuffer& buffer) {
   const FiaBand band = finish_mask(c, buffer.actual_q(), buffer.actual_kv(), prefix_len, p);
   finish_quant(c, band, buffer.actual_q(), buffer.actual_kv(), prefix_len);
   p.prefix_len = prefix_len;
-  p.scale = static_cast<float>(c.o.scale);
+  p.scale = static_cast<float>(c.host.scale);
 }
 
 void build_block(const FiaPlan& c, const Tensor& workspace, const Tensor& attention_out,

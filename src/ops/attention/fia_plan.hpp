@@ -29,6 +29,17 @@
 // launch passes the captured state back, which vouches for the static part, so nothing compares the
 // dimensions, and the description takes them from the captured block.
 //
+// Note [FIA host-value update]
+// fused_infer_attention_score_update(stream, host values) is the re-plan without the comparison: it
+// takes the tensors, the static options, the workspace and the outputs from the captured call itself
+// (so there is nothing to compare) and only the host values from the caller. The block stage reads
+// the host values through FiaPlan::host (o's own on every other path), so the block, its checks and
+// their messages are those of re-issuing the captured call with these host values. Why it exists:
+// an update usually follows a replay, or a decode step that streamed the model's weights through the
+// caches, and then same_plan_inputs' ~25 tensor pairs per task (two FiaOptions of ~3.7 KB) come
+// from memory: about 60 % of the update's time on the 2-core development VMs (Python's
+// NPUGraph.update of 80 calls after a replay, the decode engine's 30 groups per step).
+//
 // Every message reads "fused_infer_attention_score: <argument> = <value>: <rule>". Message parts are
 // only formatted when a check fails, and nothing here allocates for batches up to
 // FiaParamBuffer::kInlineBatch, so re-planning a task for an update stays cheap.
@@ -36,6 +47,7 @@
 
 #include <cstdint>
 #include <ostream>
+#include <span>
 #include <string_view>
 #include <vector>
 
@@ -47,7 +59,7 @@ namespace npugraph::ops::attention {
 
 // "[1, 2, 3]" for messages (at most 16 values).
 struct ListText {
-  const std::vector<std::int64_t>& values;
+  std::span<const std::int64_t> values;
 };
 std::ostream& operator<<(std::ostream& os, const ListText& l);
 
@@ -85,7 +97,9 @@ struct FiaPlan : FiaFindings {
   const Tensor& q;
   const Tensor& k;
   const Tensor& v;
-  const FiaOptions& o;
+  const FiaOptions& o;  // everything but the host values
+  // The host values the block stage reads (Note [FIA host-value update]): o's, or an update's.
+  FiaHostValues host;
   FiaParams& header;  // written in place: the launch's block header (or a scratch one)
   FiaShapeKey& key;   // header.key
   // The tensors' dimensions (set_sig), for the block's dimension trailer (Note [FIA parameter
@@ -94,7 +108,8 @@ struct FiaPlan : FiaFindings {
 
   FiaPlan(const Tensor& query, const Tensor& key_, const Tensor& value, const FiaOptions& options,
           FiaParams& h)
-      : q(query), k(key_), v(value), o(options), header(h), key(h.key) {}
+      : q(query), k(key_), v(value), o(options), host(FiaHostValues::of(options)), header(h),
+        key(h.key) {}
   FiaPlan(const FiaPlan&) = delete;
   FiaPlan& operator=(const FiaPlan&) = delete;
 
@@ -137,9 +152,11 @@ std::string fia_cuda_unsupported(const FiaPlan& plan, const Device& device);
 FiaWorkspacePlan plan_workspace(const FiaShapeKey& key);
 
 // The same view (dtype, shape, strides) of the same memory, or both undefined.
+// Reads the two Tensor objects only: the storage is compared by address, not dereferenced (an
+// update compares about 24 pairs per FIA task, and a storage's line may sit in another core's cache).
 inline bool same_tensor(const Tensor& a, const Tensor& b) {
   if (a.storage() != b.storage()) return false;
-  return !a.defined() || (a.data() == b.data() && a.dtype() == b.dtype() &&
+  return !a.defined() || (a.offset_bytes() == b.offset_bytes() && a.dtype() == b.dtype() &&
                           a.shape() == b.shape() && a.strides() == b.strides());
 }
 // This thread's updates that started from a captured plan (Note [FIA re-plan]): `plan` counts
