@@ -11,6 +11,7 @@
 
 #include "ops/attention/fia_plan.hpp"
 #include "ops/fia_case.hpp"
+#include "ops/fia_replan_cases.hpp"
 #include "support/captured_fia.hpp"
 
 namespace fia_test {
@@ -21,22 +22,6 @@ namespace att = ng::ops::attention;
 using ng::ops::FiaHostValues;
 using ng::ops::FiaOptions;
 
-// New host values for a case: KV lengths one shorter where that stays valid, another scale, a band
-// (for the cases whose sparse_mode reads it).
-FiaOptions next_host_values(const FiaBuilt& b) {
-  FiaOptions o = b.opt;
-  const bool token = o.input_layout.rfind("TND", 0) == 0 || o.input_layout.rfind("NTD", 0) == 0;
-  if (!token)
-    for (auto& x : o.actual_seq_lengths_kv)
-      if (x > 1) --x;
-  o.scale = o.scale * 0.5 + 0.125;
-  if (o.sparse_mode == 0) {
-    o.pre_tokens = 7;
-    o.next_tokens = 3;
-  }
-  return o;
-}
-
 void host_update(ngtest::CapturedFia& f, const FiaOptions& next) {
   ng::task_update_begin(f.updates, f.handle);
   ng::ops::fused_infer_attention_score_update(f.updates, FiaHostValues::of(next));
@@ -45,21 +30,7 @@ void host_update(ngtest::CapturedFia& f, const FiaOptions& next) {
 }
 
 TEST(FiaHostUpdate, ReplayEqualsEagerAndTheOutFormsUpdateOverTheCaseSpread) {
-  const std::vector<FiaCase> cases = {
-      {.layout = "BNSD", .gqa = 2, .decode = true},
-      {.layout = "BNSD", .dtype = DType::bf16, .gqa = 4, .decode = true, .kv = Kv::paged_bnsd},
-      {.layout = "BSH", .mode = 0, .pse = true},
-      {.layout = "BSND", .mode = 1, .padding = true},
-      {.layout = "TND", .mode = 3},
-      {.layout = "NTD_TND", .mode = 4, .rope = true},
-      {.layout = "BSND_NBSD", .mode = -1, .kv = Kv::paged_bsh, .rope = true},
-      {.layout = "BNSD", .mode = 0, .decode = true, .prefix = true},
-      {.layout = "BSH", .mode = -1, .decode = true, .kv = Kv::paged_bsh,
-       .antiquant = Antiquant::sep_paged_token},
-      {.layout = "BNSD", .mode = 1, .quant = OutQuant::channel_offset},
-      {.layout = "NSD", .dtype = DType::f32, .mode = 2},
-  };
-  for (const FiaCase& c : cases) {
+  for (const FiaCase& c : replan_cases()) {
     SCOPED_TRACE(c.name());
     const FiaBuilt b = build_case(c);
     ngtest::CapturedFia f(b.q, b.k, b.v, b.opt);
