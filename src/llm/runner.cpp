@@ -376,7 +376,8 @@ void ModelRunner::update(Bucket& b, std::span<const std::int64_t> lengths, bool 
   if (!per_layer) {  // one batched, stream-ordered update: installed before the replay that follows
     StreamGuard on(stream_);
     UpdateScope scope(stream_, b.handles);
-    for (std::size_t l = 0; l < b.handles.size(); ++l) ops::fused_infer_attention_score_update(stream_, lengths_only);
+    for (std::size_t l = 0; l < b.handles.size(); ++l)
+      ops::fused_infer_attention_score_update(stream_, lengths_only);
     return;
   }
   StreamGuard on(update_stream_);

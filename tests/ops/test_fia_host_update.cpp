@@ -4,9 +4,11 @@
 //     rope, antiquant, int8 output), its replay equals the eager call with those host values, bitwise,
 //     and equals the replay after the `.out` re-issue of the same arguments;
 //   - bad host values fail with the `.out` path's messages, and nothing is installed;
-//   - misuse (no update, no captured `.out` task left, another kernel's task) is a StateError that
-//     says what to do, and abandons the update.
+//   - misuse (no update, no captured `.out` task left, an allocating-form capture) is a StateError
+//     that says what to do and abandons the update; from a thread that does not own the update it is
+//     refused there and the owner's update goes on.
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "ops/attention/fia_plan.hpp"
@@ -106,6 +108,25 @@ TEST(FiaHostUpdate, MisuseIsAStateErrorThatAbandonsTheUpdate) {
       {"no captured call to re-issue", "re-issue it with fused_infer_attention_score_out"}));
   EXPECT_FALSE(f.updates.is_updating());
   EXPECT_TRUE(f.replay_equals_eager(b.opt));
+  // Another thread re-issuing into this thread's update: refused there, and the owner's update
+  // stays open and installs.
+  ng::task_update_begin(f.updates, f.handle);
+  std::string other;
+  std::thread intruder([&] {
+    try {
+      ng::ops::fused_infer_attention_score_update(f.updates, values);
+    } catch (const ng::StateError& e) {
+      other = e.what();
+    }
+  });
+  intruder.join();
+  EXPECT_NE(other.find("another thread began the update"), std::string::npos) << other;
+  EXPECT_TRUE(f.updates.is_updating());
+  const FiaOptions next = next_host_values(b);
+  ng::ops::fused_infer_attention_score_update(f.updates, FiaHostValues::of(next));
+  ng::task_update_end(f.updates);
+  f.updates.synchronize();
+  EXPECT_TRUE(f.replay_equals_eager(next));
   // A task captured from the allocating form keeps no call to re-issue.
   ng::Graph g;
   ng::TaskGroupHandle h;

@@ -60,8 +60,9 @@ TEST(FiaReplan, TheBlockIsTheFreshPlansBlockByteForByte) {
       att::FiaParamBuffer fresh;
       att::build_fia_params(b.q, b.k, b.v, next, o.ws, o.out, o.lse, nullptr, fresh);
       att::FiaParamBuffer replanned, rebound;
-      att::replan_block(captured, nullptr, b.q, b.k, b.v, next, o.ws, o.out, o.lse, rebound);
-      att::replan_block(captured, &bound, b.q, b.k, b.v, next, o.ws, o.out, o.lse, replanned);
+      const ng::ops::FiaHostValues host = ng::ops::FiaHostValues::of(next);
+      att::replan_block(captured, nullptr, host, o.ws, o.out, o.lse, rebound);
+      att::replan_block(captured, &bound, host, o.ws, o.out, o.lse, replanned);
       // The fresh block carries the tensors' dimensions (Note [FIA parameter block]); the re-planned
       // ones leave them out and are otherwise the same bytes.
       const std::span<const std::byte> full = fresh.bytes();

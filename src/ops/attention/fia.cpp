@@ -113,6 +113,19 @@ void launch_planned(const Stream& stream, const att::FiaPlan& plan,
   launch(stream, kFiaKernel, block.bytes(), uses.span(), std::move(capture));
 }
 
+// Launches a block re-planned from capture `c` (replan_block). Built from the captured plan, it
+// vouches for the static part when passed back (check_update skipped, Note [Capture state]);
+// bind_outputs checked any other workspace against the plan. With the captured outputs every tensor
+// is the captured launch's: no `uses` (the task keeps the captured ones alive).
+void launch_replanned_block(const Stream& stream, const FiaCapture& c,
+                            att::FiaParamBuffer& block, TensorUses uses, bool same_outputs) {
+  const std::shared_ptr<const void> vouch(std::shared_ptr<const void>(), &c);
+  launch(stream, kFiaKernel, block.bytes(), uses, vouch);
+  att::FiaReplanCounts& counts = att::fia_replan_counts();
+  ++counts.plan;
+  counts.outputs += same_outputs;
+}
+
 // An update re-issuing a captured call with its tensors and static options (Note [FIA re-plan]):
 // false when it is not one.
 bool launch_replanned(const Stream& stream, const FiaCapture& c, const Tensor& query,
@@ -125,21 +138,35 @@ bool launch_replanned(const Stream& stream, const FiaCapture& c, const Tensor& q
                             att::same_tensor(attention_out, c.attention_out) &&
                             att::same_tensor(softmax_lse, c.softmax_lse);
   att::FiaParamBuffer block;
-  att::replan_block(captured, same_outputs ? &c.bound : nullptr, query, key, value, options,
+  att::replan_block(captured, same_outputs ? &c.bound : nullptr, FiaHostValues::of(options),
                     workspace, attention_out, softmax_lse, block);
-  // Built from the captured plan: passed back, it vouches for the static part (check_update skipped,
-  // Note [Capture state]); bind_outputs checked the workspace against the plan. With the captured
-  // outputs every tensor is the captured launch's: no uses (the task keeps the captured ones alive).
-  const std::shared_ptr<const void> vouch(std::shared_ptr<const void>(), &c);
   if (same_outputs)
-    launch(stream, kFiaKernel, block.bytes(), TensorUses{}, vouch);
+    launch_replanned_block(stream, c, block, TensorUses{}, true);
   else
-    launch(stream, kFiaKernel, block.bytes(),
-           fia_uses(query, key, value, options, workspace, attention_out, softmax_lse).span(), vouch);
-  att::FiaReplanCounts& counts = att::fia_replan_counts();
-  ++counts.plan;
-  counts.outputs += same_outputs;
+    launch_replanned_block(stream, c, block,
+                           fia_uses(query, key, value, options, workspace, attention_out, softmax_lse).span(),
+                           false);
   return true;
+}
+
+// fused_infer_attention_score_update without the abandon on error (Note [FIA host-value update]).
+void update_host_values(const Stream& stream, const FiaHostValues& values) {
+  const void* state = captured_state(stream, kFiaKernel);
+  if (!state) [[unlikely]] {
+    NG_CHECK_STATE(stream.is_updating(), "fused_infer_attention_score_update: ", stream.str(),
+                   " is not updating on this thread: call it between task_update_begin and "
+                   "task_update_end");
+    NG_THROW(StateError, "fused_infer_attention_score_update on ", stream.str(), ": no captured "
+             "call to re-issue: the group's next task is not a fused_infer_attention_score task "
+             "captured with the .out form (another kernel, an eager-form capture, or no task left), or "
+             "another thread began the update; re-issue it with fused_infer_attention_score_out and "
+             "all of its arguments (the update is abandoned: nothing was installed)");
+  }
+  const auto& c = *static_cast<const FiaCapture*>(state);
+  att::FiaParamBuffer block;
+  att::replan_block(c.plan->plan, &c.bound, values, c.workspace, c.attention_out, c.softmax_lse,
+                    block);
+  launch_replanned_block(stream, c, block, TensorUses{}, /*same_outputs=*/true);
 }
 
 }  // namespace
@@ -170,37 +197,6 @@ void fused_infer_attention_score_out(const Tensor& query, const Tensor& key, con
     throw;
   }
 }
-
-namespace {
-
-void update_host_values(const Stream& stream, const FiaHostValues& values) {
-  const void* state = captured_state(stream, kFiaKernel);
-  if (!state) [[unlikely]] {
-    NG_CHECK_STATE(stream.is_updating(), "fused_infer_attention_score_update: ", stream.str(),
-                   " is not updating on this thread: call it between task_update_begin and "
-                   "task_update_end");
-    NG_THROW(StateError, "fused_infer_attention_score_update on ", stream.str(), ": no captured "
-             "call to re-issue: the group's next task is not a fused_infer_attention_score task "
-             "captured with the .out form (another kernel, an eager-form capture, or no task left), or "
-             "another thread began the update; re-issue it with fused_infer_attention_score_out and "
-             "all of its arguments (the update is abandoned: nothing was installed)");
-  }
-  const auto& c = *static_cast<const FiaCapture*>(state);
-  const att::FiaPlan& captured = c.plan->plan;
-  att::FiaParamBuffer block;
-  att::FiaPlan plan(captured.q, captured.k, captured.v, captured.o, block.start(c.bound));
-  static_cast<att::FiaFindings&>(plan) = captured;
-  plan.host = values;
-  att::check_scale(plan);
-  att::resolve_host_values(plan, block);
-  // Every tensor is the captured launch's (Note [FIA host-value update]): vouched, no uses.
-  launch(stream, kFiaKernel, block.bytes(), TensorUses{}, std::shared_ptr<const void>(std::shared_ptr<const void>(), &c));
-  att::FiaReplanCounts& counts = att::fia_replan_counts();
-  ++counts.plan;
-  ++counts.outputs;
-}
-
-}  // namespace
 
 void fused_infer_attention_score_update(const Stream& stream, const FiaHostValues& values) {
   try {

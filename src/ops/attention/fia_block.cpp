@@ -403,12 +403,13 @@ void build_block(const FiaPlan& c, const Tensor& workspace, const Tensor& attent
   buffer.attach_dims(c.dims);
 }
 
-void replan_block(const FiaPlan& captured, const FiaParams* bound, const Tensor& query,
-                  const Tensor& key, const Tensor& value, const FiaOptions& options,
+void replan_block(const FiaPlan& captured, const FiaParams* bound, const FiaHostValues& host,
                   const Tensor& workspace, const Tensor& attention_out, const Tensor& softmax_lse,
                   FiaParamBuffer& buffer) {
-  FiaPlan plan(query, key, value, options, buffer.start(bound ? *bound : captured.header));
+  FiaPlan plan(captured.q, captured.k, captured.v, captured.o,
+               buffer.start(bound ? *bound : captured.header));
   static_cast<FiaFindings&>(plan) = captured;
+  plan.host = host;
   check_scale(plan);
   if (!bound) bind_outputs(plan, workspace, attention_out, softmax_lse, nullptr, buffer.header());
   resolve_host_values(plan, buffer);

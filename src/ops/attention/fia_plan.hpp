@@ -196,12 +196,12 @@ void check_scale(const FiaPlan& plan);
 void bind_outputs(const FiaPlan& plan, const Tensor& workspace, const Tensor& attention_out,
                   const Tensor& softmax_lse, float* lse_zero, FiaParams& header);
 void resolve_host_values(const FiaPlan& plan, FiaParamBuffer& buffer);
-// build_block for a call that same_plan_inputs() says reads what `captured` read (Note [FIA
-// re-plan]): the block build_fia_params gives, without the dimension trailer, from `captured`'s
-// static part. `bound`: the header
-// `captured` had once bound to these outputs and this workspace (bind_outputs is skipped), or null.
-void replan_block(const FiaPlan& captured, const FiaParams* bound, const Tensor& query,
-                  const Tensor& key, const Tensor& value, const FiaOptions& options,
+// build_block for a call that reads what `captured` read (same_plan_inputs(), or the captured call
+// itself: Note [FIA re-plan], Note [FIA host-value update]) with the host values `host`: the block
+// build_fia_params gives, without the dimension trailer, from `captured`'s static part. `bound`:
+// the header `captured` had once bound to these outputs and this workspace (bind_outputs is
+// skipped), or null.
+void replan_block(const FiaPlan& captured, const FiaParams* bound, const FiaHostValues& host,
                   const Tensor& workspace, const Tensor& attention_out, const Tensor& softmax_lse,
                   FiaParamBuffer& buffer);
 
