@@ -9,12 +9,17 @@
 #include <utility>
 
 #include "ops/attention/fia_kernel_util.hpp"
+#include "ops/convert/float_rows.hpp"
 
 namespace npugraph::ops::attention::fast {
 
 void load_q(const FiaLaunch& l, const Row& r, float* dst, std::int64_t padded) {
   auto one = [&](const FiaView& v, std::int64_t D, float* out) {
     const std::int64_t base0 = r.b * v.stride[0] + r.n * v.stride[1] + r.s * v.stride[2];
+    if (v.stride[3] == 1 && is_floating(l.q_t))  // Note [Exact float rows]: the same bits
+      return load_row_f32(static_cast<const std::byte*>(v.data) +
+                              base0 * static_cast<std::int64_t>(dtype_size(l.q_t)),
+                          l.q_t, D, out);
     for (std::int64_t d = 0; d < D; ++d) out[d] = load_f32(v.data, l.q_t, base0 + d * v.stride[3]);
   };
   one(l.p.q, l.key.dk, dst);

@@ -128,7 +128,7 @@ void merge_rows(const FiaLaunch& l, const DecodeSplits& sp, std::int64_t begin, 
       st = SoftmaxState::merge(st, SoftmaxState{part[dvp], part[dvp + 1]}, fa, fb);
       for (std::int64_t d = 0; d < dvp; ++d) acc[d] = fa * acc[d] + fb * part[d];
     }
-    Row row;
+    Row row{};
     row.b = b;
     row.n = n;
     row.s = s;

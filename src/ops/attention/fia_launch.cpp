@@ -14,6 +14,7 @@
 #include "ops/attention/fia_fast.hpp"
 #include "ops/attention/fia_kernel_mode.hpp"
 #include "ops/attention/fia_kernel_util.hpp"
+#include "ops/convert/float_rows.hpp"
 
 namespace npugraph::ops::attention {
 namespace {
@@ -23,6 +24,13 @@ constexpr float kInf = std::numeric_limits<float>::infinity();
 template <class T>
 void write_values(const FiaView& o, std::int64_t base, std::int64_t dv, const float* acc,
                   float sum) {
+  if constexpr (!std::is_same_v<T, float>) {
+    if (acc && o.stride[3] == 1 && dv <= kMaxHeadDim) {  // Note [Exact float rows]: the same bits
+      float x[kMaxHeadDim];
+      for (std::int64_t d = 0; d < dv; ++d) x[d] = acc[d] / sum;
+      return store_row_f32(x, dv, static_cast<T*>(o.data) + base, dtype_v<T>);
+    }
+  }
   for (std::int64_t d = 0; d < dv; ++d) {
     const float x = acc ? acc[d] / sum : 0.0f;
     if constexpr (std::is_same_v<T, float>) static_cast<float*>(o.data)[base + d * o.stride[3]] = x;

@@ -26,9 +26,11 @@
 namespace npugraph::ops::attention {
 
 // A query row: batch b, head n, S index s (TND/NTD: the token), logical row i, and the visible
-// KV columns [lo, hi) (empty when the row is not valid).
+// KV columns [lo, hi) (empty when the row is not valid). No member initializers: the fast kernels
+// keep kMaxUnitRows of them on the stack per unit, and zeroing those 12 KB cost more than the
+// whole unit for short KV (write `Row r{}` for a zeroed one).
 struct Row {
-  std::int64_t b = 0, n = 0, s = 0, i = 0, lo = 0, hi = 0;
+  std::int64_t b, n, s, i, lo, hi;
   bool active() const { return lo < hi; }
 };
 
@@ -96,7 +98,7 @@ class FiaLaunch {
   // Query row (b, n, s) and its band: columns j with i - pre <= j - shift <= i + next, where
   // shift = lkv - lq when the band is anchored bottom right, within [0, lkv).
   Row row(std::int64_t b, std::int64_t n, std::int64_t s) const {
-    Row r;
+    Row r{};
     r.b = b;
     r.n = n;
     r.s = s;
