@@ -8,6 +8,7 @@
 #include <type_traits>
 
 #include "hwy/highway.h"
+#include "ops/convert/float_load-inl.h"
 #include "hwy/contrib/math/math-inl.h"
 #include "npugraph/kernel.hpp"
 #include "ops/activation/swiglu_params.hpp"
@@ -21,18 +22,10 @@ using DF = hn::ScalableTag<float>;
 using VF = hn::Vec<DF>;
 constexpr std::int64_t kL = static_cast<std::int64_t>(hn::MaxLanes(DF()));
 
+// Exact on every target (float_load-inl.h).
 template <class T>
 HWY_INLINE VF LoadAsFloat(const T* HWY_RESTRICT p) {
-  const DF df;
-  if constexpr (std::is_same_v<T, float>) {
-    return hn::LoadU(df, p);
-  } else if constexpr (std::is_same_v<T, half>) {
-    const hn::Rebind<hwy::float16_t, DF> dh;
-    return hn::PromoteTo(df, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(p)));
-  } else {
-    const hn::Rebind<hwy::bfloat16_t, DF> dh;
-    return hn::PromoteTo(df, hn::LoadU(dh, reinterpret_cast<const hwy::bfloat16_t*>(p)));
-  }
+  return convert::HWY_NAMESPACE::LoadAsFloat(DF(), p);
 }
 
 HWY_INLINE VF Silu_mul(VF a, VF b) {

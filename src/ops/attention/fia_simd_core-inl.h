@@ -15,6 +15,7 @@
 #include <type_traits>
 
 #include "hwy/highway.h"
+#include "ops/convert/float_load-inl.h"
 #include "ops/attention/fia_fast.hpp"
 
 HWY_BEFORE_NAMESPACE();
@@ -42,24 +43,10 @@ static_assert(kPrefillRows <= kMaxUnitRows);
 // per-channel vectors, or with one scale/offset per row.
 enum class Dq { none, channel, token };
 
-// N elements of T at p as float32.
+// N elements of T at p as float32 (exact on every target: float_load-inl.h).
 template <class T>
 HWY_INLINE VF LoadAsFloat(const T* HWY_RESTRICT p) {
-  const DF df;
-  if constexpr (std::is_same_v<T, float>) {
-    return hn::LoadU(df, p);
-  } else if constexpr (std::is_same_v<T, half>) {
-    const hn::Rebind<hwy::float16_t, DF> dh;
-    return hn::PromoteTo(df, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(p)));
-  } else if constexpr (std::is_same_v<T, bfloat16>) {
-    const hn::Rebind<hwy::bfloat16_t, DF> dh;
-    return hn::PromoteTo(df, hn::LoadU(dh, reinterpret_cast<const hwy::bfloat16_t*>(p)));
-  } else {
-    static_assert(std::is_same_v<T, std::int8_t>);
-    const hn::Rebind<std::int32_t, DF> di;
-    const hn::Rebind<std::int8_t, DF> d8;
-    return hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(d8, p)));
-  }
+  return convert::HWY_NAMESPACE::LoadAsFloat(DF(), p);
 }
 
 // Elements [d, d + N) of a KV row as float32, dequantised (x + offset) * scale for int8: `dq`'s

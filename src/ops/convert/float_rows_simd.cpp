@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "hwy/highway.h"
+#include "ops/convert/float_load-inl.h"
 #include "ops/convert/float_rows.hpp"
 
 HWY_BEFORE_NAMESPACE();
@@ -21,27 +22,6 @@ using DF = hn::RebindToFloat<DU>;
 using DU16 = hn::Rebind<std::uint16_t, DU>;
 using VU = hn::Vec<DU>;
 using VF = hn::Vec<DF>;
-
-// f16_bits_to_f32, lane by lane (h: the 16 bits in a 32-bit lane).
-HWY_INLINE VF F16ToF32(VU h) {
-  const DU du;
-  const DF df;
-  const VU sign = hn::ShiftLeft<16>(hn::And(h, hn::Set(du, 0x8000u)));
-  const VU exp = hn::And(hn::ShiftRight<10>(h), hn::Set(du, 0x1fu));
-  const VU mant = hn::And(h, hn::Set(du, 0x3ffu));
-  const VU normal =
-      hn::Or(hn::ShiftLeft<23>(hn::Add(exp, hn::Set(du, 112u))), hn::ShiftLeft<13>(mant));
-  // Infinity, or NaN made quiet.
-  const VU special =
-      hn::Or(hn::Or(hn::Set(du, 0x7f800000u), hn::ShiftLeft<13>(mant)),
-             hn::IfThenElseZero(hn::Ne(mant, hn::Zero(du)), hn::Set(du, 0x00400000u)));
-  // Zero or subnormal: mant * 2^-24, exact (a float32 normal number).
-  const VU sub = hn::BitCast(
-      du, hn::Mul(hn::ConvertTo(df, hn::BitCast(DI(), mant)), hn::Set(df, 5.9604644775390625e-8f)));
-  VU bits = hn::IfThenElse(hn::Eq(exp, hn::Zero(du)), sub, normal);
-  bits = hn::IfThenElse(hn::Eq(exp, hn::Set(du, 0x1fu)), special, bits);
-  return hn::BitCast(df, hn::Or(sign, bits));
-}
 
 // f32_to_f16_bits, lane by lane (the 16 bits in a 32-bit lane).
 HWY_INLINE VU F32ToF16(VF f) {
@@ -90,7 +70,6 @@ HWY_INLINE VU F32ToBf16(VF f) {
   return hn::IfThenElse(is_nan, hn::Or(hi, hn::Set(du, 0x40u)), rounded);
 }
 
-HWY_INLINE VU Load16(const std::uint16_t* p) { return hn::PromoteTo(DU(), hn::LoadU(DU16(), p)); }
 HWY_INLINE void Store16(VU v, std::uint16_t* p) {
   hn::StoreU(hn::DemoteTo(DU16(), hn::BitCast(DI(), v)), DU16(), p);  // every lane < 2^16
 }
@@ -101,10 +80,10 @@ void LoadRow(const void* src, DType dtype, std::int64_t n, float* dst) {
   const auto* s = static_cast<const std::uint16_t*>(src);
   std::int64_t i = 0;
   if (dtype == DType::f16) {
-    for (; i + L <= n; i += L) hn::StoreU(F16ToF32(Load16(s + i)), df, dst + i);
+    for (; i + L <= n; i += L) hn::StoreU(convert::HWY_NAMESPACE::LoadF16(df, s + i), df, dst + i);
     for (; i < n; ++i) dst[i] = f16_bits_to_f32(s[i]);
   } else {  // bf16
-    for (; i + L <= n; i += L) hn::StoreU(hn::BitCast(df, hn::ShiftLeft<16>(Load16(s + i))), df, dst + i);
+    for (; i + L <= n; i += L) hn::StoreU(convert::HWY_NAMESPACE::LoadBf16(df, s + i), df, dst + i);
     for (; i < n; ++i) dst[i] = bf16_bits_to_f32(s[i]);
   }
 }

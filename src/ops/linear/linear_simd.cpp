@@ -12,6 +12,7 @@
 
 #include "hwy/cache_control.h"
 #include "hwy/highway.h"
+#include "ops/convert/float_load-inl.h"
 #include "npugraph/error.hpp"
 #include "npugraph/kernel.hpp"
 #include "ops/linear/linear_params.hpp"
@@ -177,16 +178,8 @@ struct FloatSrc {
   HWY_INLINE State Prepare(const std::byte*) const { return {}; }
   HWY_INLINE VF Get(const State&, const std::byte* blk, int) const { return Load(blk); }
   static HWY_INLINE VF Load(const std::byte* p) {
-    const DF df;
-    if constexpr (std::is_same_v<T, float>) {
-      return hn::LoadU(df, reinterpret_cast<const float*>(p));
-    } else if constexpr (std::is_same_v<T, half>) {
-      const hn::Rebind<hwy::float16_t, DF> dh;
-      return hn::PromoteTo(df, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(p)));
-    } else {
-      const hn::Rebind<hwy::bfloat16_t, DF> dh;
-      return hn::PromoteTo(df, hn::LoadU(dh, reinterpret_cast<const hwy::bfloat16_t*>(p)));
-    }
+    // Exact on every target (float_load-inl.h).
+    return convert::HWY_NAMESPACE::LoadAsFloat(DF(), reinterpret_cast<const T*>(p));
   }
   static float Scalar(const std::byte* p) {
     T v;

@@ -268,6 +268,30 @@ TEST(LinearFloat, MatchesTheReferenceWithAnyK) {
     }
 }
 
+// Float16 weights enter the FMA chain as their exact float32 values (Note [Exact float rows]) on
+// every SIMD target (simd_target_* runs this suite on each): infinities, NaN, the largest half and
+// subnormals included, so the same weights stored as float32 give the same bits. (Highway's own
+// float16 conversion on SSE4 and SCALAR turned infinities and NaN into finite numbers.)
+TEST(LinearFloat, HalfWeightsGiveTheBitsOfTheSameWeightsInFloat32) {
+  const std::int64_t N = 6, K = 64;
+  Tensor w16 = random_tensor({N, K}, 31, DType::f16);
+  auto* hb = static_cast<std::uint16_t*>(w16.data());
+  const std::uint16_t specials[] = {0x7c00, 0xfc00, 0x7e00, 0x7bff, 0x0001, 0x83ff, 0x7d01};
+  for (std::int64_t n = 0; n < N; ++n)  // row 5 keeps finite weights only
+    if (n < 5) hb[n * K + 7 * n + 3] = specials[n], hb[n * K + 40] = specials[n + 2];
+  Tensor w32 = ng::empty({N, K}, DType::f32);
+  for (std::int64_t i = 0; i < N * K; ++i) w32.data_ptr<float>()[i] = ng::f16_bits_to_f32(hb[i]);
+  for (std::int64_t T : {1, 20}) {  // GEMV and GEMM
+    const Tensor x = random_tensor({T, K}, 32);
+    const Tensor y16 = ng::ops::linear(x, w16), y32 = ng::ops::linear(x, w32);
+    ng::device_synchronize();
+    EXPECT_EQ(0, std::memcmp(y16.data(), y32.data(), static_cast<std::size_t>(T * N) * sizeof(float)))
+        << "T=" << T;
+    EXPECT_TRUE(std::isinf(y16.data_ptr<float>()[0]) || std::isnan(y16.data_ptr<float>()[0]));
+    EXPECT_TRUE(std::isfinite(y16.data_ptr<float>()[5]));
+  }
+}
+
 // Note [Linear kernels]: each output row depends on its own row of x only, so the rows of one
 // call equal single-row calls bitwise, GEMV (T <= 16) and GEMM (T > 16) alike.
 TEST(LinearQuant, RowsAreBatchInvariant) {
