@@ -33,6 +33,9 @@ struct DecodeSplits {
   std::vector<std::int64_t> first;  // the first unit of batch b (B + 1 entries)
 };
 
+// Below this many multiply-adds a decode launch runs on one thread (RunDecode).
+constexpr std::int64_t kSerialDecodeWork = std::int64_t{1} << 16;
+
 // Note [FIA decode splits].
 DecodeSplits plan_splits(const FiaLaunch& l, std::int64_t threads) {
   const std::int64_t B = l.key.batch, kvn = l.key.kv_heads;
@@ -142,8 +145,15 @@ void RunDecode(const FiaLaunch& l, const ExecContext& ctx) {
                                                      : FiaPath::decode_tiles);
   const DecodeSplits sp = plan_splits(l, ctx.num_threads());
   const std::int64_t units = sp.first[l.key.batch];
-  const std::int64_t slots =
-      std::min<std::int64_t>({std::max(ctx.num_threads(), 1), l.p.plan.fast_slots, units});
+  // A launch with little work runs on the stream's worker alone: handing units to the pool's
+  // helpers (a wake-up, on a VM a yield when threads outnumber cores) cost several times the
+  // ~1 us such a launch computes. Only who computes changes: the splits and the merge order, so
+  // the result, stay as planned for ctx.num_threads().
+  std::int64_t work = 0;  // multiply-adds: KV columns x query rows x (Dk + Dv)
+  for (std::int64_t b = 0; b < l.key.batch; ++b) work += l.lkv(b);
+  work *= l.key.heads * l.key.q_seq * (l.key.dk + l.key.dr + l.key.dv);
+  const int threads = work < kSerialDecodeWork ? 1 : std::max(ctx.num_threads(), 1);
+  const std::int64_t slots = std::min<std::int64_t>({threads, l.p.plan.fast_slots, units});
   std::atomic<std::int64_t> next{0};
   ctx.parallel_for(slots, 1, [&](std::int64_t begin, std::int64_t) {
     std::byte* slot = SlotBase(l, begin);
@@ -163,7 +173,7 @@ void RunDecode(const FiaLaunch& l, const ExecContext& ctx) {
     }
   });
   const std::int64_t rows = l.key.batch * l.key.heads * l.key.q_seq;
-  const std::int64_t grain = std::max<std::int64_t>(1, rows / (8 * std::max(ctx.num_threads(), 1)));
+  const std::int64_t grain = threads == 1 ? rows : std::max<std::int64_t>(1, rows / (8 * threads));
   ctx.parallel_for(rows, grain, [&](std::int64_t begin, std::int64_t end) {
     merge_rows(l, sp, begin, end);
   });
