@@ -8,7 +8,7 @@
 #include <type_traits>
 
 #include "hwy/highway.h"
-#include "ops/convert/float_load-inl.h"
+#include "ops/convert/float_convert-inl.h"
 #include "hwy/contrib/math/math-inl.h"
 #include "npugraph/kernel.hpp"
 #include "ops/activation/swiglu_params.hpp"
@@ -22,7 +22,7 @@ using DF = hn::ScalableTag<float>;
 using VF = hn::Vec<DF>;
 constexpr std::int64_t kL = static_cast<std::int64_t>(hn::MaxLanes(DF()));
 
-// Exact on every target (float_load-inl.h).
+// Exact on every target (float_convert-inl.h).
 template <class T>
 HWY_INLINE VF LoadAsFloat(const T* HWY_RESTRICT p) {
   return convert::HWY_NAMESPACE::LoadAsFloat(DF(), p);
@@ -49,13 +49,7 @@ void Rows(const SwigluParams& p, std::int64_t r0, std::int64_t r1) {
     TO* o = out + r * p.H;
     std::int64_t i = 0;
     for (; i + kL <= p.H; i += kL) {
-      const VF v = Silu_mul(LoadAsFloat(a + i), LoadAsFloat(b + i));
-      if constexpr (std::is_same_v<TO, float>) {
-        hn::StoreU(v, df, o + i);
-      } else {
-        hn::Store(v, df, buf);
-        for (std::int64_t j = 0; j < kL; ++j) o[i + j] = TO(buf[j]);
-      }
+      convert::HWY_NAMESPACE::StoreAsType(df, Silu_mul(LoadAsFloat(a + i), LoadAsFloat(b + i)), o + i);
     }
     if (i < p.H) {
       const std::int64_t rem = p.H - i;

@@ -15,7 +15,7 @@
 #include <type_traits>
 
 #include "hwy/highway.h"
-#include "ops/convert/float_load-inl.h"
+#include "ops/convert/float_convert-inl.h"
 #include "ops/attention/fia_fast.hpp"
 
 HWY_BEFORE_NAMESPACE();
@@ -43,7 +43,7 @@ static_assert(kPrefillRows <= kMaxUnitRows);
 // per-channel vectors, or with one scale/offset per row.
 enum class Dq { none, channel, token };
 
-// N elements of T at p as float32 (exact on every target: float_load-inl.h).
+// N elements of T at p as float32 (exact on every target: float_convert-inl.h).
 template <class T>
 HWY_INLINE VF LoadAsFloat(const T* HWY_RESTRICT p) {
   return convert::HWY_NAMESPACE::LoadAsFloat(DF(), p);

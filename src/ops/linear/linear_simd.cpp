@@ -12,7 +12,7 @@
 
 #include "hwy/cache_control.h"
 #include "hwy/highway.h"
-#include "ops/convert/float_load-inl.h"
+#include "ops/convert/float_convert-inl.h"
 #include "npugraph/error.hpp"
 #include "npugraph/kernel.hpp"
 #include "ops/linear/linear_params.hpp"
@@ -178,7 +178,7 @@ struct FloatSrc {
   HWY_INLINE State Prepare(const std::byte*) const { return {}; }
   HWY_INLINE VF Get(const State&, const std::byte* blk, int) const { return Load(blk); }
   static HWY_INLINE VF Load(const std::byte* p) {
-    // Exact on every target (float_load-inl.h).
+    // Exact on every target (float_convert-inl.h).
     return convert::HWY_NAMESPACE::LoadAsFloat(DF(), reinterpret_cast<const T*>(p));
   }
   static float Scalar(const std::byte* p) {
