@@ -156,12 +156,14 @@ class CpuStreamQueue final : public StreamQueue {
   // cache, and its lock's exchange waits for them (on a 2-core Xeon VM an eager enqueue cost
   // ~200 ns, against ~50 ns with the worker asleep; ~110 ns with gathering). So after a quick, small batch, when more work is already
   // waiting, the worker leaves the queue alone for kGather and then takes everything at once; it
-  // reads only `hurry_` meanwhile, a counter bumped when someone waits: synchronize() (every
-  // wait_completed) and a graph launch end the gathering at once (a counter, not a flag the worker
-  // clears: clearing it would pull the line back on every batch). The first task after an idle spell
-  // is taken at once (a launch + synchronize pays nothing), and a worker running real kernels finds
-  // its next batch already long and never gathers. The price: work queued behind a run of cheap
-  // launches, with nobody waiting for it, may start up to kGather later. Reading submitted_ during the window instead (to
+  // reads only `hurry_` meanwhile, a counter that Stream::synchronize (every wait_completed) and a
+  // graph launch bump to end the gathering at once (a counter, not a flag the worker clears:
+  // clearing it would pull the line back on every batch). The first task after an idle spell is
+  // taken at once (a launch + synchronize pays nothing), and a worker running real kernels finds its
+  // next batch already long and never gathers. The price: work queued behind a run of cheap
+  // launches may start up to kGather later when what waits for it is not this queue's
+  // wait_completed (Event::synchronize, an event or ExternalEvent wait on another stream, a
+  // stream query loop). Reading submitted_ during the window instead (to
   // stop at a count) gave back most of the gain: every read pulls the line the producer writes.
   static constexpr std::size_t kGatherCount = 64;
   static constexpr auto kGather = std::chrono::microseconds(2);
@@ -190,7 +192,7 @@ class CpuStreamQueue final : public StreamQueue {
   alignas(64) std::atomic<std::uint64_t> submitted_{0};
   alignas(64) std::atomic<std::uint64_t> completed_{0};
   alignas(64) std::atomic<std::uint32_t> hurry_{0};  // Note [Batch gathering]
-  std::atomic<int> waiters_{0};
+  alignas(64) std::atomic<int> waiters_{0};
   std::mutex done_mu_;
   std::condition_variable done_cv_;
   std::thread thread_;

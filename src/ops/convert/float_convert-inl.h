@@ -51,7 +51,7 @@ HWY_INLINE hn::Vec<DF> F16BitsToF32(DF df, hn::Vec<hn::RebindToUnsigned<DF>> h) 
 // Lanes(df) float16 values at p.
 template <class DF>
 HWY_INLINE hn::Vec<DF> LoadF16(DF df, const void* p) {
-#if HWY_TARGET >= HWY_SSE4  // no F16C
+#if HWY_TARGET >= HWY_SSE4 || defined(HWY_DISABLE_F16C)  // no F16C (Highway emulates it then)
   const hn::RebindToUnsigned<DF> du;
   const hn::Rebind<std::uint16_t, DF> du16;
   return F16BitsToF32(df, hn::PromoteTo(du, hn::LoadU(du16, static_cast<const std::uint16_t*>(p))));
@@ -148,7 +148,9 @@ HWY_INLINE void StoreAsType(DF df, hn::Vec<DF> v, T* HWY_RESTRICT p) {
     static_assert(std::is_same_v<T, half> || std::is_same_v<T, bfloat16>);
     const hn::RebindToSigned<DF> di;
     const hn::Rebind<std::uint16_t, DF> du16;
-    const auto bits = std::is_same_v<T, half> ? F32ToF16Bits(df, v) : F32ToBf16Bits(df, v);
+    hn::Vec<hn::RebindToUnsigned<DF>> bits;
+    if constexpr (std::is_same_v<T, half>) bits = F32ToF16Bits(df, v);
+    else bits = F32ToBf16Bits(df, v);
     hn::StoreU(hn::DemoteTo(du16, hn::BitCast(di, bits)), du16,  // every lane < 2^16
                reinterpret_cast<std::uint16_t*>(p));
   }

@@ -40,6 +40,31 @@ TEST(Swiglu, MatchesTheReference) {
       }
 }
 
+// A float16 / bfloat16 output is the float32 output rounded as half(x) / bfloat16(x) round it, bit
+// for bit, on every SIMD target (Note [Exact float rows]): values that overflow float16, land in
+// its subnormals, or sit on rounding ties included.
+TEST(Swiglu, HalfOutputsAreTheFloat32OutputRoundedExactly) {
+  const std::int64_t rows = 3, H = 75;  // a vector tail on every target
+  Tensor gate = random_tensor({rows, H}, 91, DType::f32, -8, 8);
+  const Tensor up = random_tensor({rows, H}, 92, DType::f32, -8, 8);
+  float* g = gate.data_ptr<float>();
+  const float extremes[] = {9e4f, -7e4f, 1e-6f, -3e-7f, 65520.0f, 1.0f + 1.0f / 2048, 0.0f};
+  for (int i = 0; i < 7; ++i) g[i * 5] = extremes[i], g[H + i * 7] = extremes[i];
+  Tensor y32 = ng::empty({rows, H}, DType::f32);
+  ng::ops::swiglu_out(gate, up, y32);
+  for (DType out : {DType::f16, DType::bf16}) {
+    Tensor y = ng::empty({rows, H}, out);
+    ng::ops::swiglu_out(gate, up, y);
+    ng::device_synchronize();
+    const auto* bits = static_cast<const std::uint16_t*>(y.data());
+    for (std::int64_t i = 0; i < rows * H; ++i) {
+      const float x = y32.data_ptr<float>()[i];
+      const std::uint16_t want = out == DType::f16 ? ng::f32_to_f16_bits(x) : ng::f32_to_bf16_bits(x);
+      ASSERT_EQ(bits[i], want) << ng::dtype_name(out) << " element " << i << " of float " << x;
+    }
+  }
+}
+
 TEST(Swiglu, ExtremeInputsStayFinite) {
   const std::vector<float> g = {-1000, -100, -88, -20, 0, 20, 88, 100, 1000, -0.0f};
   const std::vector<float> u(g.size(), 2.0f);
