@@ -57,6 +57,14 @@ namespace npugraph::ops {
 namespace float_rows_impl {
 HWY_EXPORT(LoadRow);
 HWY_EXPORT(StoreRow);
+// Dispatched from this namespace: with HWY_COMPILE_ONLY_STATIC (the sanitizer builds) the dispatch
+// names the target's namespace, which nests this one's functions.
+void load_row(const void* src, DType dtype, std::int64_t n, float* dst) {
+  HWY_DYNAMIC_DISPATCH(LoadRow)(src, dtype, n, dst);
+}
+void store_row(const float* src, std::int64_t n, void* dst, DType dtype) {
+  HWY_DYNAMIC_DISPATCH(StoreRow)(src, n, dst, dtype);
+}
 }  // namespace float_rows_impl
 
 void load_row_f32(const void* src, DType dtype, std::int64_t n, float* dst) {
@@ -65,7 +73,7 @@ void load_row_f32(const void* src, DType dtype, std::int64_t n, float* dst) {
     std::memcpy(dst, src, static_cast<std::size_t>(n) * sizeof(float));
     return;
   }
-  HWY_DYNAMIC_DISPATCH(float_rows_impl::LoadRow)(src, dtype, n, dst);
+  float_rows_impl::load_row(src, dtype, n, dst);
 }
 
 void store_row_f32(const float* src, std::int64_t n, void* dst, DType dtype) {
@@ -74,7 +82,7 @@ void store_row_f32(const float* src, std::int64_t n, void* dst, DType dtype) {
     std::memcpy(dst, src, static_cast<std::size_t>(n) * sizeof(float));
     return;
   }
-  HWY_DYNAMIC_DISPATCH(float_rows_impl::StoreRow)(src, n, dst, dtype);
+  float_rows_impl::store_row(src, n, dst, dtype);
 }
 
 }  // namespace npugraph::ops
