@@ -72,6 +72,46 @@ TEST(Stress, TwoThreadsReplayOneGraph) {
   EXPECT_EQ(g.torn.load(), 0);
 }
 
+// Two threads launch cheap tasks back to back on one stream (the worker gathers its batches: Note
+// [Batch gathering] in cpu_queue.cpp) while a third synchronizes over and over: each thread's tasks
+// run in its issue order, and every synchronize returns only after the tasks launched before it ran.
+TEST(Stress, SynchronizeRacesBackToBackLaunches) {
+  const ng::Stream s = ng::Stream::create();
+  constexpr int kTasks = 20 * kRounds;
+  std::vector<int> seen[2];  // appended by the tasks, which the worker runs one after another
+  std::atomic<int> launched[2] = {0, 0}, done[2] = {0, 0}, out_of_order{0}, late{0};
+  std::atomic<bool> stop{false};
+  auto launcher = [&](int t) {
+    for (int i = 0; i < kTasks; ++i) {
+      ng::launch_host_func(s, [&, t, i] {
+        if (!seen[t].empty() && seen[t].back() != i - 1) ++out_of_order;
+        seen[t].push_back(i);
+        done[t].fetch_add(1, std::memory_order_release);
+      });
+      launched[t].store(i + 1, std::memory_order_release);
+    }
+  };
+  std::thread syncer([&] {
+    while (!stop.load()) {
+      const int before[2] = {launched[0].load(std::memory_order_acquire),
+                             launched[1].load(std::memory_order_acquire)};
+      s.synchronize();
+      for (int t = 0; t < 2; ++t)
+        if (done[t].load(std::memory_order_acquire) < before[t]) ++late;
+    }
+  });
+  std::thread a(launcher, 0), b(launcher, 1);
+  a.join();
+  b.join();
+  stop = true;
+  syncer.join();
+  s.synchronize();
+  EXPECT_EQ(done[0].load(), kTasks);
+  EXPECT_EQ(done[1].load(), kTasks);
+  EXPECT_EQ(out_of_order.load(), 0);
+  EXPECT_EQ(late.load(), 0);
+}
+
 TEST(Stress, LaunchAndStreamOrderedUpdatesRaceReplays) {
   for (ng::UpdateOrder order : {ng::UpdateOrder::launch, ng::UpdateOrder::stream}) {
     TwoTaskGraph g;
