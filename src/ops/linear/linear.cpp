@@ -32,7 +32,9 @@ void linear_cpu(const void* raw, std::size_t size, const ExecContext& ctx) {
   if (size != sizeof(LinearParams))
     NG_THROW(TaskError, "linear kernel: parameter block of ", size, " bytes, expected ",
              sizeof(LinearParams));
-  linear_impl::run_linear(*static_cast<const LinearParams*>(raw), ctx);
+  const auto& p = *static_cast<const LinearParams*>(raw);
+  if (p.q8_activations && p.T <= linear_impl::kGemvMaxRows) linear_impl::run_linear_q8(p, ctx);
+  else linear_impl::run_linear(p, ctx);
 }
 
 // The CUDA slot is filled when the library is built with the CUDA backend (cmake/Cuda.cmake).
@@ -113,7 +115,7 @@ const KernelDef& weight_quant_linear_kernel() { return kQuantLinear; }
 const KernelDef& linear_kernel() { return kLinear; }
 
 void weight_quant_linear_out(const Tensor& x, const QuantWeight& weight, const Tensor& bias,
-                             const Tensor& out) {
+                             const Tensor& out, const QuantLinearOptions& options) {
   const Stream& stream = current_stream_ref(x.device());
   const UpdateErrorGuard guard(stream);
   constexpr const char* op = "weight_quant_linear";
@@ -121,6 +123,13 @@ void weight_quant_linear_out(const Tensor& x, const QuantWeight& weight, const T
   NG_CHECK_ARG(weight.bytes().device() == x.device(), op, ": weight is on ",
                weight.bytes().device().str(), ": must be on the device of x, ", x.device().str());
   const auto [T] = check_io(op, x, bias, out, weight.rows(), weight.cols(), weight.str());
+  NG_CHECK_ARG(options.activations == Activations::f32 || options.activations == Activations::q8,
+               op, ": options.activations = ", static_cast<int>(options.activations),
+               ": must be Activations::f32 or Activations::q8");
+  const bool q8 = options.activations == Activations::q8;
+  if (q8 && x.device().type() == DeviceType::cuda)
+    NG_THROW(UnsupportedError, op, ": options.activations = q8 on ", x.device().str(),
+             ": the cuda backend computes float32 activations only (Activations::f32)");
   LinearParams p;
   p.x = x.data_ptr<float>();
   p.w = weight.data();
@@ -135,18 +144,19 @@ void weight_quant_linear_out(const Tensor& x, const QuantWeight& weight, const T
   p.w_row_bytes = weight.row_bytes();
   p.format = format_of(weight.type());
   p.y_dtype = out.dtype();
+  p.q8_activations = q8;
   launch_linear(stream, kQuantLinear, p, x, weight.bytes(), bias, out);
 }
 
 Tensor weight_quant_linear(const Tensor& x, const QuantWeight& weight, const Tensor& bias,
-                           DType out_dtype) {
+                           DType out_dtype, const QuantLinearOptions& options) {
   NG_CHECK_ARG(x.defined() && x.dim() >= 1, "weight_quant_linear: x = ",
                x.defined() ? x.str() : "undefined", ": must be a tensor of at least one dim");
   NG_CHECK_ARG(weight.defined(), "weight_quant_linear: weight is undefined");
   Shape shape = x.shape();
   shape[shape.size() - 1] = weight.rows();
   Tensor out = empty(shape, out_dtype, x.device());
-  weight_quant_linear_out(x, weight, bias, out);
+  weight_quant_linear_out(x, weight, bias, out, options);
   return out;
 }
 

@@ -38,6 +38,14 @@ namespace npugraph::ops::linear_impl {
 
 enum class WeightFormat : std::uint8_t { q4_0, q4_1, q8_0, f32, f16, bf16 };
 
+// The quantised activations of the GEMV with q8 activations (Note [Q8 activations] in
+// linear_q8_simd.cpp): row t, block b of x as 32 int8 quants (at q + (t * nb + b) * 32) and the
+// scale d[t * nb + b].
+struct QuantRows {
+  std::int8_t* q = nullptr;
+  float* d = nullptr;
+};
+
 inline constexpr std::int64_t kGemvMaxRows = 16;   // rows of x served by the GEMV path
 inline constexpr std::int64_t kGemmTileRows = 16;  // weight rows per GEMM tile
 
@@ -52,6 +60,7 @@ struct LinearParams {
   std::int64_t chunk_rows = 0;    // weight rows per parallel_for chunk
   WeightFormat format = WeightFormat::f32;
   DType y_dtype = DType::f32;
+  bool q8_activations = false;    // quantised weights, T <= kGemvMaxRows: linear_q8_simd.cpp
 };
 
 // The f16 -> f32 table (built on first use; call it on the host before launching).
@@ -59,6 +68,14 @@ const float* half_to_float_table();
 
 // Runs the kernel on the best SIMD target of the machine (Highway dynamic dispatch).
 void run_linear(const LinearParams& p, const ExecContext& ctx);
+
+// The GEMV with q8 activations (p.q8_activations; linear_q8_simd.cpp).
+void run_linear_q8(const LinearParams& p, const ExecContext& ctx);
+
+// Quantises T rows of K floats (K a multiple of 32, rows x_stride apart) into `out` (T * K quants,
+// T * K / 32 scales), as run_linear_q8 does on the machine's SIMD target.
+void quantize_rows_q8(const float* x, std::int64_t T, std::int64_t K, std::int64_t x_stride,
+                      const QuantRows& out);
 
 // The CUDA launcher of both kernels (linear_cuda.cu; built with the CUDA backend only). It does
 // not read half_table (a host pointer): the device converts block scales itself.

@@ -10,11 +10,11 @@
 #include <cstring>
 #include <vector>
 
-#include "hwy/cache_control.h"
 #include "hwy/highway.h"
 #include "ops/convert/float_convert-inl.h"
 #include "npugraph/error.hpp"
 #include "npugraph/kernel.hpp"
+#include "ops/linear/linear_common.hpp"
 #include "ops/linear/linear_params.hpp"
 
 HWY_BEFORE_NAMESPACE();
@@ -264,16 +264,6 @@ HWY_INLINE void Tile(const S& s, const std::byte* const* w, const float* HWY_RES
     for (int t = 0; t < TB; ++t) res[r][t] = hn::GetLane(hn::SumOfLanes(df, acc[r][t]));
 }
 
-inline void store_out(const LinearParams& p, std::int64_t t, std::int64_t n, float v) {
-  if (p.bias) v += p.bias[n];
-  const std::int64_t i = t * p.y_stride + n;
-  switch (p.y_dtype) {
-    case DType::f16: static_cast<half*>(p.y)[i] = half(v); return;
-    case DType::bf16: static_cast<bfloat16*>(p.y)[i] = bfloat16(v); return;
-    default: static_cast<float*>(p.y)[i] = v; return;
-  }
-}
-
 // Rows [n0, n0 + R) against rows [t0, t0 + TB) of x, written to y.
 template <class S, int R, int TB>
 HWY_INLINE void TileOut(const LinearParams& p, const S& s, const std::byte* const* w,
@@ -303,16 +293,6 @@ HWY_INLINE void RowsAllT(const LinearParams& p, const S& s, const std::byte* con
   }
 }
 
-// Bytes of weights prefetched ahead of the rows being computed (GEMV; Note [Linear kernels]).
-constexpr std::int64_t kPrefetchAhead = 6 << 10;
-
-// Prefetches the cache lines of [from, to).
-HWY_INLINE void PrefetchRange(const std::byte* from, const std::byte* to) {
-  const auto line = reinterpret_cast<std::uintptr_t>(from) & ~std::uintptr_t{63};
-  for (auto a = line; a < reinterpret_cast<std::uintptr_t>(to); a += 64)
-    hwy::Prefetch(reinterpret_cast<const std::byte*>(a));
-}
-
 // Weight rows [n_begin, n_end) (row pointers from `row`) against every row of x. With
 // `contiguous` rows (the GEMV: row n at p.w + n * p.w_row_bytes), the chunk's first
 // kPrefetchAhead bytes are prefetched at its start, then as each tile starts the bytes
@@ -325,14 +305,14 @@ HWY_INLINE void RowRange(const LinearParams& p, const S& s, std::int64_t n_begin
   // The chunk's last byte: chunks may run on other threads, so prefetching stops at its end.
   const std::byte* const end = n_end > n_begin ? row(n_end - 1) + p.w_row_bytes : row(n_begin);
   if constexpr (contiguous)
-    PrefetchRange(row(n), std::min(end, row(n) + kPrefetchAhead));
+    prefetch_range(row(n), std::min(end, row(n) + kPrefetchAhead));
   constexpr int kR = Shape::kR;
   for (; n + kR <= n_end; n += kR) {
     const std::byte* w[kR];
     for (int r = 0; r < kR; ++r) w[r] = row(n + r);
     if constexpr (contiguous) {
       const std::byte* ahead = w[0] + kPrefetchAhead;
-      if (ahead < end) PrefetchRange(ahead, std::min(end, ahead + kR * p.w_row_bytes));
+      if (ahead < end) prefetch_range(ahead, std::min(end, ahead + kR * p.w_row_bytes));
     }
     RowsAllT<S, kR, Shape::kTB>(p, s, w, n);
   }

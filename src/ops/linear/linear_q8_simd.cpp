@@ -1,0 +1,411 @@
+// The GEMV of quantised weights against q8-quantised activations, compiled once per Highway target.
+//
+// Note [Q8 activations]
+// weight_quant_linear with activations = q8 (T <= kGemvMaxRows rows of x; more rows take the
+// float32 GEMM of Note [Linear kernels]) computes as llama.cpp's CPU backend does for these
+// formats: each block of 32 values of a row of x becomes 32 int8 quants and a float32 scale,
+//     amax = max |x_j|,  d = amax / 127,  q_j = round-to-nearest-even(x_j * (1 / d))   (float32)
+// (ggml's quantize_row_q8_0 with the scale kept in float32 and ties to even). A block with
+// amax < 127 * 2^-126 (1 / d would overflow) is all zero quants with d = 0; a block holding an
+// infinity or a NaN has d = NaN, so the outputs of its row are NaN. A weight block against it is
+// an exact integer dot product, then float32, lane by lane (a lane: a group of the block's 32
+// positions, 4 consecutive ones on x86; the target decides the groups):
+//     Q4_0  acc += float(sum_lane (n_j - 8) q_j) * (d_w * d)
+//     Q4_1  acc += float(sum_lane n_j q_j) * (d_w * d);  acc += float(sum_lane q_j) * (m_w * d)
+//     Q8_0  acc += float(sum_lane w_j q_j) * (d_w * d)
+// (each += one multiply-add; d_w * d and m_w * d one float32 product each), over the blocks in
+// ascending order; y[t, n] = the horizontal sum of the lanes, plus the bias.
+// So, as in the float32 GEMV, y[t, n] depends on x[t], w[n] and the SIMD target only — not on the
+// other rows, the chunking or the thread count — and eager, replayed and updated runs agree
+// bitwise. Against the float32 result it differs by the quantisation of x: at most half a step
+// (d / 2) per value of x.
+//
+// Why: the float32 GEMV converts every weight to float32 before its multiply-add, which on 8-lane
+// targets (AVX2) costs about 24 vector instructions per block and weight row and keeps it at a
+// third of the memory bandwidth; the integer dot product is about 8 (x86: the weight's nibbles
+// unpacked to 32 bytes, pmaddubsw against the quants, pmaddwd, one convert, one multiply-add).
+//
+// Layout: every row of x is quantised once per call (on the launching thread, before the chunks
+// start) into a buffer that thread keeps; the chunks walk the weight rows as the float32 GEMV does
+// (R rows x TB rows of x per tile, the weights prefetched kPrefetchAhead ahead).
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "ops/linear/linear_q8_simd.cpp"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "hwy/highway.h"
+#include "npugraph/error.hpp"
+#include "npugraph/kernel.hpp"
+#include "ops/linear/linear_common.hpp"
+#include "ops/linear/linear_params.hpp"
+
+HWY_BEFORE_NAMESPACE();
+namespace npugraph::ops::linear_q8_impl {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+using linear_impl::LinearParams;
+using linear_impl::QuantRows;
+using linear_impl::WeightFormat;
+
+constexpr std::int64_t kBlock = 32;
+
+// ---- quantising x -----------------------------------------------------------------------------------
+
+using DF = hn::ScalableTag<float>;
+using DI = hn::RebindToSigned<DF>;
+
+// round-to-nearest-even(v) as int32 (|v| <= 127.5 here). Highway's scalar NearestInt adds 0.5 in
+// float, which rounds 0.49999997 up; the scalar target uses nearbyint instead.
+HWY_INLINE hn::Vec<DI> RoundToInt(hn::Vec<DF> v) {
+#if HWY_TARGET == HWY_SCALAR
+  return hn::Set(DI(), static_cast<std::int32_t>(std::nearbyint(hn::GetLane(v))));
+#else
+  return hn::NearestInt(v);
+#endif
+}
+
+// Blocks whose scale would be below the smallest normal float32 (amax < 127 * 2^-126) quantise to
+// zero: 1 / d would overflow.
+constexpr float kMinScale = std::numeric_limits<float>::min();
+
+void QuantizeRowsQ8(const float* x, std::int64_t T, std::int64_t K, std::int64_t x_stride,
+                    const QuantRows& out) {
+  const DF df;
+  const hn::Rebind<std::int8_t, DI> d8;
+  const auto L = static_cast<std::int64_t>(hn::Lanes(df));
+  const std::int64_t nb = K / kBlock;
+  for (std::int64_t t = 0; t < T; ++t) {
+    for (std::int64_t b = 0; b < nb; ++b) {
+      const float* xb = x + t * x_stride + b * kBlock;
+      std::int8_t* q = out.q + (t * nb + b) * kBlock;
+      auto amax = hn::Zero(df);
+      auto finite = hn::Zero(df);  // x * 0 summed: 0 unless some x is an infinity or a NaN
+      for (std::int64_t i = 0; i < kBlock; i += L) {
+        const auto v = hn::LoadU(df, xb + i);
+        amax = hn::Max(amax, hn::Abs(v));
+        finite = hn::Add(finite, hn::Mul(v, hn::Zero(df)));
+      }
+      const std::int64_t k = t * nb + b;
+      const float d = hn::GetLane(hn::MaxOfLanes(df, amax)) / 127.0f;
+      if (!(hn::GetLane(hn::SumOfLanes(df, finite)) == 0.0f) || d < kMinScale) {
+        std::memset(q, 0, kBlock);
+        out.d[k] = d < kMinScale ? 0.0f : std::numeric_limits<float>::quiet_NaN();
+        continue;
+      }
+      const auto id = hn::Set(df, 1.0f / d);
+      for (std::int64_t i = 0; i < kBlock; i += L)
+        hn::StoreU(hn::DemoteTo(d8, RoundToInt(hn::Mul(hn::LoadU(df, xb + i), id))), d8, q + i);
+      out.d[k] = d;
+    }
+  }
+}
+
+// ---- one block's integer dot products -----------------------------------------------------------
+// Bytes(blk) holds a weight block's 32 values in integer form; Dot(w, q, c) gives the exact sums of
+// w_j * q_j over each lane's group of j, as int32 lanes (c: Ones(q), needed by Q4_0 and Q8_0 on x86).
+
+#if HWY_ARCH_X86 && HWY_TARGET != HWY_SCALAR && HWY_TARGET != HWY_EMU128
+// pmaddubsw multiplies unsigned by signed bytes and adds pairs into int16 (saturating): Q4 weights
+// enter as their nibbles n (Q4_0's offset comes back as 8 * sum q), Q8_0 weights as |w| against
+// the quants with w's sign (psignb; |w| <= 128). No pair sum reaches int16's limit
+// (2 * 128 * 127 at most).
+using D8 = hn::CappedTag<std::uint8_t, 32>;  // 32 lanes on AVX2 / AVX3, 16 on SSE4
+using DS8 = hn::RebindToSigned<D8>;
+using D32 = hn::Repartition<std::int32_t, D8>;
+using DF32 = hn::Repartition<float, D8>;
+constexpr int kParts = static_cast<int>(kBlock / hn::MaxLanes(D8()));
+using V8 = hn::Vec<D8>;
+using VS8 = hn::Vec<DS8>;
+using V32 = hn::Vec<D32>;
+
+struct Bytes {
+  V8 part[kParts];
+};
+struct Quants {
+  VS8 part[kParts];
+};
+
+HWY_INLINE V32 MaddBytes(V8 u, VS8 s) {
+#if HWY_TARGET == HWY_SSE4 || HWY_TARGET == HWY_SSSE3
+  return V32{_mm_madd_epi16(_mm_maddubs_epi16(u.raw, s.raw), _mm_set1_epi16(1))};
+#else
+  return V32{_mm256_madd_epi16(_mm256_maddubs_epi16(u.raw, s.raw), _mm256_set1_epi16(1))};
+#endif
+}
+
+HWY_INLINE Quants LoadQuants(const std::int8_t* q) {
+  Quants x;
+  for (int i = 0; i < kParts; ++i) x.part[i] = hn::LoadU(DS8(), q + i * hn::MaxLanes(D8()));
+  return x;
+}
+
+HWY_INLINE V32 DotBytes(const Bytes& w, const Quants& x) {
+  V32 acc = MaddBytes(w.part[0], x.part[0]);
+  for (int i = 1; i < kParts; ++i) acc = hn::Add(acc, MaddBytes(w.part[i], x.part[i]));
+  return acc;
+}
+
+// The 16 packed bytes of a Q4 block as 32 nibbles, element order (low nibbles, then high).
+HWY_INLINE Bytes Nibbles(const std::byte* qs) {
+  const hn::Full128<std::uint8_t> d128;
+  const hn::Full128<std::uint16_t> d16;
+  const auto lo = hn::LoadU(d128, reinterpret_cast<const std::uint8_t*>(qs));
+  const auto hi = hn::BitCast(d128, hn::ShiftRight<4>(hn::BitCast(d16, lo)));
+  Bytes w;
+#if HWY_TARGET == HWY_SSE4 || HWY_TARGET == HWY_SSSE3  // two 16-byte parts
+  w.part[0] = hn::And(lo, hn::Set(d128, 0x0F));
+  w.part[1] = hn::And(hi, hn::Set(d128, 0x0F));
+#else
+  w.part[0] = hn::And(hn::Combine(D8(), hi, lo), hn::Set(D8(), 0x0F));
+#endif
+  return w;
+}
+
+// psignb: s negated where w < 0, zeroed where w = 0.
+HWY_INLINE VS8 SignOf(VS8 s, VS8 w) {
+#if HWY_TARGET == HWY_SSE4 || HWY_TARGET == HWY_SSSE3
+  return VS8{_mm_sign_epi8(s.raw, w.raw)};
+#else
+  return VS8{_mm256_sign_epi8(s.raw, w.raw)};
+#endif
+}
+
+template <WeightFormat F>
+HWY_INLINE Bytes LoadBytes(const std::byte* qs) {
+  if constexpr (F == WeightFormat::q8_0) {  // the signed weights, as bytes
+    Bytes w;
+    for (int i = 0; i < kParts; ++i)
+      w.part[i] = hn::LoadU(D8(), reinterpret_cast<const std::uint8_t*>(qs) + i * hn::MaxLanes(D8()));
+    return w;
+  } else {
+    return Nibbles(qs);
+  }
+}
+
+// Per (row of x, block): the lane sums of the quants (Q4_0's offset, Q4_1's minimum).
+template <WeightFormat F>
+HWY_INLINE V32 QuantSums(const Quants& x) {
+  if constexpr (F == WeightFormat::q8_0) {
+    return hn::Zero(D32());
+  } else {
+    Bytes ones;
+    for (int i = 0; i < kParts; ++i) ones.part[i] = hn::Set(D8(), 1);
+    return DotBytes(ones, x);
+  }
+}
+
+template <WeightFormat F>
+HWY_INLINE V32 Dot(const Bytes& w, const Quants& x, V32 qsum) {
+  if constexpr (F == WeightFormat::q8_0) {
+    Bytes a;
+    Quants s;
+    for (int i = 0; i < kParts; ++i) {
+      const VS8 wi = hn::BitCast(DS8(), w.part[i]);
+      a.part[i] = hn::BitCast(D8(), hn::Abs(wi));
+      s.part[i] = SignOf(x.part[i], wi);
+    }
+    return DotBytes(a, s);
+  }
+  const V32 s = DotBytes(w, x);
+  if constexpr (F == WeightFormat::q4_0) return hn::Sub(s, hn::ShiftLeft<3>(qsum));
+  return s;
+}
+#else
+// Other targets: the weights as signed values (Q4_0: n - 8), widened to int32 lanes.
+using D32 = hn::CappedTag<std::int32_t, 8>;
+using DF32 = hn::Rebind<float, D32>;
+using V32 = hn::Vec<D32>;
+constexpr std::int64_t kL32 = static_cast<std::int64_t>(hn::MaxLanes(D32()));
+
+struct Bytes {
+  std::int8_t v[kBlock];
+};
+struct Quants {
+  const std::int8_t* q;
+};
+
+HWY_INLINE Quants LoadQuants(const std::int8_t* q) { return Quants{q}; }
+
+template <WeightFormat F>
+HWY_INLINE Bytes LoadBytes(const std::byte* qs) {
+  Bytes w;
+  const auto* u = reinterpret_cast<const std::uint8_t*>(qs);
+  if constexpr (F == WeightFormat::q8_0) {
+    std::memcpy(w.v, qs, kBlock);
+  } else {
+    const int off = F == WeightFormat::q4_0 ? 8 : 0;
+    for (int j = 0; j < 16; ++j) {
+      w.v[j] = static_cast<std::int8_t>((u[j] & 15) - off);
+      w.v[j + 16] = static_cast<std::int8_t>((u[j] >> 4) - off);
+    }
+  }
+  return w;
+}
+
+template <WeightFormat F>
+HWY_INLINE V32 QuantSums(const Quants& x) {
+  const D32 d32;
+  const hn::Rebind<std::int8_t, D32> d8;
+  V32 acc = hn::Zero(d32);
+  if constexpr (F == WeightFormat::q4_1)
+    for (std::int64_t j = 0; j < kBlock; j += kL32) acc = hn::Add(acc, hn::PromoteTo(d32, hn::LoadU(d8, x.q + j)));
+  return acc;
+}
+
+template <WeightFormat F>
+HWY_INLINE V32 Dot(const Bytes& w, const Quants& x, V32) {
+  const D32 d32;
+  const hn::Rebind<std::int8_t, D32> d8;
+  V32 acc = hn::Zero(d32);
+  for (std::int64_t j = 0; j < kBlock; j += kL32)
+    acc = hn::Add(acc, hn::Mul(hn::PromoteTo(d32, hn::LoadU(d8, w.v + j)),
+                               hn::PromoteTo(d32, hn::LoadU(d8, x.q + j))));
+  return acc;
+}
+#endif
+
+using VF32 = hn::Vec<DF32>;
+
+// ---- the tile ---------------------------------------------------------------------------------------
+
+template <WeightFormat F>
+struct Layout;
+template <> struct Layout<WeightFormat::q4_0> { static constexpr std::int64_t kBytes = 18, kQs = 2; };
+template <> struct Layout<WeightFormat::q4_1> { static constexpr std::int64_t kBytes = 20, kQs = 4; };
+template <> struct Layout<WeightFormat::q8_0> { static constexpr std::int64_t kBytes = 34, kQs = 2; };
+
+inline std::uint16_t load_u16(const std::byte* p) {
+  std::uint16_t v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+// Outputs [t0, t0 + TB) x [n0, n0 + R) (weight rows w[r]) as Note [Q8 activations] defines them.
+template <WeightFormat F, int R, int TB>
+HWY_INLINE void Tile(const LinearParams& p, const QuantRows& xq, const std::byte* const* w,
+                     std::int64_t n0, std::int64_t t0) {
+  using Lay = Layout<F>;
+  const DF32 df;
+  const float* table = p.half_table;
+  const std::int64_t nb = p.K / kBlock;
+  VF32 acc[R][TB];
+  for (int r = 0; r < R; ++r)
+    for (int t = 0; t < TB; ++t) acc[r][t] = hn::Zero(df);
+  for (std::int64_t b = 0; b < nb; ++b) {
+    Bytes wb[R];
+    float dw[R];
+    float mw[R];
+    for (int r = 0; r < R; ++r) {
+      const std::byte* blk = w[r] + b * Lay::kBytes;
+      dw[r] = table[load_u16(blk)];
+      mw[r] = F == WeightFormat::q4_1 ? table[load_u16(blk + 2)] : 0.0f;
+      wb[r] = LoadBytes<F>(blk + Lay::kQs);
+    }
+    for (int t = 0; t < TB; ++t) {
+      const std::int64_t k = (t0 + t) * nb + b;
+      const Quants x = LoadQuants(xq.q + k * kBlock);
+      const V32 qsum = QuantSums<F>(x);
+      const float d = xq.d[k];
+      for (int r = 0; r < R; ++r) {
+        acc[r][t] = hn::MulAdd(hn::ConvertTo(df, Dot<F>(wb[r], x, qsum)), hn::Set(df, dw[r] * d), acc[r][t]);
+        if constexpr (F == WeightFormat::q4_1)
+          acc[r][t] = hn::MulAdd(hn::ConvertTo(df, qsum), hn::Set(df, mw[r] * d), acc[r][t]);
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int t = 0; t < TB; ++t)
+      linear_impl::store_out(p, t0 + t, n0 + r, hn::GetLane(hn::SumOfLanes(df, acc[r][t])));
+}
+
+// Rows of x per tile: the accumulators R * TB stay in registers (32 of them on AVX3, 16 elsewhere).
+constexpr int kR = 4;
+constexpr int kTB = HWY_TARGET <= HWY_AVX3 ? 4 : 2;
+
+template <WeightFormat F, int R>
+HWY_INLINE void AllRowsOfX(const LinearParams& p, const QuantRows& xq, const std::byte* const* w,
+                           std::int64_t n0) {
+  std::int64_t t0 = 0;
+  for (; t0 + kTB <= p.T; t0 += kTB) Tile<F, R, kTB>(p, xq, w, n0, t0);
+  for (; t0 < p.T; ++t0) Tile<F, R, 1>(p, xq, w, n0, t0);
+}
+
+template <WeightFormat F>
+void Gemv(const LinearParams& p, const QuantRows& xq, const ExecContext& ctx) {
+  ctx.parallel_for(p.N, p.chunk_rows, [&](std::int64_t n_begin, std::int64_t n_end) {
+    const auto row = [&](std::int64_t n) { return p.w + n * p.w_row_bytes; };
+    // Prefetching stops at the chunk's end: other chunks may run on other threads.
+    const std::byte* const end = row(n_end);
+    std::int64_t n = n_begin;
+    linear_impl::prefetch_range(row(n), std::min(end, row(n) + linear_impl::kPrefetchAhead));
+    for (; n + kR <= n_end; n += kR) {
+      const std::byte* w[kR];
+      for (int r = 0; r < kR; ++r) w[r] = row(n + r);
+      const std::byte* ahead = w[0] + linear_impl::kPrefetchAhead;
+      if (ahead < end) linear_impl::prefetch_range(ahead, std::min(end, ahead + kR * p.w_row_bytes));
+      AllRowsOfX<F, kR>(p, xq, w, n);
+    }
+    for (; n < n_end; ++n) {
+      const std::byte* w[1] = {row(n)};
+      AllRowsOfX<F, 1>(p, xq, w, n);
+    }
+  });
+}
+
+void RunLinearQ8(const LinearParams& p, const ExecContext& ctx) {
+  const std::int64_t blocks = p.T * (p.K / kBlock);
+  // The launching thread's buffer; the chunks only read it, and parallel_for returns after them.
+  thread_local std::vector<std::int8_t> q;
+  thread_local std::vector<float> d;
+  q.resize(static_cast<std::size_t>(blocks * kBlock));
+  d.resize(static_cast<std::size_t>(blocks));
+  const QuantRows xq{q.data(), d.data()};
+  QuantizeRowsQ8(p.x, p.T, p.K, p.x_stride, xq);
+  switch (p.format) {
+    case WeightFormat::q4_0: return Gemv<WeightFormat::q4_0>(p, xq, ctx);
+    case WeightFormat::q4_1: return Gemv<WeightFormat::q4_1>(p, xq, ctx);
+    case WeightFormat::q8_0: return Gemv<WeightFormat::q8_0>(p, xq, ctx);
+    default: break;
+  }
+  NG_THROW(InternalError, "linear kernel: q8 activations with weight format ",
+           static_cast<int>(p.format));
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace npugraph::ops::linear_q8_impl
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace npugraph::ops::linear_q8_impl {
+
+HWY_EXPORT(RunLinearQ8);
+HWY_EXPORT(QuantizeRowsQ8);
+
+void run(const linear_impl::LinearParams& p, const ExecContext& ctx) {
+  HWY_DYNAMIC_DISPATCH(RunLinearQ8)(p, ctx);
+}
+
+void quantize(const float* x, std::int64_t T, std::int64_t K, std::int64_t x_stride,
+              const linear_impl::QuantRows& out) {
+  HWY_DYNAMIC_DISPATCH(QuantizeRowsQ8)(x, T, K, x_stride, out);
+}
+
+}  // namespace npugraph::ops::linear_q8_impl
+
+namespace npugraph::ops::linear_impl {
+
+void run_linear_q8(const LinearParams& p, const ExecContext& ctx) { linear_q8_impl::run(p, ctx); }
+
+void quantize_rows_q8(const float* x, std::int64_t T, std::int64_t K, std::int64_t x_stride,
+                      const QuantRows& out) {
+  linear_q8_impl::quantize(x, T, K, x_stride, out);
+}
+
+}  // namespace npugraph::ops::linear_impl
+#endif  // HWY_ONCE
