@@ -3,7 +3,7 @@
 //   npugraph-generate [--model PATH] --prompt TEXT [--max-tokens N] [--batch B] [--mode graph|eager|both]
 //                     [--order update-first|replay-first] [--threads T] [--temperature X] [--top-k K]
 //                     [--top-p P] [--seed S] [--max-context N] [--raw] [--separate-projections]
-//                     [--device cpu|cuda:N]
+//                     [--device cpu|cuda:N] [--activations q8|f32]
 //   mpirun -np N npugraph-generate --tp N ...   (built with NPUGRAPH_MPI: tensor-parallel decode)
 //
 // Streams request 0's text as it is generated (a progress bar for --batch > 1), then prints a
@@ -45,6 +45,7 @@ struct Args {
   bool separate = false;  // EngineOptions::fuse_projections off (for comparisons)
   std::optional<std::int64_t> tp;  // --tp N: tensor-parallel over N MPI processes
   npugraph::Device device;         // --device cpu|cuda:N (EngineOptions::device)
+  std::optional<npugraph::ops::Activations> activations;  // --activations (EngineOptions::activations)
 };
 
 [[noreturn]] void usage(const std::string& error) {
@@ -53,8 +54,10 @@ struct Args {
                "                  [--mode graph|eager|both] [--order update-first|replay-first]\n"
                "                  [--threads T] [--temperature X] [--top-k K] [--top-p P] [--seed S]\n"
                "                  [--max-context N] [--raw] [--separate-projections] [--tp N]\n"
-               "                  [--device cpu|cuda:N]\n"
+               "                  [--device cpu|cuda:N] [--activations q8|f32]\n"
                "  --device: where the model runs (default cpu); cuda:N needs the CUDA backend and GPU N\n"
+               "  --activations: x of the quantised projections quantised to int8 as llama.cpp does (q8,\n"
+               "          the cpu's default) or kept float32 (f32, the only choice on cuda)\n"
                "  --tp N: tensor-parallel decode over N MPI processes (mpirun -np N; N must be the\n"
                "          number of processes and split the model's KV heads and FFN width)\n"
                "  --model defaults to the SmolLM2-135M-Instruct Q4_1 file `make setup` fetches.\n",
@@ -130,6 +133,10 @@ Args parse(int argc, char** argv) {
     else if (f == "--max-context") a.max_context = number<std::int64_t>(f, v);
     else if (f == "--tp") a.tp = number<std::int64_t>(f, v);
     else if (f == "--device") a.device = device(f, v);
+    else if (f == "--activations") {
+      if (v != "q8" && v != "f32") usage("--activations " + v + ": q8 or f32");
+      a.activations = v == "q8" ? npugraph::ops::Activations::q8 : npugraph::ops::Activations::f32;
+    }
     else usage("unknown option " + f);
   }
   if (a.prompt.empty()) usage("--prompt is required (and must not be empty)");
@@ -153,7 +160,8 @@ Run run(const Args& a, llm::StepMode mode, bool show, const std::shared_ptr<llm:
                       .order = a.order == "update-first" ? llm::GraphOrder::update_then_replay
                                                          : llm::GraphOrder::replay_then_update,
                       .temperature = a.temperature, .top_k = a.top_k, .top_p = a.top_p, .keep_logits = true,
-                      .fuse_projections = !a.separate, .tensor_parallel = tp, .device = a.device});
+                      .fuse_projections = !a.separate, .tensor_parallel = tp, .device = a.device,
+                      .activations = a.activations});
   std::vector<llm::Request> requests;
   for (std::int64_t i = 0; i < a.batch; ++i)
     requests.push_back({.prompt = a.prompt, .max_tokens = a.max_tokens, .chat = !a.raw,

@@ -14,6 +14,7 @@
 //                                 processes only ever slow a batch down)
 //   gemv_hot/...                  the same with one weight copy (cache-resident: the kernel's
 //                                 compute ceiling, not a DRAM figure)
+//   gemv_q8/..., gemv_q8_hot/...  the same with q8 activations (Note [Q8 activations])
 //   gemm/<fmt>/<N>x<K>/T:128      prefill: GFLOPs, peak_frac (of fma_f32)
 // Weight copies total >= 1 GiB (4x this machine's 260 MiB L3) so GEMV weights come from DRAM.
 // Every case runs on the best Highway target and again with AVX2 forced (suffix /avx2, through
@@ -137,7 +138,7 @@ class TargetScope {
 // The HWY_* bit of the target the kernels run now (the forced one inside a TargetScope).
 double running_target_bit() { return static_cast<double>(npugraph::ops::simd_dispatch_target()); }
 
-void BM_linear(benchmark::State& state, Spec s, std::int64_t T, bool hot, bool avx2) {
+void BM_linear(benchmark::State& state, Spec s, std::int64_t T, bool hot, bool avx2, bool q8 = false) {
   const Roofline roof = roofline();
   const TargetScope scope(avx2);
   const Weights& w = weights_for(s, hot);
@@ -150,7 +151,9 @@ void BM_linear(benchmark::State& state, Spec s, std::int64_t T, bool hot, bool a
   std::size_t i = 0;
   auto call = [&] {
     const std::size_t c = i++ % w.count();
-    if (is_quant(s)) ng::ops::weight_quant_linear_out(x, w.q[c], {}, y);
+    if (is_quant(s))
+      ng::ops::weight_quant_linear_out(
+          x, w.q[c], {}, y, {.activations = q8 ? ng::ops::Activations::q8 : ng::ops::Activations::f32});
     else ng::ops::linear_out(x, w.f[c], {}, y);
   };
   constexpr int kBatch = 16;
@@ -208,16 +211,20 @@ const bool registered = [] {
   for (bool avx2 : {false, true}) {
     const std::string sfx = avx2 ? "/avx2" : "";
     for (const Spec& s : gemv)
-      for (std::int64_t T : {1, 8}) {
-        benchmark::RegisterBenchmark(
-            ("gemv/" + shape_name(s) + "/T:" + std::to_string(T) + sfx).c_str(),
-            [s, T, avx2](benchmark::State& st) { BM_linear(st, s, T, false, avx2); })
-            ->UseManualTime()->Unit(benchmark::kMicrosecond)->MinTime(0.3);
+      for (bool q8 : {false, true}) {
+        if (q8 && !is_quant(s)) continue;
+        for (std::int64_t T : {1, 8})
+          benchmark::RegisterBenchmark(
+              ((q8 ? "gemv_q8/" : "gemv/") + shape_name(s) + "/T:" + std::to_string(T) + sfx).c_str(),
+              [s, T, avx2, q8](benchmark::State& st) { BM_linear(st, s, T, false, avx2, q8); })
+              ->UseManualTime()->Unit(benchmark::kMicrosecond)->MinTime(0.3);
       }
-    for (const Spec& s : {Spec{"Q4_1", 1536, 576}, Spec{"Q8_0", 49152, 576}})
-      benchmark::RegisterBenchmark(("gemv_hot/" + shape_name(s) + "/T:1" + sfx).c_str(),
-                                   [s, avx2](benchmark::State& st) { BM_linear(st, s, 1, true, avx2); })
-          ->UseManualTime()->Unit(benchmark::kMicrosecond)->MinTime(0.3);
+    for (bool q8 : {false, true})
+      for (const Spec& s : {Spec{"Q4_1", 1536, 576}, Spec{"Q8_0", 49152, 576}})
+        benchmark::RegisterBenchmark(
+            ((q8 ? "gemv_q8_hot/" : "gemv_hot/") + shape_name(s) + "/T:1" + sfx).c_str(),
+            [s, avx2, q8](benchmark::State& st) { BM_linear(st, s, 1, true, avx2, q8); })
+            ->UseManualTime()->Unit(benchmark::kMicrosecond)->MinTime(0.3);
     for (const Spec& s : {Spec{"Q4_1", 1536, 576}, Spec{"Q4_1", 576, 1536}})
       benchmark::RegisterBenchmark(("gemm/" + shape_name(s) + "/T:128" + sfx).c_str(),
                                    [s, avx2](benchmark::State& st) { BM_linear(st, s, 128, true, avx2); })

@@ -2,6 +2,7 @@
 #include <pybind11/numpy.h>
 #include <pybind11/stl.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,14 @@ llm::GraphOrder order_arg(const std::string& order) {
   if (order == "update_then_replay") return llm::GraphOrder::update_then_replay;
   if (order == "replay_then_update") return llm::GraphOrder::replay_then_update;
   NG_THROW(ArgumentError, "order = '", order, "': must be 'update_then_replay' or 'replay_then_update'");
+}
+
+std::optional<ops::Activations> activations_arg(const py::object& a) {
+  if (a.is_none()) return std::nullopt;
+  const std::string s = py::str(a);
+  if (s == "q8") return ops::Activations::q8;
+  if (s == "f32") return ops::Activations::f32;
+  NG_THROW(ArgumentError, "activations = '", s, "': must be 'q8', 'f32' or None (q8 on the cpu, f32 on cuda)");
 }
 
 py::dict result_dict(const llm::Result& r, std::int64_t vocab) {
@@ -67,27 +76,32 @@ is captured once per batch-size bucket and updated in place (mode="graph"), or r
 
 Engine(model, *, threads=0, max_batch=16, max_context=0, mode="graph",
        order="update_then_replay", temperature=0.0, top_k=0, top_p=1.0,
-       keep_logits=False, keep_full_logits=False, device="cpu")
+       keep_logits=False, keep_full_logits=False, device="cpu", activations=None)
 
 device: "cpu" or "cuda:N" (the weights and buffers there; a CUDA device without a GPU raises
 UnsupportedError naming it before the model loads).
+activations: what the quantised projections multiply in batches of up to 16 tokens: "q8" (x
+quantised to int8 per block of 32, as llama.cpp does), "f32" (x as it is), None (q8 on the cpu,
+f32 on cuda).
 )doc")
       .def(py::init([](const std::string& model, int threads, std::int64_t max_batch, std::int64_t max_context,
                        const std::string& mode, const std::string& order, double temperature,
                        std::int64_t top_k, double top_p, bool keep_logits, bool keep_full_logits,
-                       const std::string& device) {
+                       const std::string& device, const py::object& activations) {
              llm::EngineOptions o{.model = model, .threads = threads, .max_batch = max_batch,
                                   .max_context = max_context, .mode = mode_arg(mode), .order = order_arg(order),
                                   .temperature = temperature, .top_k = top_k, .top_p = top_p,
                                   .keep_logits = keep_logits, .keep_full_logits = keep_full_logits,
-                                  .device = with_context("Engine: ", [&] { return Device::parse(device); })};
+                                  .device = with_context("Engine: ", [&] { return Device::parse(device); }),
+                                  .activations = activations_arg(activations)};
              py::gil_scoped_release release;
              return std::make_unique<llm::Engine>(o);
            }),
            py::arg("model"), py::kw_only(), py::arg("threads") = 0, py::arg("max_batch") = 16,
            py::arg("max_context") = 0, py::arg("mode") = "graph", py::arg("order") = "update_then_replay",
            py::arg("temperature") = 0.0, py::arg("top_k") = 0, py::arg("top_p") = 1.0,
-           py::arg("keep_logits") = false, py::arg("keep_full_logits") = false, py::arg("device") = "cpu")
+           py::arg("keep_logits") = false, py::arg("keep_full_logits") = false, py::arg("device") = "cpu",
+           py::arg("activations") = py::none())
       .def("generate",
            [](llm::Engine& e, const std::vector<std::string>& prompts, std::int64_t max_tokens, bool chat,
               std::uint64_t seed, py::object on_text) {

@@ -108,7 +108,12 @@ void bind_llm_ops(py::module_& m) {
 
   m.def(
       "npu_weight_quant_linear",
-      [](py::handle x, const PyQuantWeight& weight, py::handle bias, py::handle out, py::handle out_dtype) {
+      [](py::handle x, const PyQuantWeight& weight, py::handle bias, py::handle out, py::handle out_dtype,
+         const std::string& activations) {
+        NG_CHECK_ARG(activations == "f32" || activations == "q8", "npu_weight_quant_linear: activations = '",
+                     activations, "': must be 'f32' or 'q8'");
+        const ops::QuantLinearOptions options{
+            .activations = activations == "q8" ? ops::Activations::q8 : ops::Activations::f32};
         const Kind kind = kind_of(x, "x");
         const Tensor xt = to_tensor(x, "x"), b = optional_tensor(bias, "bias");
         Tensor o = optional_tensor(out, "out");
@@ -118,14 +123,15 @@ void bind_llm_ops(py::module_& m) {
           s[s.size() - 1] = weight.w.rows();
           o = empty(s, optional_dtype(out_dtype).value_or(DType::f32), xt.device());
         }
-        run(xt, [&] { ops::weight_quant_linear_out(xt, weight.w, b, o); });
+        run(xt, [&] { ops::weight_quant_linear_out(xt, weight.w, b, o, options); });
         return out.is_none() ? from_tensor(o, kind) : py::reinterpret_borrow<py::object>(out);
       },
       py::arg("x"), py::arg("weight"), py::arg("bias") = py::none(), py::kw_only(), py::arg("out") = py::none(),
-      py::arg("out_dtype") = py::none(),
+      py::arg("out_dtype") = py::none(), py::arg("activations") = "f32",
       "y = x @ dequant(weight).T (+ bias): x float32 [..., K], weight a QuantWeight [N, K], out float32 /\n"
-      "float16 / bfloat16 [..., N]. Activations stay float32 (accumulated in float32); each row of y\n"
-      "depends on its row of x only (not on how many rows the call has).");
+      "float16 / bfloat16 [..., N], accumulated in float32; each row of y depends on its row of x only\n"
+      "(not on how many rows the call has). activations=\"q8\": calls of up to 16 rows quantise x to int8\n"
+      "per block of 32 and take integer dot products, as llama.cpp does (cpu only).");
 
   m.def(
       "npu_linear",

@@ -36,7 +36,12 @@ void check_options(const EngineOptions& o) {
                ": must be >= 0 (0: greedy)");
   NG_CHECK_ARG(o.top_p > 0 && o.top_p <= 1, "top_p = ", o.top_p, ": must be in (0, 1]");
   NG_CHECK_ARG(o.top_k >= 0, "top_k = ", o.top_k, ": must be >= 0 (0: no top-k)");
+  NG_CHECK_ARG(!o.activations || *o.activations == ops::Activations::f32 ||
+                   *o.activations == ops::Activations::q8,
+               "activations = ", static_cast<int>(*o.activations), ": must be Activations::f32 or Activations::q8");
   if (!o.device.is_cpu()) {
+    NG_CHECK_AS(UnsupportedError, o.activations != ops::Activations::q8, "device = ", o.device.str(),
+                ": activations = q8 runs on the cpu only (leave activations unset, or Activations::f32)");
     NG_CHECK_AS(UnsupportedError, !o.tensor_parallel || o.tensor_parallel->size() == 1, "device = ",
                 o.device.str(), ": tensor parallelism (", o.tensor_parallel->size(),
                 " ranks) runs on the cpu only (its collectives are MPI on host memory)");

@@ -24,8 +24,8 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-void matmul(const Tensor& x, const Matrix& w, const Tensor& out) {
-  if (w.quant.defined()) ops::weight_quant_linear_out(x, w.quant, Tensor(), out);
+void matmul(const Tensor& x, const Matrix& w, const Tensor& out, const ops::QuantLinearOptions& o) {
+  if (w.quant.defined()) ops::weight_quant_linear_out(x, w.quant, Tensor(), out, o);
   else ops::linear_out(x, w.dense, Tensor(), out);
 }
 
@@ -82,6 +82,8 @@ ModelRunner::ModelRunner(std::shared_ptr<const LlamaModel> model, const EngineOp
       max_rows_(std::max(options.max_batch, options.prefill_chunk)),
       max_blocks_((options.max_context + options.block_size - 1) / options.block_size),
       device_(options.device),
+      linear_{.activations = options.activations.value_or(device_.is_cpu() ? ops::Activations::q8
+                                                                           : ops::Activations::f32)},
       stream_(device_.is_cpu() ? Stream::create(device_, {.num_threads = options.threads}) : Stream::create(device_)),
       update_stream_(Stream::create(device_)),
       blocks_(options.max_batch * ((options.max_context + options.block_size - 1) / options.block_size),
@@ -277,29 +279,29 @@ void ModelRunner::issue_step(const Rows& r, Bucket* capture) {
     const LayerWeights& w = layers_[l];
     ops::rms_norm_out(x, w.attn_norm, c.rms_eps, h);
     if (stacked) {
-      matmul(h, w.qkv, qkv1_.view({1, qkv_n}));
+      matmul(h, w.qkv, qkv1_.view({1, qkv_n}), linear_);
     } else {
-      matmul(h, w.q, q);
-      matmul(h, w.k, k);
-      matmul(h, w.v, v);
+      matmul(h, w.q, q, linear_);
+      matmul(h, w.k, k, linear_);
+      matmul(h, w.v, v, linear_);
     }
     const Tensor q3 = q.view({n, heads_, c.head_dim}), k3 = k.view({n, kv_heads_, c.head_dim});
     ops::rotary_embedding_out(pos, q3, q3, rope);
     ops::rotary_embedding_out(pos, k3, k3, rope);
     ops::reshape_and_cache(k3, v.view({n, kv_heads_, c.head_dim}), k_cache_[l], v_cache_[l], rows(slots_, n));
     issue_attention(r, l, capture);
-    matmul(attn, w.o, h);
+    matmul(attn, w.o, h, linear_);
     reduce(h);
     // x += attention; y = rmsnorm(x)
     ops::add_rms_norm_out(x, h, w.ffn_norm, c.rms_eps, y, Tensor(), x);
     if (stacked) {
-      matmul(y, w.gate_up, gate_up1_.view({1, 2 * ffn_}));
+      matmul(y, w.gate_up, gate_up1_.view({1, 2 * ffn_}), linear_);
     } else {
-      matmul(y, w.gate, gate);
-      matmul(y, w.up, up);
+      matmul(y, w.gate, gate, linear_);
+      matmul(y, w.up, up, linear_);
     }
     ops::swiglu_out(gate, up, act);
-    matmul(act, w.down, h);
+    matmul(act, w.down, h, linear_);
     reduce(h);
     ops::add_out(x, h, x);
   }
@@ -307,7 +309,7 @@ void ModelRunner::issue_step(const Rows& r, Bucket* capture) {
   const std::int64_t last = r.prefill ? 1 : n;  // the rows whose next token is wanted
   const Tensor last_x = r.prefill ? x.narrow(0, n - 1, 1) : x;
   ops::rms_norm_out(last_x, output_norm_, c.rms_eps, rows(last_, last));
-  matmul(rows(last_, last), output_, rows(logits_, last));
+  matmul(rows(last_, last), output_, rows(logits_, last), linear_);
   issue_sampling(last, rows(logits_, last));
 }
 

@@ -104,6 +104,7 @@ class ModelRunner {
   std::int64_t heads_, kv_heads_, q_dim_, kv_dim_, ffn_;
   std::int64_t max_batch_, max_rows_, max_blocks_;
   Device device_;
+  ops::QuantLinearOptions linear_;  // the quantised projections' (EngineOptions::activations)
   Stream stream_, update_stream_;
   BlockManager blocks_;
   std::vector<Tensor> k_cache_, v_cache_;

@@ -116,6 +116,33 @@ TEST(LlmEngine, BadRequestsAndOptionsGiveNamedErrors) {
                                                    {"tiny_gpt2.gguf", "general.architecture = 'gpt2'", "llama"}));
 }
 
+// EngineOptions::activations: unset is q8 on the cpu (the same logits as asking for it), f32 gives
+// other logits (x is not quantised), and graph and eager agree bitwise in both.
+TEST(LlmEngine, ActivationsDefaultToQ8OnTheCpuAndF32IsAvailable) {
+  using npugraph::ops::Activations;
+  const std::vector<llm::Request> req{{.prompt = "hello there", .max_tokens = 12}};
+  const auto unset = run({}, req);
+  const auto q8 = run({.activations = Activations::q8}, req);
+  const auto f32 = run({.activations = Activations::f32}, req);
+  const auto f32_eager = run({.mode = llm::StepMode::eager, .activations = Activations::f32}, req);
+  EXPECT_EQ(unset[0].logits_hashes, q8[0].logits_hashes);
+  EXPECT_NE(f32[0].logits_hashes, q8[0].logits_hashes);
+  expect_same(f32_eager, f32);
+}
+
+TEST(LlmEngine, BadActivationsAreRefused) {
+  EXPECT_TRUE(throws<npugraph::ArgumentError>(
+      [] { run({.activations = static_cast<npugraph::ops::Activations>(9)}, {{.prompt = "hi"}}); },
+      {"activations = 9", "must be Activations::f32 or Activations::q8"}));
+  // q8 on a cuda device: refused before the model loads, whether or not a GPU is present.
+  EXPECT_TRUE(throws<npugraph::UnsupportedError>(
+      [] {
+        llm::Engine e({.model = "/nonexistent/model.gguf", .device = npugraph::Device::cuda(0),
+                       .activations = npugraph::ops::Activations::q8});
+      },
+      {"device = cuda:0", "activations = q8 runs on the cpu only"}));
+}
+
 // EngineOptions::device: a cuda device this machine lacks (or this build has no backend for) is an
 // UnsupportedError naming it, raised before the model file is opened (the path does not exist).
 TEST(LlmEngine, ACudaDeviceWithoutAGpuIsRefusedBeforeTheModelLoads) {

@@ -176,6 +176,12 @@ def test_the_engine_takes_a_device_and_names_a_bad_one():
     with pytest.raises(npugraph.ArgumentError,
                        match=r"Engine: device = 'tpu:0': must be 'cpu', 'npu\[:N\]' or 'cuda\[:N\]'"):
         npugraph.llm.Engine("no-such-model.gguf", device="tpu:0")
+    with pytest.raises(npugraph.ArgumentError,
+                       match=r"activations = 'int8': must be 'q8', 'f32' or None \(q8 on the cpu, f32 on cuda\)"):
+        npugraph.llm.Engine("no-such-model.gguf", activations="int8")
+    # q8 activations on a cuda device: refused before the model loads, GPU or not.
+    with pytest.raises(npugraph.UnsupportedError, match=r"device = cuda:0: activations = q8 runs on the cpu only"):
+        npugraph.llm.Engine("no-such-model.gguf", device="cuda:0", activations="q8")
     if not HAS_GPU:
         # Refused before the model file is opened: the path does not exist.
         with pytest.raises(npugraph.UnsupportedError, match=_no_device_message("cuda:0")):

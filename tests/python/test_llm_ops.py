@@ -88,6 +88,24 @@ def test_weight_quant_linear(rng, qtype, T):
     np.testing.assert_allclose(got_t.numpy(), want + bias, rtol=1e-5, atol=1e-4)
 
 
+@pytest.mark.parametrize("qtype", ["Q4_0", "Q4_1", "Q8_0"])
+def test_weight_quant_linear_q8_activations(rng, qtype):
+    """activations="q8": x quantised per block of 32 (Note [Q8 activations]; written out here in
+    numpy), then exact products: the result is the float64 product of the dequantised quants."""
+    w = _C.QuantWeight.quantize(rng.standard_normal((96, 192)).astype(np.float32), qtype)
+    x = (3 * rng.standard_normal((5, 192))).astype(np.float32)
+    blocks = x.reshape(5, -1, 32)
+    d = (np.abs(blocks).max(axis=-1, keepdims=True) / np.float32(127)).astype(np.float32)
+    q = np.rint((blocks * (np.float32(1) / d)).astype(np.float32))
+    xq = (q.astype(np.float64) * d).reshape(5, 192)
+    want = xq @ w.dequantize().astype(np.float64).T
+    got = op("npu_weight_quant_linear")(x, w, activations="q8")
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
+    assert not np.array_equal(got, op("npu_weight_quant_linear")(x, w))  # the float32 path differs
+    with pytest.raises(ValueError, match=r"npu_weight_quant_linear: activations = 'int4': must be 'f32' or 'q8'"):
+        op("npu_weight_quant_linear")(x, w, activations="int4")
+
+
 def test_quant_weight_shares_its_bytes_and_checks_them(rng):
     w = _C.QuantWeight.quantize(rng.standard_normal((4, 64)).astype(np.float32), "Q8_0")
     again = _C.QuantWeight(w.data, 8, 4, 64)  # the ggml type number works too

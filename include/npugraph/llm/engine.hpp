@@ -15,12 +15,14 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "npugraph/device.hpp"
+#include "npugraph/ops/linear.hpp"
 
 namespace npugraph::llm {
 
@@ -55,6 +57,10 @@ struct EngineOptions {
   // there; Note [Engine on a device] in src/llm/runner.hpp). A cuda device without a GPU (or a
   // build without the CUDA backend) is an UnsupportedError naming the device, before the model loads.
   Device device = Device::cpu();
+  // What the quantised weights' GEMVs (batches of up to 16 tokens) multiply: x quantised to int8
+  // per block of 32 as llama.cpp does (q8), or x as it is (f32); Note [Q8 activations]. Unset: q8
+  // on the cpu, f32 on cuda (q8 on a cuda device is an UnsupportedError).
+  std::optional<ops::Activations> activations{};
 };
 
 struct Request {

@@ -219,11 +219,12 @@ def npu_swiglu(x: typing.Any, dim: int = -1, *, out: typing.Any = None) -> typin
     """
     torch_npu.npu_swiglu: x = [a, b] split in halves along the last dim; silu(a) * b.
     """
-def npu_weight_quant_linear(x: typing.Any, weight: QuantWeight, bias: typing.Any = None, *, out: typing.Any = None, out_dtype: typing.Any = None) -> typing.Any:
+def npu_weight_quant_linear(x: typing.Any, weight: QuantWeight, bias: typing.Any = None, *, out: typing.Any = None, out_dtype: typing.Any = None, activations: str = 'f32') -> typing.Any:
     """
     y = x @ dequant(weight).T (+ bias): x float32 [..., K], weight a QuantWeight [N, K], out float32 /
-    float16 / bfloat16 [..., N]. Activations stay float32 (accumulated in float32); each row of y
-    depends on its row of x only (not on how many rows the call has).
+    float16 / bfloat16 [..., N], accumulated in float32; each row of y depends on its row of x only
+    (not on how many rows the call has). activations="q8": calls of up to 16 rows quantise x to int8
+    per block of 32 and take integer dot products, as llama.cpp does (cpu only).
     """
 def reset_peak_memory_stats() -> None:
     """

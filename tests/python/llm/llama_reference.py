@@ -10,8 +10,25 @@ are checked against (test_engine_reference.py).
         x = x + a Wo^T
         h = rmsnorm(x) * ffn_norm;  x = x + (silu(h Wg^T) * (h Wu^T)) Wd^T
     logits = (rmsnorm(x) * output_norm) Wout^T    # Wout = token_embd when tied
+
+With q8 activations (the engine's default on the cpu), the rows of x that the engine multiplies in
+GEMV calls are first quantised as Note [Q8 activations] defines (quantise_q8 below, written from the
+note, in float32 as the engine computes it); the products are then taken in float64.
 """
 import numpy as np
+
+
+def quantise_q8(x):
+    """Each block of 32 values of each row of x (as float32): int8 quants q = rint(x * (1 / d)),
+    d = max|x| / 127 (blocks with d below float32's smallest normal: zero); returns q * d (float64)."""
+    x32 = np.asarray(x, dtype=np.float32)
+    blocks = x32.reshape(*x32.shape[:-1], -1, 32)
+    d = (np.abs(blocks).max(axis=-1, keepdims=True) / np.float32(127)).astype(np.float32)
+    zero = d < np.finfo(np.float32).tiny
+    inv = (np.float32(1) / np.where(zero, np.float32(1), d)).astype(np.float32)
+    q = np.rint((blocks * inv).astype(np.float32))
+    q[np.broadcast_to(zero, q.shape)] = 0
+    return (q.astype(np.float64) * d.astype(np.float64)).reshape(x32.shape)
 
 
 def _field(reader, key):
@@ -68,9 +85,20 @@ class LlamaReference:
         out[..., 1::2] = b * cos + a * sin
         return out
 
-    def logits(self, tokens):
-        """Logits [len(tokens), vocab] of every position (position t predicts token t + 1)."""
+    def logits(self, tokens, q8_rows=None):
+        """Logits [len(tokens), vocab] of every position (position t predicts token t + 1).
+        q8_rows: None (x float in every product), or a bool per position: the rows whose layer
+        products take q8 activations; the output projection then takes them for every row."""
         tokens = np.asarray(tokens)
+        q8 = q8_rows is not None
+
+        def mm(x, w, rows=q8_rows):
+            if rows is None or not np.any(rows):
+                return x @ w.T
+            x = x.copy()
+            x[rows] = quantise_q8(x[rows])
+            return x @ w.T
+
         t_len = len(tokens)
         positions = np.arange(t_len, dtype=np.float64)
         x = self.embd[tokens]
@@ -78,9 +106,9 @@ class LlamaReference:
         causal = np.triu(np.full((t_len, t_len), -np.inf), k=1)
         for w in self.blocks:
             h = self._rmsnorm(x, w["attn_norm"])
-            q = self._rope((h @ w["attn_q"].T).reshape(t_len, self.heads, self.head_dim), positions)
-            k = self._rope((h @ w["attn_k"].T).reshape(t_len, self.kv_heads, self.head_dim), positions)
-            v = (h @ w["attn_v"].T).reshape(t_len, self.kv_heads, self.head_dim)
+            q = self._rope(mm(h, w["attn_q"]).reshape(t_len, self.heads, self.head_dim), positions)
+            k = self._rope(mm(h, w["attn_k"]).reshape(t_len, self.kv_heads, self.head_dim), positions)
+            v = mm(h, w["attn_v"]).reshape(t_len, self.kv_heads, self.head_dim)
             att = np.empty((t_len, self.heads, self.head_dim))
             for n in range(self.heads):
                 kv = n // group
@@ -88,8 +116,8 @@ class LlamaReference:
                 p = np.exp(s - s.max(axis=1, keepdims=True))
                 p /= p.sum(axis=1, keepdims=True)
                 att[:, n, :] = p @ v[:, kv, :]
-            x = x + att.reshape(t_len, self.hidden) @ w["attn_output"].T
+            x = x + mm(att.reshape(t_len, self.hidden), w["attn_output"])
             h = self._rmsnorm(x, w["ffn_norm"])
-            gate, up = h @ w["ffn_gate"].T, h @ w["ffn_up"].T
-            x = x + (gate / (1.0 + np.exp(-gate)) * up) @ w["ffn_down"].T
-        return self._rmsnorm(x, self.output_norm) @ self.output.T
+            gate, up = mm(h, w["ffn_gate"]), mm(h, w["ffn_up"])
+            x = x + mm(gate / (1.0 + np.exp(-gate)) * up, w["ffn_down"])
+        return mm(self._rmsnorm(x, self.output_norm), self.output, np.full(t_len, True) if q8 else None)

@@ -1,8 +1,10 @@
 """The decode engine (npugraph.llm) against an independent numpy forward pass (llama_reference.py,
 weights read by llama.cpp's `gguf` package): logits of every greedy step agree to 1e-3 relative and
-the greedy tokens are the reference's argmax; graph and eager logits are bitwise equal at every step,
-for batch 1 and for a ragged batch of 5. On a tiny random model written here with the gguf
-package's writer (fast), and on the real SmolLM2 file when it is fetched.
+the greedy tokens are the reference's argmax (float activations, and q8 activations with the
+reference quantising x as Note [Q8 activations] says, on the tiny model); graph and eager logits
+are bitwise equal at every step, for batch 1 and for a ragged batch of 5. On a tiny random model
+written here with the gguf package's writer (fast), and on the real SmolLM2 file when it is fetched
+(where q8 activations are checked against their quantisation noise instead).
 
     .venv/bin/python -m pytest tests/python/llm/test_engine_reference.py
 """
@@ -98,13 +100,26 @@ def write_tiny_model(path, layers=2, hidden=64, heads=4, kv_heads=2, ffn=128, se
     return path
 
 
+def q8_rows(prompt_len, total, chunk=256, gemv_rows=16):
+    """The positions whose layer products the engine (activations q8) takes with q8 activations:
+    prompt chunks of at most 16 tokens (larger ones run the float32 GEMM), and every decode step."""
+    rows = np.zeros(total, dtype=bool)
+    for start in range(0, prompt_len, chunk):
+        n = min(chunk, prompt_len - start)
+        rows[start:start + n] = n <= gemv_rows
+    rows[prompt_len:] = True
+    return rows
+
+
 def check_against_reference(model, prompt, steps, **engine_args):
     """Generates `steps` greedy tokens; compares every step's logits with the reference forward."""
     engine = npugraph.llm.Engine(str(model), keep_full_logits=True, **engine_args)
     (result,) = engine.generate([prompt], max_tokens=steps)
     ref = LlamaReference(model)
     sequence = result["prompt_tokens"] + result["tokens"]
-    expected = ref.logits(sequence[:-1])[len(result["prompt_tokens"]) - 1:]
+    prompt_len = len(result["prompt_tokens"])
+    rows = None if engine_args.get("activations") == "f32" else q8_rows(prompt_len, len(sequence) - 1)
+    expected = ref.logits(sequence[:-1], q8_rows=rows)[prompt_len - 1:]
     ours = result["logits"].astype(np.float64)
     assert ours.shape == expected.shape
     rel = np.abs(ours - expected).max(axis=1) / np.abs(expected).max(axis=1)
@@ -131,7 +146,8 @@ def tiny(tmp_path_factory):
 
 def test_tiny_model_logits_match_the_numpy_reference(tiny):
     for mode in ("graph", "eager"):
-        check_against_reference(tiny, "hello world", 24, mode=mode)
+        for activations in (None, "f32"):  # None: q8 on the cpu
+            check_against_reference(tiny, "hello world", 24, mode=mode, activations=activations)
 
 
 def test_tiny_model_graph_and_eager_are_bitwise_equal_for_one_and_a_ragged_five(tiny):
@@ -148,9 +164,30 @@ def smollm():
 
 
 def test_smollm2_64_greedy_steps_match_the_numpy_reference(smollm):
-    result, rel = check_against_reference(smollm, "Write a long story about a dragon who loves graphs.", 64)
+    result, rel = check_against_reference(smollm, "Write a long story about a dragon who loves graphs.", 64,
+                                          activations="f32")
     assert len(result["tokens"]) == 64
     print(f"SmolLM2, 64 greedy steps: max relative logit difference {rel:.2e}; text: {result['text']!r}")
+
+
+def test_smollm2_q8_activations_stay_within_their_quantisation_noise(smollm):
+    """With q8 activations (the cpu's default) the quantisation is a step function of x: through 30
+    layers any last-bit difference between the engine and a reference moves some quants by a step,
+    and those moves spread, so no reference follows the engine to 1e-3 (the tiny model's 2 layers
+    do). What is checked instead, along the engine's own 64 greedy tokens: every step's logits
+    within 8 % (of the row's largest |logit|) of the float reference's (seen: 2.4 % median, 3.8 %
+    max), and the reference's argmax the engine's token at >= 90 % of the steps (seen: 98 %)."""
+    engine = npugraph.llm.Engine(str(smollm), keep_full_logits=True)
+    (result,) = engine.generate(["Write a long story about a dragon who loves graphs."], max_tokens=64)
+    sequence = result["prompt_tokens"] + result["tokens"]
+    expected = LlamaReference(smollm).logits(sequence[:-1])[len(result["prompt_tokens"]) - 1:]
+    ours = result["logits"].astype(np.float64)
+    rel = np.abs(ours - expected).max(axis=1) / np.abs(expected).max(axis=1)
+    agree = float(np.mean(ours.argmax(axis=1) == expected.argmax(axis=1)))
+    print(f"SmolLM2, q8 activations, 64 steps: relative logit difference median {np.median(rel):.2e}, "
+          f"max {rel.max():.2e}; argmax agreement {agree:.0%}")
+    assert rel.max() <= 0.08
+    assert agree >= 0.9
 
 
 def test_smollm2_graph_and_eager_are_bitwise_equal_for_one_and_a_ragged_five(smollm):
