@@ -10,11 +10,11 @@
 // infinity or a NaN has d = NaN, so the outputs of its row are NaN. A weight block against it is
 // an exact integer dot product, then float32, lane by lane (a lane: a group of the block's 32
 // positions, 4 consecutive ones on x86; the target decides the groups):
-//     Q4_0  acc += float(sum_lane (n_j - 8) q_j) * (d_w * d)
-//     Q4_1  acc += float(sum_lane n_j q_j) * (d_w * d);  acc += float(sum_lane q_j) * (m_w * d)
-//     Q8_0  acc += float(sum_lane w_j q_j) * (d_w * d)
-// (each += one multiply-add; d_w * d and m_w * d one float32 product each), over the blocks in
-// ascending order; y[t, n] = the horizontal sum of the lanes, plus the bias.
+//     Q4_0  acc += (float(sum_lane (n_j - 8) q_j) * d) * d_w
+//     Q4_1  acc += (float(sum_lane n_j q_j) * d) * d_w;  acc += (float(sum_lane q_j) * d) * m_w
+//     Q8_0  acc += (float(sum_lane w_j q_j) * d) * d_w
+// (each += one multiply-add after one float32 product), over the blocks in ascending order;
+// y[t, n] = the horizontal sum of the lanes, plus the bias.
 // So, as in the float32 GEMV, y[t, n] depends on x[t], w[n] and the SIMD target only — not on the
 // other rows, the chunking or the thread count — and eager, replayed and updated runs agree
 // bitwise. Against the float32 result it differs by the quantisation of x: at most half a step
@@ -286,10 +286,11 @@ inline std::uint16_t load_u16(const std::byte* p) {
   return v;
 }
 
-// Outputs [t0, t0 + TB) x [n0, n0 + R) (weight rows w[r]) as Note [Q8 activations] defines them.
+// res[r][t] += the lane sums over blocks [b_begin, b_end) of weight rows w[r] against row t0 + t
+// of x, as Note [Q8 activations] defines them (x's quants in block order).
 template <WeightFormat F, int R, int TB>
-HWY_INLINE void Tile(const LinearParams& p, const QuantRows& xq, const std::byte* const* w,
-                     std::int64_t n0, std::int64_t t0) {
+HWY_INLINE void TileBlocks(const LinearParams& p, const QuantRows& xq, const std::byte* const* w,
+                           std::int64_t t0, std::int64_t b_begin, std::int64_t b_end, float (&res)[R][TB]) {
   using Lay = Layout<F>;
   const DF32 df;
   const float* table = p.half_table;
@@ -297,31 +298,154 @@ HWY_INLINE void Tile(const LinearParams& p, const QuantRows& xq, const std::byte
   VF32 acc[R][TB];
   for (int r = 0; r < R; ++r)
     for (int t = 0; t < TB; ++t) acc[r][t] = hn::Zero(df);
-  for (std::int64_t b = 0; b < nb; ++b) {
+  for (std::int64_t b = b_begin; b < b_end; ++b) {
     Bytes wb[R];
-    float dw[R];
-    float mw[R];
+    VF32 dw[R], mw[R];
     for (int r = 0; r < R; ++r) {
       const std::byte* blk = w[r] + b * Lay::kBytes;
-      dw[r] = table[load_u16(blk)];
-      mw[r] = F == WeightFormat::q4_1 ? table[load_u16(blk + 2)] : 0.0f;
+      dw[r] = hn::Set(df, table[load_u16(blk)]);
+      if constexpr (F == WeightFormat::q4_1) mw[r] = hn::Set(df, table[load_u16(blk + 2)]);
       wb[r] = LoadBytes<F>(blk + Lay::kQs);
     }
     for (int t = 0; t < TB; ++t) {
       const std::int64_t k = (t0 + t) * nb + b;
       const Quants x = LoadQuants(xq.q + k * kBlock);
       const V32 qsum = QuantSums<F>(x);
-      const float d = xq.d[k];
+      const VF32 d = hn::Set(df, xq.d[k]);
+      VF32 xs;  // Q4_1: float(sum of the lane's quants) * d
+      if constexpr (F == WeightFormat::q4_1) xs = hn::Mul(hn::ConvertTo(df, qsum), d);
       for (int r = 0; r < R; ++r) {
-        acc[r][t] = hn::MulAdd(hn::ConvertTo(df, Dot<F>(wb[r], x, qsum)), hn::Set(df, dw[r] * d), acc[r][t]);
-        if constexpr (F == WeightFormat::q4_1)
-          acc[r][t] = hn::MulAdd(hn::ConvertTo(df, qsum), hn::Set(df, mw[r] * d), acc[r][t]);
+        acc[r][t] = hn::MulAdd(hn::Mul(hn::ConvertTo(df, Dot<F>(wb[r], x, qsum)), d), dw[r], acc[r][t]);
+        if constexpr (F == WeightFormat::q4_1) acc[r][t] = hn::MulAdd(xs, mw[r], acc[r][t]);
       }
     }
   }
   for (int r = 0; r < R; ++r)
-    for (int t = 0; t < TB; ++t)
-      linear_impl::store_out(p, t0 + t, n0 + r, hn::GetLane(hn::SumOfLanes(df, acc[r][t])));
+    for (int t = 0; t < TB; ++t) res[r][t] += hn::GetLane(hn::SumOfLanes(df, acc[r][t]));
+}
+
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3 && HWY_TARGET != HWY_SCALAR && HWY_TARGET != HWY_EMU128
+// 16-lane targets: two blocks per 512-bit vector. Q4 formats: the pair's 64 quants of x are stored
+// as [b: 0-15 | b+1: 0-15 | b: 16-31 | b+1: 16-31] (PairLayout swaps the middle quarters after
+// quantising), so that the weights' packed bytes of both blocks, and the same shifted right by 4,
+// make one vector; Q8_0: [b | b+1]. A pair's lanes 4-7 and 12-15 (Q4) or 8-15 (Q8_0) are block b+1.
+using DP8 = hn::ScalableTag<std::uint8_t>;
+using DPS8 = hn::RebindToSigned<DP8>;
+using DP32 = hn::ScalableTag<std::int32_t>;
+using DPF = hn::ScalableTag<float>;
+using VP32 = hn::Vec<DP32>;
+using VPF = hn::Vec<DPF>;
+static_assert(hn::MaxLanes(DP8()) == 64);
+
+HWY_INLINE VP32 MaddPair(hn::Vec<DP8> u, hn::Vec<DPS8> s) {
+  return VP32{_mm512_madd_epi16(_mm512_maddubs_epi16(u.raw, s.raw), _mm512_set1_epi16(1))};
+}
+
+template <WeightFormat F>
+HWY_INLINE hn::Vec<DP8> PairBytes(const std::byte* blk0, const std::byte* blk1) {
+  using Lay = Layout<F>;
+  const DP8 d8;
+  const hn::Full256<std::uint8_t> d256;
+  const auto* q0 = reinterpret_cast<const std::uint8_t*>(blk0 + Lay::kQs);
+  const auto* q1 = reinterpret_cast<const std::uint8_t*>(blk1 + Lay::kQs);
+  if constexpr (F == WeightFormat::q8_0) {
+    return hn::Combine(d8, hn::LoadU(d256, q1), hn::LoadU(d256, q0));
+  } else {
+    const hn::Full128<std::uint8_t> d128;
+    const auto both = hn::Combine(d256, hn::LoadU(d128, q1), hn::LoadU(d128, q0));
+    const auto high = hn::BitCast(d256, hn::ShiftRight<4>(hn::BitCast(hn::Full256<std::uint16_t>(), both)));
+    return hn::And(hn::Combine(d8, high, both), hn::Set(d8, 0x0F));
+  }
+}
+
+// Lanes of block b+1 in a pair (see above).
+template <WeightFormat F>
+HWY_INLINE hn::Mask<DPF> SecondBlock() {
+  const DP32 di;
+  return hn::RebindMask(DPF(), hn::TestBit(hn::Iota(di, 0), hn::Set(di, F == WeightFormat::q8_0 ? 8 : 4)));
+}
+
+// The Q4 formats' pair layout of x's quants, from block order.
+void PairLayout(const QuantRows& xq, std::int64_t T, std::int64_t nb) {
+  for (std::int64_t t = 0; t < T; ++t)
+    for (std::int64_t b = 0; b + 2 <= nb; b += 2) {
+      std::int8_t* q = xq.q + (t * nb + b) * kBlock;
+      std::int8_t tmp[16];
+      std::memcpy(tmp, q + 16, 16);
+      std::memcpy(q + 16, q + 32, 16);
+      std::memcpy(q + 32, tmp, 16);
+    }
+}
+
+// res[r][t] = the lane sums over the first 2 * (nb / 2) blocks, a pair at a time.
+template <WeightFormat F, int R, int TB>
+HWY_INLINE void TilePairs(const LinearParams& p, const QuantRows& xq, const std::byte* const* w,
+                          std::int64_t t0, float (&res)[R][TB]) {
+  using Lay = Layout<F>;
+  const DPF df;
+  const DP8 d8;
+  const DPS8 ds8;
+  const float* table = p.half_table;
+  const std::int64_t nb = p.K / kBlock;
+  const auto second = SecondBlock<F>();
+  VPF acc[R][TB];
+  for (int r = 0; r < R; ++r)
+    for (int t = 0; t < TB; ++t) acc[r][t] = hn::Zero(df);
+  for (std::int64_t b = 0; b + 2 <= nb; b += 2) {
+    hn::Vec<DP8> wb[R];
+    VPF dw[R], mw[R];
+    for (int r = 0; r < R; ++r) {
+      const std::byte* blk0 = w[r] + b * Lay::kBytes;
+      const std::byte* blk1 = blk0 + Lay::kBytes;
+      dw[r] = hn::IfThenElse(second, hn::Set(df, table[load_u16(blk1)]), hn::Set(df, table[load_u16(blk0)]));
+      if constexpr (F == WeightFormat::q4_1)
+        mw[r] = hn::IfThenElse(second, hn::Set(df, table[load_u16(blk1 + 2)]), hn::Set(df, table[load_u16(blk0 + 2)]));
+      wb[r] = PairBytes<F>(blk0, blk1);
+    }
+    for (int t = 0; t < TB; ++t) {
+      const std::int64_t k = (t0 + t) * nb + b;
+      const auto x = hn::LoadU(ds8, xq.q + k * kBlock);
+      const VPF d = hn::IfThenElse(second, hn::Set(df, xq.d[k + 1]), hn::Set(df, xq.d[k]));
+      VP32 qsum;
+      if constexpr (F != WeightFormat::q8_0) qsum = MaddPair(hn::Set(d8, 1), x);
+      VPF xs;
+      if constexpr (F == WeightFormat::q4_1) xs = hn::Mul(hn::ConvertTo(df, qsum), d);
+      for (int r = 0; r < R; ++r) {
+        VP32 isum;
+        if constexpr (F == WeightFormat::q8_0) {
+          const auto wi = hn::BitCast(ds8, wb[r]);
+          isum = MaddPair(hn::BitCast(d8, hn::Abs(wi)),
+                          hn::Vec<DPS8>{_mm512_mask_sub_epi8(x.raw, _mm512_movepi8_mask(wi.raw),
+                                                             _mm512_setzero_si512(), x.raw)});
+        } else {
+          isum = MaddPair(wb[r], x);
+          if constexpr (F == WeightFormat::q4_0) isum = hn::Sub(isum, hn::ShiftLeft<3>(qsum));
+        }
+        acc[r][t] = hn::MulAdd(hn::Mul(hn::ConvertTo(df, isum), d), dw[r], acc[r][t]);
+        if constexpr (F == WeightFormat::q4_1) acc[r][t] = hn::MulAdd(xs, mw[r], acc[r][t]);
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int t = 0; t < TB; ++t) res[r][t] = hn::GetLane(hn::SumOfLanes(df, acc[r][t]));
+}
+#endif
+
+// Outputs [t0, t0 + TB) x [n0, n0 + R) (weight rows w[r]): 16-lane targets take the blocks in
+// pairs and a last odd block alone (its lane sums added to the pairs'), the others block by block.
+template <WeightFormat F, int R, int TB>
+HWY_INLINE void Tile(const LinearParams& p, const QuantRows& xq, const std::byte* const* w,
+                     std::int64_t n0, std::int64_t t0) {
+  const std::int64_t nb = p.K / kBlock;
+  float res[R][TB] = {};
+  std::int64_t b0 = 0;
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3 && HWY_TARGET != HWY_SCALAR && HWY_TARGET != HWY_EMU128
+  TilePairs<F, R, TB>(p, xq, w, t0, res);
+  b0 = nb / 2 * 2;
+#endif
+  if (b0 < nb) TileBlocks<F, R, TB>(p, xq, w, t0, b0, nb, res);
+  for (int r = 0; r < R; ++r)
+    for (int t = 0; t < TB; ++t) linear_impl::store_out(p, t0 + t, n0 + r, res[r][t]);
 }
 
 // Rows of x per tile: the accumulators R * TB stay in registers (32 of them on AVX3, 16 elsewhere).
@@ -367,6 +491,9 @@ void RunLinearQ8(const LinearParams& p, const ExecContext& ctx) {
   d.resize(static_cast<std::size_t>(blocks));
   const QuantRows xq{q.data(), d.data()};
   QuantizeRowsQ8(p.x, p.T, p.K, p.x_stride, xq);
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3 && HWY_TARGET != HWY_SCALAR && HWY_TARGET != HWY_EMU128
+  if (p.format != WeightFormat::q8_0) PairLayout(xq, p.T, p.K / kBlock);
+#endif
   switch (p.format) {
     case WeightFormat::q4_0: return Gemv<WeightFormat::q4_0>(p, xq, ctx);
     case WeightFormat::q4_1: return Gemv<WeightFormat::q4_1>(p, xq, ctx);
