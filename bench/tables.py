@@ -232,17 +232,18 @@ HOST = Section(
 LIN = "bench_linear"
 
 
-def _lin_row(label, case, target="≥ 85 %"):
-    """One bench_linear GEMV case (cold weights from DRAM), on the best target and with AVX2 forced."""
+def _lin_row(label, case, target="≥ 85 %", kind="gemv"):
+    """One bench_linear GEMV case (cold weights from DRAM), on the best target and with AVX2 forced
+    (kind "gemv_q8": with q8 activations)."""
     return row(label,
-               ours=M(LIN, f"gemv/{case}"),
-               rate=M(LIN, f"gemv/{case}", "GBps", "GBps"),
-               limit=M(LIN, f"gemv/{case}", "bw_frac", "pct"),
-               probe=M(LIN, f"gemv/{case}", "bw_frac_probe", "pct"),
-               best=M(LIN, f"gemv/{case}", "bw_frac_best", "pct"),
-               avx2=M(LIN, f"gemv/{case}/avx2"),
-               avx2_limit=M(LIN, f"gemv/{case}/avx2", "bw_frac", "pct"),
-               avx2_best=M(LIN, f"gemv/{case}/avx2", "bw_frac_best", "pct"),
+               ours=M(LIN, f"{kind}/{case}"),
+               rate=M(LIN, f"{kind}/{case}", "GBps", "GBps"),
+               limit=M(LIN, f"{kind}/{case}", "bw_frac", "pct"),
+               probe=M(LIN, f"{kind}/{case}", "bw_frac_probe", "pct"),
+               best=M(LIN, f"{kind}/{case}", "bw_frac_best", "pct"),
+               avx2=M(LIN, f"{kind}/{case}/avx2"),
+               avx2_limit=M(LIN, f"{kind}/{case}/avx2", "bw_frac", "pct"),
+               avx2_best=M(LIN, f"{kind}/{case}/avx2", "bw_frac_best", "pct"),
                target=T(target))
 
 
@@ -266,6 +267,11 @@ LINEAR = Section(
         _lin_row("Q4_1 GEMV 576×576 (q / o), 1 token", "Q4_1/576x576/T:1"),
         _lin_row("Q4_1 GEMV 1536×576, 8 tokens", "Q4_1/1536x576/T:8", ""),
         _lin_row("f16 GEMV 1536×576, 1 token", "F16/1536x576/T:1"),
+        _lin_row("Q4_1 GEMV 1536×576, 1 token, q8 activations (the engine's)", "Q4_1/1536x576/T:1",
+                 kind="gemv_q8"),
+        _lin_row("Q4_1 GEMV 576×1536, 1 token, q8 activations", "Q4_1/576x1536/T:1", kind="gemv_q8"),
+        _lin_row("Q8_0 GEMV 49152×576, 1 token, q8 activations", "Q8_0/49152x576/T:1", kind="gemv_q8"),
+        _lin_row("Q4_1 GEMV 1536×576, 8 tokens, q8 activations", "Q4_1/1536x576/T:8", "", kind="gemv_q8"),
     ],
     notes=[
         "Medians of one call among 16 on successive weight copies (≥ 1 GiB in all, so weights come"
