@@ -14,6 +14,7 @@
 #include "npugraph/ops/linear.hpp"
 #include "npugraph/ops/quant.hpp"
 #include "ops/llm/llm_ops_util.hpp"
+#include "ops/llm/quant_weights.hpp"
 
 namespace llm_ops_test {
 namespace {
@@ -21,33 +22,11 @@ namespace {
 using ng::ops::QuantType;
 using ng::ops::QuantWeight;
 
-std::uint16_t h(float f) { return ng::f32_to_f16_bits(f); }
-
-// Random blocks of `type` with finite half scales (any bit pattern for the quants).
-std::vector<std::byte> random_blocks(QuantType type, std::int64_t blocks, std::uint32_t seed) {
-  std::mt19937 gen(seed);
-  const std::size_t bb = ng::ops::quant_block_bytes(type);
-  std::vector<std::byte> out(static_cast<std::size_t>(blocks) * bb);
-  for (auto& b : out) b = static_cast<std::byte>(gen() & 0xff);
-  std::uniform_real_distribution<float> scale(-0.05f, 0.05f);
-  for (std::int64_t i = 0; i < blocks; ++i) {
-    std::byte* blk = out.data() + i * static_cast<std::int64_t>(bb);
-    const std::uint16_t d = h(scale(gen)), m = h(scale(gen) * 10);
-    std::memcpy(blk, &d, 2);
-    if (type == QuantType::q4_1) std::memcpy(blk + 2, &m, 2);
-  }
-  return out;
-}
+std::uint16_t h(float f) { return half_bits(f); }
 
 QuantWeight weight_from(QuantType type, const std::vector<std::byte>& bytes, std::int64_t rows,
                         std::int64_t cols) {
-  Tensor t = ng::empty({static_cast<std::int64_t>(bytes.size())}, DType::u8);
-  std::memcpy(t.data(), bytes.data(), bytes.size());
-  return QuantWeight(t, type, rows, cols);
-}
-
-QuantWeight random_weight(QuantType type, std::int64_t rows, std::int64_t cols, std::uint32_t seed) {
-  return weight_from(type, random_blocks(type, rows * cols / 32, seed), rows, cols);
+  return llm_ops_test::weight_from(type, bytes.data(), bytes.size(), rows, cols);
 }
 
 std::vector<float> dequantized(const QuantWeight& w) {

@@ -16,6 +16,7 @@
 #include "npugraph/ops/quant.hpp"
 #include "ops/linear/linear_params.hpp"
 #include "ops/llm/llm_ops_util.hpp"
+#include "ops/llm/quant_weights.hpp"
 
 namespace llm_ops_test {
 namespace {
@@ -25,29 +26,7 @@ using ng::ops::QuantType;
 using ng::ops::QuantWeight;
 const ng::ops::QuantLinearOptions kQ8{.activations = Activations::q8};
 
-std::uint16_t h(float f) { return ng::f32_to_f16_bits(f); }
-
-QuantWeight weight_from(QuantType type, const void* bytes, std::size_t size, std::int64_t rows,
-                        std::int64_t cols) {
-  Tensor t = ng::empty({static_cast<std::int64_t>(size)}, DType::u8);
-  std::memcpy(t.data(), bytes, size);
-  return QuantWeight(t, type, rows, cols);
-}
-
-// Random blocks with finite half scales and any quant bytes.
-QuantWeight random_weight(QuantType type, std::int64_t rows, std::int64_t cols, std::uint32_t seed) {
-  std::mt19937 gen(seed);
-  const std::size_t bb = ng::ops::quant_block_bytes(type);
-  std::vector<std::byte> out(static_cast<std::size_t>(rows * cols / 32) * bb);
-  for (auto& b : out) b = static_cast<std::byte>(gen() & 0xff);
-  std::uniform_real_distribution<float> scale(-0.05f, 0.05f);
-  for (std::size_t i = 0; i < out.size(); i += bb) {
-    const std::uint16_t d = h(scale(gen)), m = h(scale(gen) * 10);
-    std::memcpy(&out[i], &d, 2);
-    if (type == QuantType::q4_1) std::memcpy(&out[i + 2], &m, 2);
-  }
-  return weight_from(type, out.data(), out.size(), rows, cols);
-}
+std::uint16_t h(float f) { return half_bits(f); }
 
 // The definition of Note [Q8 activations], one block at a time, in plain float32 arithmetic.
 struct Quantised {
