@@ -10,6 +10,7 @@
 #include <cstring>
 #include <limits>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "npugraph/ops/linear.hpp"
@@ -248,6 +249,33 @@ TEST(LinearQuantQ8, ReplayAndUpdateEqualEagerBitwise) {
   const Tensor eager = ng::ops::weight_quant_linear(x2, w, {}, DType::bf16, kQ8);
   ng::device_synchronize();
   EXPECT_TRUE(ngtest::bitwise_equal(y, eager));
+}
+
+// Each launching thread keeps its own buffer of x's quants (RunLinearQ8): two threads issuing q8
+// GEMVs on their own streams at once, over the same weight, get exactly the results of one thread
+// issuing them alone (run under TSan by make test).
+TEST(LinearQuantQ8, ThreadsOnTheirOwnStreamsGetTheSingleThreadedBits) {
+  const QuantWeight w = random_weight(QuantType::q4_1, 1024, 256, 91);
+  constexpr int kCalls = 100;
+  std::vector<Tensor> xs[2], want[2], got[2];
+  for (int i = 0; i < 2; ++i)
+    for (int c = 0; c < kCalls; ++c) {
+      xs[i].push_back(random_tensor({1 + (c + i) % 4, 256}, 92 + 100 * i + c));
+      want[i].push_back(ng::ops::weight_quant_linear(xs[i][c], w, {}, DType::f32, kQ8));
+      got[i].push_back(ng::empty(want[i][c].shape(), DType::f32));
+    }
+  ng::device_synchronize();
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 2; ++i)
+    threads.emplace_back([&, i] {
+      const ng::Stream s = ng::Stream::create();
+      ng::StreamGuard on(s);
+      for (int c = 0; c < kCalls; ++c) ng::ops::weight_quant_linear_out(xs[i][c], w, {}, got[i][c], kQ8);
+      s.synchronize();
+    });
+  for (auto& t : threads) t.join();
+  for (int i = 0; i < 2; ++i)
+    for (int c = 0; c < kCalls; ++c) EXPECT_TRUE(ngtest::bitwise_equal(got[i][c], want[i][c])) << i << " " << c;
 }
 
 TEST(LinearQuantQ8, OptionErrors) {
