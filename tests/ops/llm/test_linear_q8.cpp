@@ -253,7 +253,7 @@ TEST(LinearQuantQ8, ReplayAndUpdateEqualEagerBitwise) {
 
 // Each launching thread keeps its own buffer of x's quants (RunLinearQ8): two threads issuing q8
 // GEMVs on their own streams at once, over the same weight, get exactly the results of one thread
-// issuing them alone (run under TSan by make test).
+// issuing them alone (the Release and ASan builds run it; the TSan build leaves out tests/ops/llm).
 TEST(LinearQuantQ8, ThreadsOnTheirOwnStreamsGetTheSingleThreadedBits) {
   const QuantWeight w = random_weight(QuantType::q4_1, 1024, 256, 91);
   constexpr int kCalls = 100;
