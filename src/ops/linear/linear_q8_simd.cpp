@@ -40,6 +40,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -48,6 +49,7 @@
 #include "hwy/highway.h"
 #include "npugraph/error.hpp"
 #include "npugraph/kernel.hpp"
+#include "npugraph/ops/quant.hpp"
 #include "ops/linear/linear_common.hpp"
 #include "ops/linear/linear_params.hpp"
 
@@ -58,6 +60,9 @@ namespace hn = hwy::HWY_NAMESPACE;
 using linear_impl::LinearParams;
 using linear_impl::QuantRows;
 using linear_impl::WeightFormat;
+using ops::BlockQ4_0;
+using ops::BlockQ4_1;
+using ops::BlockQ8_0;
 
 constexpr std::int64_t kBlock = 32;
 
@@ -282,9 +287,13 @@ using VF32 = hn::Vec<DF32>;
 
 template <WeightFormat F>
 struct Layout;
-template <> struct Layout<WeightFormat::q4_0> { static constexpr std::int64_t kBytes = 18, kQs = 2; };
-template <> struct Layout<WeightFormat::q4_1> { static constexpr std::int64_t kBytes = 20, kQs = 4; };
-template <> struct Layout<WeightFormat::q8_0> { static constexpr std::int64_t kBytes = 34, kQs = 2; };
+template <class Block>
+struct BlockLayout {  // a block's size and where its quants start (npugraph/ops/quant.hpp)
+  static constexpr std::int64_t kBytes = sizeof(Block), kQs = offsetof(Block, qs);
+};
+template <> struct Layout<WeightFormat::q4_0> : BlockLayout<BlockQ4_0> {};
+template <> struct Layout<WeightFormat::q4_1> : BlockLayout<BlockQ4_1> {};
+template <> struct Layout<WeightFormat::q8_0> : BlockLayout<BlockQ8_0> {};
 
 inline std::uint16_t load_u16(const std::byte* p) {
   std::uint16_t v;
