@@ -80,6 +80,8 @@ void embedding_out(const Tensor& ids, const QuantWeight& table, const Tensor& ou
   const Stream& stream = current_stream_ref(ids.device());
   const UpdateErrorGuard guard(stream);
   NG_CHECK_ARG(table.defined(), "embedding: table is undefined");
+  NG_CHECK_ARG(table.layout() == QuantLayout::rows, "embedding: table = ", table.str(),
+               ": must be in the rows layout (rows16 is for weight_quant_linear; unpack_rows)");
   check_io(ids, out, table.cols(), table.str());
   NG_CHECK_ARG(table.bytes().device() == ids.device(), "embedding: table is on ",
                table.bytes().device().str(), ": must be on ", ids.device().str());

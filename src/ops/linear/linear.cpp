@@ -4,10 +4,12 @@
 
 #include <algorithm>
 #include <array>
+#include <vector>
 
 #include "npugraph/error.hpp"
 #include "npugraph/stream.hpp"
 #include "ops/linear/linear_params.hpp"
+#include "ops/linear/quant_pack.hpp"
 
 namespace npugraph::ops {
 namespace linear_impl {
@@ -28,12 +30,29 @@ namespace {
 using linear_impl::LinearParams;
 using linear_impl::WeightFormat;
 
+std::int64_t chunk_rows(std::int64_t T, std::int64_t N, std::int64_t row_bytes, bool packed);
+QuantType quant_type_of(WeightFormat f);
+
 void linear_cpu(const void* raw, std::size_t size, const ExecContext& ctx) {
   if (size != sizeof(LinearParams))
     NG_THROW(TaskError, "linear kernel: parameter block of ", size, " bytes, expected ",
              sizeof(LinearParams));
   const auto& p = *static_cast<const LinearParams*>(raw);
-  if (p.q8_activations && p.T <= linear_impl::kGemvMaxRows) linear_impl::run_linear_q8(p, ctx);
+  const bool gemv_q8 = p.q8_activations && p.T <= linear_impl::kGemvMaxRows;
+  if (p.packed && gemv_q8) return linear_impl::run_linear_packed_q8(p, ctx);
+  if (p.packed) {
+    // The float32 paths read ggml's rows: the weight unpacked into the launching thread's buffer
+    // (the chunks only read it; parallel_for returns after them), then Note [Linear kernels].
+    thread_local std::vector<std::byte> rows;
+    rows.resize(static_cast<std::size_t>(p.N * p.w_row_bytes));
+    quant_pack::unpack(quant_type_of(p.format), p.w, p.K, 0, p.N, rows.data());
+    LinearParams q = p;
+    q.w = rows.data();
+    q.packed = false;
+    q.chunk_rows = chunk_rows(q.T, q.N, q.w_row_bytes, false);
+    return linear_impl::run_linear(q, ctx);
+  }
+  if (gemv_q8) linear_impl::run_linear_q8(p, ctx);
   else linear_impl::run_linear(p, ctx);
 }
 
@@ -51,12 +70,14 @@ const KernelDef kLinear{.name = "linear", .cpu = linear_cpu, .cuda = kLinearCuda
 // Note [Linear kernels]). GEMV: chunks of about 1/32 of the weight bytes, at least 32 KiB (so a
 // chunk's prefetch lead-in is a small part of it) and at most 256 KiB, in whole register tiles
 // (multiples of 8 rows); GEMM: one tile of kGemmTileRows rows per chunk.
-std::int64_t chunk_rows(std::int64_t T, std::int64_t N, std::int64_t row_bytes) {
+// rows16 weights (`packed`): whole groups of 16 rows.
+std::int64_t chunk_rows(std::int64_t T, std::int64_t N, std::int64_t row_bytes, bool packed) {
   if (T > linear_impl::kGemvMaxRows) return linear_impl::kGemmTileRows;
   const std::int64_t total = N * std::max<std::int64_t>(row_bytes, 1);
   const std::int64_t bytes = std::clamp<std::int64_t>(total / 32, 32 << 10, 256 << 10);
-  const std::int64_t rows = (bytes / std::max<std::int64_t>(row_bytes, 1) + 7) / 8 * 8;
-  return std::max<std::int64_t>(rows, 8);
+  const std::int64_t unit = packed ? linear_impl::kPackRows : 8;
+  const std::int64_t rows = (bytes / std::max<std::int64_t>(row_bytes, 1) + unit - 1) / unit * unit;
+  return std::max<std::int64_t>(rows, unit);
 }
 
 struct Checked {
@@ -95,9 +116,17 @@ Checked check_io(const char* op, const Tensor& x, const Tensor& bias, const Tens
 
 void launch_linear(const Stream& stream, const KernelDef& kernel, LinearParams p, const Tensor& x,
                    const Tensor& w, const Tensor& bias, const Tensor& out) {
-  p.chunk_rows = chunk_rows(p.T, p.N, p.w_row_bytes);
+  p.chunk_rows = chunk_rows(p.T, p.N, p.w_row_bytes, p.packed);
   const Tensor* uses[] = {&x, &w, &bias, &out};
   launch(stream, kernel, p, uses);
+}
+
+QuantType quant_type_of(WeightFormat f) {
+  switch (f) {
+    case WeightFormat::q4_0: return QuantType::q4_0;
+    case WeightFormat::q4_1: return QuantType::q4_1;
+    default: return QuantType::q8_0;
+  }
 }
 
 WeightFormat format_of(QuantType t) {
@@ -130,6 +159,10 @@ void weight_quant_linear_out(const Tensor& x, const QuantWeight& weight, const T
   if (q8 && x.device().type() == DeviceType::cuda)
     NG_THROW(UnsupportedError, op, ": options.activations = q8 on ", x.device().str(),
              ": the cuda backend computes float32 activations only (Activations::f32)");
+  const bool packed = weight.layout() == QuantLayout::rows16;
+  if (packed && x.device().type() == DeviceType::cuda)
+    NG_THROW(UnsupportedError, op, ": weight = ", weight.str(), " on ", x.device().str(),
+             ": the cuda backend reads the rows layout only (unpack_rows)");
   LinearParams p;
   p.x = x.data_ptr<float>();
   p.w = weight.data();
@@ -145,6 +178,7 @@ void weight_quant_linear_out(const Tensor& x, const QuantWeight& weight, const T
   p.format = format_of(weight.type());
   p.y_dtype = out.dtype();
   p.q8_activations = q8;
+  p.packed = packed;
   launch_linear(stream, kQuantLinear, p, x, weight.bytes(), bias, out);
 }
 

@@ -61,7 +61,27 @@ struct LinearParams {
   WeightFormat format = WeightFormat::f32;
   DType y_dtype = DType::f32;
   bool q8_activations = false;    // quantised weights, T <= kGemvMaxRows: linear_q8_simd.cpp
+  bool packed = false;            // w in QuantLayout::rows16 (Note [Packed weights])
 };
+
+// QuantLayout::rows16 (Note [Packed weights] in linear_packed_simd.cpp): groups of kPackRows rows,
+// each block of a group `block_bytes` long (scales, then quants from `quants_offset`), each group
+// `group_bytes` (= kPackRows * w_row_bytes).
+inline constexpr std::int64_t kPackRows = 16;
+
+struct PackedGeometry {
+  std::int64_t block_bytes = 0, quants_offset = 0, group_bytes = 0;
+};
+
+inline PackedGeometry packed_geometry(const LinearParams& p) {
+  const std::int64_t nb = p.K / 32;
+  const std::int64_t block = nb > 0 ? p.w_row_bytes / nb : 0;  // one ggml block's bytes
+  PackedGeometry g;
+  g.block_bytes = kPackRows * block;
+  g.quants_offset = kPackRows * (p.format == WeightFormat::q4_1 ? 4 : 2);
+  g.group_bytes = kPackRows * p.w_row_bytes;
+  return g;
+}
 
 // The f16 -> f32 table (built on first use; call it on the host before launching).
 const float* half_to_float_table();
@@ -71,6 +91,9 @@ void run_linear(const LinearParams& p, const ExecContext& ctx);
 
 // The GEMV with q8 activations (p.q8_activations; linear_q8_simd.cpp).
 void run_linear_q8(const LinearParams& p, const ExecContext& ctx);
+
+// The same for rows16 weights (p.packed; linear_packed_simd.cpp).
+void run_linear_packed_q8(const LinearParams& p, const ExecContext& ctx);
 
 // Quantises T rows of K floats (K a multiple of 32, rows x_stride apart) into `out` (T * K quants,
 // T * K / 32 scales), as run_linear_q8 does on the machine's SIMD target.

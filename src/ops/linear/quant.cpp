@@ -9,10 +9,12 @@
 #include <cfloat>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "npugraph/dtype.hpp"
 #include "npugraph/error.hpp"
 #include "ops/linear/quant_cuda_core.hpp"
+#include "ops/linear/quant_pack.hpp"
 
 namespace npugraph::ops {
 
@@ -93,8 +95,11 @@ void quantize_q8_0(const float* x, std::byte* out, std::int64_t blocks) {
 
 }  // namespace
 
-QuantWeight::QuantWeight(Tensor bytes, QuantType type, std::int64_t rows, std::int64_t cols)
-    : type_(type), rows_(rows), cols_(cols) {
+QuantWeight::QuantWeight(Tensor bytes, QuantType type, std::int64_t rows, std::int64_t cols,
+                         QuantLayout layout)
+    : type_(type), layout_(layout), rows_(rows), cols_(cols) {
+  NG_CHECK_ARG(layout == QuantLayout::rows || layout == QuantLayout::rows16, "QuantWeight: layout = ",
+               static_cast<int>(layout), ": must be QuantLayout::rows or QuantLayout::rows16");
   NG_CHECK_ARG(type == QuantType::q4_0 || type == QuantType::q4_1 || type == QuantType::q8_0,
                "QuantWeight: type = ", static_cast<std::uint32_t>(type),
                ": must be Q4_0 (2), Q4_1 (3) or Q8_0 (8)");
@@ -106,16 +111,20 @@ QuantWeight::QuantWeight(Tensor bytes, QuantType type, std::int64_t rows, std::i
   NG_CHECK_ARG(bytes.dtype() == DType::u8 || bytes.dtype() == DType::i8, "QuantWeight: bytes = ",
                bytes.str(), ": must be uint8 or int8 (raw blocks)");
   NG_CHECK_ARG(bytes.is_contiguous(), "QuantWeight: bytes = ", bytes.str(), ": must be contiguous");
-  const auto need = static_cast<std::size_t>(rows * row_bytes());
+  const bool packed = layout == QuantLayout::rows16;
+  const std::int64_t stored = packed ? quant_pack::packed_bytes(rows, row_bytes()) / row_bytes() : rows;
+  const auto need = static_cast<std::size_t>(stored * row_bytes());
   NG_CHECK_ARG(bytes.nbytes() == need, "QuantWeight: bytes = ", bytes.str(), " (", bytes.nbytes(),
                " bytes): must hold exactly ", need, " bytes for ", quant_type_name(type), "[", rows,
-               ", ", cols, "] (", rows, " rows of ", blocks_per_row(), " blocks of ",
-               quant_block_bytes(type), " bytes)");
+               ", ", cols, "]", packed ? " rows16" : "", " (", stored, " rows of ", blocks_per_row(),
+               " blocks of ", quant_block_bytes(type), " bytes", packed ? ": whole groups of 16 rows" : "",
+               ")");
   bytes_ = std::move(bytes);
 }
 
 std::string QuantWeight::str() const {
-  return detail::cat(quant_type_name(type_), "[", rows_, ", ", cols_, "]");
+  return detail::cat(quant_type_name(type_), "[", rows_, ", ", cols_, "]",
+                     layout_ == QuantLayout::rows16 ? " rows16" : "");
 }
 
 void dequantize_blocks(QuantType type, const std::byte* src, float* y, std::int64_t n) {
@@ -164,8 +173,39 @@ void dequantize_rows(const QuantWeight& w, std::int64_t row0, std::int64_t count
                row0, ", ", row0 + count, "): must lie in [0, ", w.rows(), ") of ", w.str());
   NG_CHECK_ARG(w.bytes().device().is_cpu(), "dequantize_rows: weight = ", w.str(), " on ",
                w.bytes().device().str(), ": must be on the cpu (a host helper reads its bytes)");
+  if (w.layout() == QuantLayout::rows16) {
+    std::vector<std::byte> row(static_cast<std::size_t>(w.row_bytes()));
+    for (std::int64_t r = 0; r < count; ++r) {
+      quant_pack::unpack(w.type(), w.data(), w.cols(), row0 + r, 1, row.data());
+      dequantize_blocks(w.type(), row.data(), dst + r * w.cols(), w.cols());
+    }
+    return;
+  }
   for (std::int64_t r = 0; r < count; ++r)
     dequantize_blocks(w.type(), w.data() + (row0 + r) * w.row_bytes(), dst + r * w.cols(), w.cols());
+}
+
+QuantWeight pack_rows16(const QuantWeight& w) {
+  NG_CHECK_ARG(w.defined(), "pack_rows16: weight is undefined");
+  NG_CHECK_ARG(w.layout() == QuantLayout::rows, "pack_rows16: weight = ", w.str(),
+               ": must be in the rows layout (it is packed already)");
+  NG_CHECK_ARG(w.bytes().device().is_cpu(), "pack_rows16: weight = ", w.str(), " on ",
+               w.bytes().device().str(), ": must be on the cpu (a host helper reads its bytes)");
+  const std::int64_t bytes = quant_pack::packed_bytes(w.rows(), w.row_bytes());
+  Tensor out = empty({bytes}, DType::u8);
+  quant_pack::pack(w.type(), w.data(), w.rows(), w.cols(), static_cast<std::byte*>(out.data()));
+  return QuantWeight(std::move(out), w.type(), w.rows(), w.cols(), QuantLayout::rows16);
+}
+
+QuantWeight unpack_rows(const QuantWeight& w) {
+  NG_CHECK_ARG(w.defined(), "unpack_rows: weight is undefined");
+  NG_CHECK_ARG(w.layout() == QuantLayout::rows16, "unpack_rows: weight = ", w.str(),
+               ": must be in the rows16 layout");
+  NG_CHECK_ARG(w.bytes().device().is_cpu(), "unpack_rows: weight = ", w.str(), " on ",
+               w.bytes().device().str(), ": must be on the cpu (a host helper reads its bytes)");
+  Tensor out = empty({w.rows(), w.row_bytes()}, DType::u8);
+  quant_pack::unpack(w.type(), w.data(), w.cols(), 0, w.rows(), static_cast<std::byte*>(out.data()));
+  return QuantWeight(std::move(out), w.type(), w.rows(), w.cols());
 }
 
 QuantWeight quantize(QuantType type, std::span<const float> values, std::int64_t rows,

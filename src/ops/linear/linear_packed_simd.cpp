@@ -1,0 +1,315 @@
+// The GEMV of row-interleaved (QuantLayout::rows16) weights against q8-quantised activations,
+// compiled once per Highway target.
+//
+// Note [Packed weights]
+// A rows16 weight (ops::pack_rows16) stores each group of 16 rows block by block: for block b of
+// rows 16g..16g+15, the 16 rows' scales (Q4_1: then their minimums), each a run of 16 halves, then
+// their quants as vectors of 64 bytes, vector j holding bytes 4j..4j+3 of every row's qs, row r at
+// bytes 4r..4r+3 (Q4 formats: j < 4, the bytes' low nibbles are elements 4j.., the high ones
+// 16 + 4j..; Q8_0: j < 8). A group takes 16 rows' bytes of the ggml layout; rows past the last are
+// zero. So one 32-bit lane of a vector is one row, and a SIMD register of L lanes holds L rows:
+// the integer dot product of x's block with L rows is pmaddubsw (weight nibbles or |w| against x's
+// quants broadcast 4 at a time) summed in int16 — 8 products of at most 2 * 15 * 127 = 3810 stay
+// below 2^15 — then one pmaddwd; Q8_0 adds each quad's pmaddwd in int32. Scales are vectors
+// (16 halves converted at once) and there is no horizontal sum: with the row layout (Note [Q8
+// activations]) every block and row paid scalar scale loads, broadcasts and a lane sum.
+//
+// What it computes (q8 activations only; float32 activations and calls of more than 16 rows of x
+// unpack the weight first and run Note [Linear kernels] on the ggml bytes, so those results equal
+// the row layout's bit for bit): with x's blocks quantised as Note [Q8 activations] says
+// (quants q, scale d, S = sum of the block's quants), per row n, over the blocks in ascending order,
+//     Q4_0  acc = fma(float(sum n_j q_j - 8 S) * d, d_w, acc)
+//     Q4_1  acc = fma(float(sum n_j q_j) * d, d_w, acc);  acc = fma(float(S) * d, m_w, acc)
+//     Q8_0  acc = fma(float(sum w_j q_j) * d, d_w, acc)
+// y[t, n] = acc (+ bias): whole-block integer sums, one float32 chain per output, no lanes. fma is
+// one rounding on targets with FMA (x86 AVX2 and AVX3) and a multiply then an add elsewhere, so
+// AVX2 and AVX3 agree bitwise. As everywhere, y[t, n] depends on x[t], w[n] and the SIMD target only.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "ops/linear/linear_packed_simd.cpp"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "hwy/highway.h"
+#include "npugraph/error.hpp"
+#include "npugraph/kernel.hpp"
+#include "ops/linear/linear_common.hpp"
+#include "ops/linear/linear_params.hpp"
+
+HWY_BEFORE_NAMESPACE();
+namespace npugraph::ops::linear_packed_impl {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+using linear_impl::kPackRows;
+using linear_impl::LinearParams;
+using linear_impl::PackedGeometry;
+using linear_impl::QuantRows;
+using linear_impl::WeightFormat;
+
+constexpr std::int64_t kBlock = 32;
+
+inline std::int32_t load_i32(const std::int8_t* p) {
+  std::int32_t v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+// Per row of x and block: the quants' sum S and, for Q4_1, float(S) * d.
+struct XSums {
+  const std::int32_t* s;
+  const float* sd;
+};
+
+#if HWY_ARCH_X86 && HWY_TARGET != HWY_SCALAR && HWY_TARGET != HWY_EMU128
+using DF = hn::ScalableTag<float>;  // L lanes: L rows of a group
+using DI = hn::RebindToSigned<DF>;
+using DU8 = hn::Repartition<std::uint8_t, DF>;
+using DS8 = hn::Repartition<std::int8_t, DF>;
+using DU16 = hn::Repartition<std::uint16_t, DF>;
+using DI16 = hn::Repartition<std::int16_t, DF>;
+using DH = hn::Rebind<hwy::float16_t, DF>;
+using VF = hn::Vec<DF>;
+using VI = hn::Vec<DI>;
+using VU8 = hn::Vec<DU8>;
+using VS8 = hn::Vec<DS8>;
+using VI16 = hn::Vec<DI16>;
+constexpr std::int64_t kL = static_cast<std::int64_t>(hn::MaxLanes(DF()));
+static_assert(kPackRows % kL == 0);
+
+// pmaddubsw: u8 x s8, adjacent pairs summed into int16 (saturating; see the Note for why it does not).
+HWY_INLINE VI16 Maddubs(VU8 u, VS8 s) {
+#if HWY_TARGET == HWY_SSE4 || HWY_TARGET == HWY_SSSE3
+  return VI16{_mm_maddubs_epi16(u.raw, s.raw)};
+#elif HWY_TARGET == HWY_AVX2
+  return VI16{_mm256_maddubs_epi16(u.raw, s.raw)};
+#else
+  return VI16{_mm512_maddubs_epi16(u.raw, s.raw)};
+#endif
+}
+
+// pmaddwd against ones: the int16 pairs of each 32-bit lane summed.
+HWY_INLINE VI PairSums(VI16 v) {
+#if HWY_TARGET == HWY_SSE4 || HWY_TARGET == HWY_SSSE3
+  return VI{_mm_madd_epi16(v.raw, _mm_set1_epi16(1))};
+#elif HWY_TARGET == HWY_AVX2
+  return VI{_mm256_madd_epi16(v.raw, _mm256_set1_epi16(1))};
+#else
+  return VI{_mm512_madd_epi16(v.raw, _mm512_set1_epi16(1))};
+#endif
+}
+
+// s with w's sign (psignb).
+HWY_INLINE VS8 SignOf(VS8 s, VS8 w) {
+#if HWY_TARGET == HWY_SSE4 || HWY_TARGET == HWY_SSSE3
+  return VS8{_mm_sign_epi8(s.raw, w.raw)};
+#elif HWY_TARGET == HWY_AVX2
+  return VS8{_mm256_sign_epi8(s.raw, w.raw)};
+#else  // no vpsignb: negated where w < 0 only (where w = 0 the product is 0 anyway)
+  return VS8{_mm512_mask_sub_epi8(s.raw, _mm512_movepi8_mask(w.raw), _mm512_setzero_si512(), s.raw)};
+#endif
+}
+
+// x's quants 4j..4j+3 of a block in every lane.
+HWY_INLINE VS8 Quad(const std::int8_t* q, int j) {
+  return hn::BitCast(DS8(), hn::Set(DI(), load_i32(q + 4 * j)));
+}
+
+// The L rows' block (quants at qs: vector j at qs + 64 j + 4 L s for sub-group s) as unsigned
+// bytes: Q4: lo[j] the low nibbles, hi[j] the high ones; Q8_0: the signed bytes in lo[0..8).
+template <WeightFormat F>
+struct Unpacked {
+  static constexpr int kVecs = F == WeightFormat::q8_0 ? 8 : 4;
+  VU8 lo[kVecs];
+  VU8 hi[F == WeightFormat::q8_0 ? 1 : 4];
+
+  HWY_INLINE explicit Unpacked(const std::uint8_t* qs) {
+    const DU8 d8;
+    for (int j = 0; j < kVecs; ++j) {
+      const VU8 v = hn::LoadU(d8, qs + 64 * j);
+      if constexpr (F == WeightFormat::q8_0) {
+        lo[j] = v;
+      } else {
+        lo[j] = hn::And(v, hn::Set(d8, 0x0F));
+        hi[j] = hn::And(hn::BitCast(d8, hn::ShiftRight<4>(hn::BitCast(DU16(), v))), hn::Set(d8, 0x0F));
+      }
+    }
+  }
+
+  // The exact integer dot products with a block of x's quants q (S: their sum), one per row.
+  HWY_INLINE VI Dot(const std::int8_t* q, std::int32_t S) const {
+    if constexpr (F == WeightFormat::q8_0) {
+      VI acc = hn::Zero(DI());
+      for (int j = 0; j < kVecs; ++j) {
+        const VS8 w = hn::BitCast(DS8(), lo[j]);
+        acc = hn::Add(acc, PairSums(Maddubs(hn::BitCast(DU8(), hn::Abs(w)), SignOf(Quad(q, j), w))));
+      }
+      return acc;
+    } else {
+      VI16 s = Maddubs(lo[0], Quad(q, 0));
+      s = hn::Add(s, Maddubs(hi[0], Quad(q, 4)));
+      for (int j = 1; j < 4; ++j) {
+        s = hn::Add(s, Maddubs(lo[j], Quad(q, j)));
+        s = hn::Add(s, Maddubs(hi[j], Quad(q, 4 + j)));
+      }
+      const VI dot = PairSums(s);
+      if constexpr (F == WeightFormat::q4_0) return hn::Sub(dot, hn::Set(DI(), 8 * S));
+      return dot;
+    }
+  }
+};
+
+// Outputs [t0, t0 + TB) x rows [n0, n0 + L) of one sub-group (its bytes from `group`, `sub` its
+// index in the group).
+template <WeightFormat F, int TB>
+HWY_INLINE void SubGroup(const LinearParams& p, const PackedGeometry& geo, const QuantRows& xq,
+                         const XSums& xs, const std::byte* group, std::int64_t sub,
+                         std::int64_t n0, std::int64_t t0) {
+  const DF df;
+  const DH dh;
+  const std::int64_t nb = p.K / kBlock;
+  VF acc[TB];
+  for (int t = 0; t < TB; ++t) acc[t] = hn::Zero(df);
+  for (std::int64_t b = 0; b < nb; ++b) {
+    const std::byte* gb = group + b * geo.block_bytes;
+    const auto* scales = reinterpret_cast<const hwy::float16_t*>(gb) + sub * kL;
+    const VF dw = hn::PromoteTo(df, hn::LoadU(dh, scales));
+    VF mw;
+    if constexpr (F == WeightFormat::q4_1) mw = hn::PromoteTo(df, hn::LoadU(dh, scales + kPackRows));
+    const Unpacked<F> w(reinterpret_cast<const std::uint8_t*>(gb + geo.quants_offset) + sub * 4 * kL);
+    for (int t = 0; t < TB; ++t) {
+      const std::int64_t k = (t0 + t) * nb + b;
+      const VI dot = w.Dot(xq.q + k * kBlock, xs.s[k]);
+      acc[t] = hn::MulAdd(hn::Mul(hn::ConvertTo(df, dot), hn::Set(df, xq.d[k])), dw, acc[t]);
+      if constexpr (F == WeightFormat::q4_1) acc[t] = hn::MulAdd(hn::Set(df, xs.sd[k]), mw, acc[t]);
+    }
+  }
+  const std::int64_t lanes = std::min<std::int64_t>(kL, p.N - n0);
+  HWY_ALIGN float out[kL];
+  for (int t = 0; t < TB; ++t) {
+    hn::Store(acc[t], df, out);
+    for (std::int64_t r = 0; r < lanes; ++r) linear_impl::store_out(p, t0 + t, n0 + r, out[r]);
+  }
+}
+
+constexpr int kTB = HWY_TARGET <= HWY_AVX3 ? 4 : 2;
+
+template <WeightFormat F>
+HWY_INLINE void Group(const LinearParams& p, const PackedGeometry& geo, const QuantRows& xq,
+                      const XSums& xs, std::int64_t g) {
+  const std::byte* group = p.w + g * geo.group_bytes;
+  for (std::int64_t sub = 0; sub < kPackRows / kL; ++sub) {
+    const std::int64_t n0 = g * kPackRows + sub * kL;
+    if (n0 >= p.N) return;
+    std::int64_t t0 = 0;
+    for (; t0 + kTB <= p.T; t0 += kTB) SubGroup<F, kTB>(p, geo, xq, xs, group, sub, n0, t0);
+    for (; t0 < p.T; ++t0) SubGroup<F, 1>(p, geo, xq, xs, group, sub, n0, t0);
+  }
+}
+#else
+// Other targets: the same sums, one row at a time, in scalar code.
+template <WeightFormat F>
+HWY_INLINE void Group(const LinearParams& p, const PackedGeometry& geo, const QuantRows& xq,
+                      const XSums& xs, std::int64_t g) {
+  const std::int64_t nb = p.K / kBlock;
+  const float* table = p.half_table;
+  for (std::int64_t r = 0; r < kPackRows && g * kPackRows + r < p.N; ++r) {
+    for (std::int64_t t = 0; t < p.T; ++t) {
+      float acc = 0.0f;
+      for (std::int64_t b = 0; b < nb; ++b) {
+        const std::byte* gb = p.w + g * geo.group_bytes + b * geo.block_bytes;
+        std::uint16_t dh, mh = 0;
+        std::memcpy(&dh, gb + 2 * r, 2);
+        if constexpr (F == WeightFormat::q4_1) std::memcpy(&mh, gb + 2 * (kPackRows + r), 2);
+        const auto* qs = reinterpret_cast<const std::uint8_t*>(gb + geo.quants_offset);
+        const std::int64_t k = t * nb + b;
+        const std::int8_t* q = xq.q + k * kBlock;
+        std::int32_t dot = 0;
+        if constexpr (F == WeightFormat::q8_0) {
+          for (int i = 0; i < 32; ++i)
+            dot += static_cast<std::int8_t>(qs[64 * (i / 4) + 4 * r + i % 4]) * q[i];
+        } else {
+          for (int i = 0; i < 16; ++i) {
+            const std::uint8_t byte = qs[64 * (i / 4) + 4 * r + i % 4];
+            dot += (byte & 15) * q[i] + (byte >> 4) * q[i + 16];
+          }
+          if constexpr (F == WeightFormat::q4_0) dot -= 8 * xs.s[k];
+        }
+        acc = std::fma(static_cast<float>(dot) * xq.d[k], table[dh], acc);
+        if constexpr (F == WeightFormat::q4_1) acc = std::fma(xs.sd[k], table[mh], acc);
+      }
+      linear_impl::store_out(p, t, g * kPackRows + r, acc);
+    }
+  }
+}
+#endif
+
+template <WeightFormat F>
+void Gemv(const LinearParams& p, const QuantRows& xq, const XSums& xs, const ExecContext& ctx) {
+  const PackedGeometry geo = linear_impl::packed_geometry(p);
+  const std::int64_t groups = (p.N + kPackRows - 1) / kPackRows;
+  ctx.parallel_for(groups, p.chunk_rows / kPackRows, [&](std::int64_t g_begin, std::int64_t g_end) {
+    // The chunk's groups are contiguous: prefetched kPrefetchAhead ahead as each group starts.
+    const std::byte* const end = p.w + g_end * geo.group_bytes;
+    const std::byte* const begin = p.w + g_begin * geo.group_bytes;
+    linear_impl::prefetch_range(begin, std::min(end, begin + linear_impl::kPrefetchAhead));
+    for (std::int64_t g = g_begin; g < g_end; ++g) {
+      const std::byte* ahead = p.w + g * geo.group_bytes + linear_impl::kPrefetchAhead;
+      if (ahead < end) linear_impl::prefetch_range(ahead, std::min(end, ahead + geo.group_bytes));
+      Group<F>(p, geo, xq, xs, g);
+    }
+  });
+}
+
+void RunPackedQ8(const LinearParams& p, const ExecContext& ctx) {
+  const std::int64_t nb = p.K / kBlock;
+  const std::int64_t blocks = p.T * nb;
+  // The launching thread's buffers; the chunks only read them, and parallel_for returns after them.
+  thread_local std::vector<std::int8_t> q;
+  thread_local std::vector<float> d, sd;
+  thread_local std::vector<std::int32_t> s;
+  q.resize(static_cast<std::size_t>(blocks * kBlock));
+  d.resize(static_cast<std::size_t>(blocks));
+  s.resize(static_cast<std::size_t>(blocks));
+  sd.resize(static_cast<std::size_t>(blocks));
+  const QuantRows xq{q.data(), d.data()};
+  linear_impl::quantize_rows_q8(p.x, p.T, p.K, p.x_stride, xq);
+  for (std::int64_t k = 0; k < blocks; ++k) {
+    std::int32_t sum = 0;
+    for (std::int64_t i = 0; i < kBlock; ++i) sum += q[static_cast<std::size_t>(k * kBlock + i)];
+    s[static_cast<std::size_t>(k)] = sum;
+    sd[static_cast<std::size_t>(k)] = static_cast<float>(sum) * d[static_cast<std::size_t>(k)];
+  }
+  const XSums xs{s.data(), sd.data()};
+  switch (p.format) {
+    case WeightFormat::q4_0: return Gemv<WeightFormat::q4_0>(p, xq, xs, ctx);
+    case WeightFormat::q4_1: return Gemv<WeightFormat::q4_1>(p, xq, xs, ctx);
+    case WeightFormat::q8_0: return Gemv<WeightFormat::q8_0>(p, xq, xs, ctx);
+    default: break;
+  }
+  NG_THROW(InternalError, "linear kernel: packed weights of format ", static_cast<int>(p.format));
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace npugraph::ops::linear_packed_impl
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace npugraph::ops::linear_packed_impl {
+
+HWY_EXPORT(RunPackedQ8);
+
+}  // namespace npugraph::ops::linear_packed_impl
+
+namespace npugraph::ops::linear_impl {
+
+void run_linear_packed_q8(const LinearParams& p, const ExecContext& ctx) {
+  HWY_DYNAMIC_DISPATCH(linear_packed_impl::RunPackedQ8)(p, ctx);
+}
+
+}  // namespace npugraph::ops::linear_impl
+#endif  // HWY_ONCE
