@@ -15,6 +15,8 @@
 //   gemv_hot/...                  the same with one weight copy (cache-resident: the kernel's
 //                                 compute ceiling, not a DRAM figure)
 //   gemv_q8/..., gemv_q8_hot/...  the same with q8 activations (Note [Q8 activations])
+//   gemv_q8p/..., gemv_q8p_hot/...  q8 activations on rows16 weights (pack_rows16, Note [Packed
+//                                 weights]): the decode engine's cpu default
 //   gemm/<fmt>/<N>x<K>/T:128      prefill: GFLOPs, peak_frac (of fma_f32)
 // Weight copies total >= 1 GiB (4x this machine's 260 MiB L3) so GEMV weights come from DRAM.
 // Every case runs on the best Highway target and again with AVX2 forced (suffix /avx2, through
@@ -74,20 +76,21 @@ struct Weights {
   std::size_t count() const { return q.empty() ? f.size() : q.size(); }
 };
 
-Weights make_weights(const Spec& s, std::size_t total) {
+Weights make_weights(const Spec& s, std::size_t total, bool packed) {
   std::mt19937 gen(1);
   std::uniform_real_distribution<float> dist(-1, 1);
   std::vector<float> v(static_cast<std::size_t>(s.N * s.K));
   for (auto& x : v) x = dist(gen);
   Weights w;
   if (is_quant(s)) {
-    const ng::ops::QuantWeight one = ng::ops::quantize(quant_of(s), v, s.N, s.K);
+    const ng::ops::QuantWeight rows = ng::ops::quantize(quant_of(s), v, s.N, s.K);
+    const ng::ops::QuantWeight one = packed ? ng::ops::pack_rows16(rows) : rows;
     w.bytes_each = one.bytes().nbytes();
     const std::size_t n = std::max<std::size_t>(1, (total + w.bytes_each - 1) / w.bytes_each);
     for (std::size_t i = 0; i < n; ++i) {
       ng::Tensor b = ng::empty(one.bytes().shape(), ng::DType::u8);
       std::memcpy(b.data(), one.bytes().data(), w.bytes_each);
-      w.q.emplace_back(b, one.type(), one.rows(), one.cols());
+      w.q.emplace_back(b, one.type(), one.rows(), one.cols(), one.layout());
     }
   } else {
     w.bytes_each = v.size() * 2;
@@ -102,9 +105,10 @@ Weights make_weights(const Spec& s, std::size_t total) {
 }
 
 // The weights of a case, built once (the cold copies are large) and shared by its variants.
-const Weights& weights_for(const Spec& s, bool hot) {
+const Weights& weights_for(const Spec& s, bool hot, bool packed) {
   static std::vector<std::pair<std::string, Weights>> cache;
-  const std::string key = std::string(s.fmt) + std::to_string(s.N) + "x" + std::to_string(s.K) + (hot ? "h" : "c");
+  const std::string key = std::string(s.fmt) + std::to_string(s.N) + "x" + std::to_string(s.K) +
+                          (packed ? "p" : "") + (hot ? "h" : "c");
   for (auto& [k, w] : cache)
     if (k == key && w.count() > 0) return w;
   // Keep one set of cold copies at a time (1 GiB each), their memory handed back first.
@@ -114,8 +118,8 @@ const Weights& weights_for(const Spec& s, bool hot) {
     ng::empty_cache();
   }
   for (auto& [k, w] : cache)
-    if (k == key) return w = make_weights(s, hot ? 0 : std::size_t{1} << 30);
-  cache.emplace_back(key, make_weights(s, hot ? 0 : std::size_t{1} << 30));
+    if (k == key) return w = make_weights(s, hot ? 0 : std::size_t{1} << 30, packed);
+  cache.emplace_back(key, make_weights(s, hot ? 0 : std::size_t{1} << 30, packed));
   return cache.back().second;
 }
 
@@ -138,10 +142,15 @@ class TargetScope {
 // The HWY_* bit of the target the kernels run now (the forced one inside a TargetScope).
 double running_target_bit() { return static_cast<double>(npugraph::ops::simd_dispatch_target()); }
 
-void BM_linear(benchmark::State& state, Spec s, std::int64_t T, bool hot, bool avx2, bool q8 = false) {
+// What enters the call: float32 activations, q8 ones, q8 ones on rows16 weights.
+enum class Variant { f32, q8, q8_packed };
+
+void BM_linear(benchmark::State& state, Spec s, std::int64_t T, bool hot, bool avx2,
+               Variant variant = Variant::f32) {
   const Roofline roof = roofline();
   const TargetScope scope(avx2);
-  const Weights& w = weights_for(s, hot);
+  const Weights& w = weights_for(s, hot, variant == Variant::q8_packed);
+  const bool q8 = variant != Variant::f32;
   const ng::Stream stream = ng::current_stream();
   std::mt19937 gen(2);
   std::uniform_real_distribution<float> dist(-1, 1);
@@ -210,20 +219,21 @@ const bool registered = [] {
                                   {"F16", 1536, 576}};
   for (bool avx2 : {false, true}) {
     const std::string sfx = avx2 ? "/avx2" : "";
+    const char* prefix[] = {"gemv", "gemv_q8", "gemv_q8p"};
     for (const Spec& s : gemv)
-      for (bool q8 : {false, true}) {
-        if (q8 && !is_quant(s)) continue;
+      for (Variant v : {Variant::f32, Variant::q8, Variant::q8_packed}) {
+        if (v != Variant::f32 && !is_quant(s)) continue;
         for (std::int64_t T : {1, 8})
           benchmark::RegisterBenchmark(
-              ((q8 ? "gemv_q8/" : "gemv/") + shape_name(s) + "/T:" + std::to_string(T) + sfx).c_str(),
-              [s, T, avx2, q8](benchmark::State& st) { BM_linear(st, s, T, false, avx2, q8); })
+              (std::string(prefix[static_cast<int>(v)]) + "/" + shape_name(s) + "/T:" + std::to_string(T) + sfx).c_str(),
+              [s, T, avx2, v](benchmark::State& st) { BM_linear(st, s, T, false, avx2, v); })
               ->UseManualTime()->Unit(benchmark::kMicrosecond)->MinTime(0.3);
       }
-    for (bool q8 : {false, true})
+    for (Variant v : {Variant::f32, Variant::q8, Variant::q8_packed})
       for (const Spec& s : {Spec{"Q4_1", 1536, 576}, Spec{"Q8_0", 49152, 576}})
         benchmark::RegisterBenchmark(
-            ((q8 ? "gemv_q8_hot/" : "gemv_hot/") + shape_name(s) + "/T:1" + sfx).c_str(),
-            [s, avx2, q8](benchmark::State& st) { BM_linear(st, s, 1, true, avx2, q8); })
+            (std::string(prefix[static_cast<int>(v)]) + "_hot/" + shape_name(s) + "/T:1" + sfx).c_str(),
+            [s, avx2, v](benchmark::State& st) { BM_linear(st, s, 1, true, avx2, v); })
             ->UseManualTime()->Unit(benchmark::kMicrosecond)->MinTime(0.3);
     for (const Spec& s : {Spec{"Q4_1", 1536, 576}, Spec{"Q4_1", 576, 1536}})
       benchmark::RegisterBenchmark(("gemm/" + shape_name(s) + "/T:128" + sfx).c_str(),
