@@ -3,8 +3,9 @@
 What a torch_npu user writes for a graph-mode decode loop (vllm-ascend's shape), on npugraph:
 
   * the weights come straight from the GGUF file through llama.cpp's `gguf` package (mapped
-    copy-on-write, never copied) and are wrapped as QuantWeight objects (Q4_1 layers, the Q8_0
-    embedding that is also the tied output projection);
+    copy-on-write) and are wrapped as QuantWeight objects (Q4_1 layers, packed with pack_rows16
+    as the engine packs them, and the Q8_0 embedding that is also the tied output projection); the
+    projections quantise x to int8 (activations="q8"), the engine's numerics on the cpu;
   * the step reads every per-step integer from persistent buffers the host writes before it — token
     ids, positions, KV slots, block tables — so it is captured ONCE:
         with npugraph.npu.graph(g, auto_dispatch_capture=True):  step(...)
@@ -56,7 +57,12 @@ def op(name):
 
 QuantWeight = op("QuantWeight")
 embedding, rms_norm, add_rms_norm = op("npu_embedding"), op("npu_rms_norm"), op("npu_add_rms_norm")
-linear, rope, swiglu = op("npu_weight_quant_linear"), op("npu_rotary_embedding"), op("npu_swiglu")
+quant_linear, rope, swiglu = op("npu_weight_quant_linear"), op("npu_rotary_embedding"), op("npu_swiglu")
+
+
+def linear(x, weight, out):
+    """The engine's projections on the cpu: x quantised to int8 per block of 32 (activations="q8")."""
+    return quant_linear(x, weight, out=out, activations="q8")
 reshape_and_cache, argmax = op("_npu_reshape_and_cache"), op("npu_argmax")
 fia = npugraph.npu_fused_infer_attention_score
 
@@ -107,7 +113,7 @@ class Model:
 
         self.embd = quant("token_embd.weight")  # Q8_0 [vocab, hidden]
         self.vocab = self.embd.rows
-        self.output = quant("output.weight") if "output.weight" in t else self.embd  # tied
+        self.output = quant("output.weight").pack_rows16() if "output.weight" in t else self.embd  # tied
         self.output_norm = norm("output_norm.weight")
         self.blocks = []
         for i in range(self.layers):
@@ -118,10 +124,12 @@ class Model:
             # rows), so one linear gives [gate | up] and npu_swiglu halves it (vLLM's gate_up_proj).
             gate_up = QuantWeight(np.concatenate([gate.data, up.data]), gate.tensor_type.name,
                                   2 * self.ffn, self.hidden)
+            # The projections packed as the engine packs them (rows16: one row per SIMD lane).
+            proj = lambda name: quant(p + name).pack_rows16()  # noqa: E731
             self.blocks.append(dict(
                 attn_norm=norm(p + "attn_norm.weight"), ffn_norm=norm(p + "ffn_norm.weight"),
-                q=quant(p + "attn_q.weight"), k=quant(p + "attn_k.weight"), v=quant(p + "attn_v.weight"),
-                o=quant(p + "attn_output.weight"), gate_up=gate_up, down=quant(p + "ffn_down.weight")))
+                q=proj("attn_q.weight"), k=proj("attn_k.weight"), v=proj("attn_v.weight"),
+                o=proj("attn_output.weight"), gate_up=gate_up.pack_rows16(), down=proj("ffn_down.weight")))
         self._reader = r  # keeps the mapping alive
 
     def detokenize(self, ids):

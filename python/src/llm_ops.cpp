@@ -66,20 +66,36 @@ struct PyQuantWeight {
 };
 
 const char* kQuantWeightDoc =
-    "QuantWeight(data, type, rows, cols): a [rows, cols] matrix of ggml blocks (GGUF's layout).\n"
+    "QuantWeight(data, type, rows, cols, layout='rows'): a [rows, cols] matrix of ggml blocks.\n"
     "data: a contiguous uint8/int8 numpy array or torch tensor of rows * cols / 32 blocks (shared,\n"
-    "not copied); type: 'Q4_0', 'Q4_1', 'Q8_0' or the ggml type number; cols a multiple of 32.";
+    "not copied); type: 'Q4_0', 'Q4_1', 'Q8_0' or the ggml type number; cols a multiple of 32.\n"
+    "layout: 'rows' (GGUF's) or 'rows16' (pack_rows16's: groups of 16 rows interleaved for the cpu\n"
+    "GEMV with activations='q8'; ceil(rows / 16) * 16 rows of bytes).";
+
+ops::QuantLayout layout_arg(const std::string& layout) {
+  NG_CHECK_ARG(layout == "rows" || layout == "rows16", "QuantWeight: layout = '", layout,
+               "': must be 'rows' or 'rows16'");
+  return layout == "rows" ? ops::QuantLayout::rows : ops::QuantLayout::rows16;
+}
 
 }  // namespace
 
 void bind_llm_ops(py::module_& m) {
   py::class_<PyQuantWeight>(m, "QuantWeight", kQuantWeightDoc)
-      .def(py::init([](py::handle data, py::handle type, py::handle rows, py::handle cols) {
+      .def(py::init([](py::handle data, py::handle type, py::handle rows, py::handle cols, const std::string& layout) {
              return PyQuantWeight{ops::QuantWeight(to_tensor(data, "data"), quant_type_arg(type),
-                                                   int_arg(rows, "rows"), int_arg(cols, "cols")),
+                                                   int_arg(rows, "rows"), int_arg(cols, "cols"), layout_arg(layout)),
                                   kind_of(data, "data")};
            }),
-           py::arg("data"), py::arg("type"), py::arg("rows"), py::arg("cols"))
+           py::arg("data"), py::arg("type"), py::arg("rows"), py::arg("cols"), py::arg("layout") = "rows")
+      .def("pack_rows16", [](const PyQuantWeight& q) { return PyQuantWeight{ops::pack_rows16(q.w), q.kind}; },
+           "The same matrix in the rows16 layout (new bytes): what the cpu GEMV with activations='q8'\n"
+           "reads fastest, one weight row per SIMD lane; the engine packs its projections so.")
+      .def("unpack_rows", [](const PyQuantWeight& q) { return PyQuantWeight{ops::unpack_rows(q.w), q.kind}; },
+           "A rows16 weight back in GGUF's rows layout (new bytes).")
+      .def_property_readonly("layout", [](const PyQuantWeight& q) {
+        return std::string(q.w.layout() == ops::QuantLayout::rows16 ? "rows16" : "rows");
+      })
       .def_static(
           "quantize",
           [](py::handle values, py::handle type) {

@@ -97,12 +97,12 @@ ModelRunner::ModelRunner(std::shared_ptr<const LlamaModel> model, const EngineOp
   const Matrix& emb = model_->token_embd;
   const bool tied = (out.quant.defined() && emb.quant.defined() && out.quant.data() == emb.quant.data()) ||
                     (out.dense.defined() && emb.dense.defined() && out.dense.data() == emb.dense.data());
-  output_ = tied ? token_embd_ : on_device(model_->output);
+  output_ = tied ? token_embd_ : for_linear(model_->output);
   output_norm_ = on_device(model_->output_norm);
   for (const LayerWeights& w : model_->layers)
-    layers_.push_back({on_device(w.attn_norm), on_device(w.ffn_norm), on_device(w.q), on_device(w.k), on_device(w.v),
-                       on_device(w.o), on_device(w.gate), on_device(w.up), on_device(w.down), on_device(w.qkv),
-                       on_device(w.gate_up)});
+    layers_.push_back({on_device(w.attn_norm), on_device(w.ffn_norm), for_linear(w.q), for_linear(w.k),
+                       for_linear(w.v), for_linear(w.o), for_linear(w.gate), for_linear(w.up), for_linear(w.down),
+                       for_linear(w.qkv), for_linear(w.gate_up)});
   for (std::int64_t l = 0; l < c.layers; ++l) {
     k_cache_.push_back(empty({nb, bs, kv_dim_}, DType::f32, d));
     v_cache_.push_back(empty({nb, bs, kv_dim_}, DType::f32, d));
@@ -179,6 +179,15 @@ Matrix ModelRunner::on_device(const Matrix& host) {
   if (host.quant.defined())
     m.quant = ops::QuantWeight(on_device(host.quant.bytes()), host.quant.type(), host.quant.rows(), host.quant.cols());
   m.dense = on_device(host.dense);
+  return m;
+}
+
+// Q8 activations on the cpu: the quantised projections in the rows16 layout, whose GEMV keeps one
+// weight row per SIMD lane (Note [Packed weights]); a tied output stays the embeddings' rows.
+Matrix ModelRunner::for_linear(const Matrix& host) {
+  Matrix m = on_device(host);
+  if (device_.is_cpu() && linear_.activations == ops::Activations::q8 && m.quant.defined())
+    m.quant = ops::pack_rows16(m.quant);
   return m;
 }
 

@@ -119,6 +119,7 @@ class ModelRunner {
       logits_h_;
   Tensor on_device(const Tensor& host);  // a device copy (the tensor itself on the cpu)
   Matrix on_device(const Matrix& host);
+  Matrix for_linear(const Matrix& host);  // on_device, then rows16 where q8 activations run (cpu)
   void stage_inputs(bool prefill);       // the host staging -> the device buffers (eager copy_)
   void read_back(std::int64_t rows);     // next_ids (and logits rows) -> the host
   // Activations, sized for max_rows_ tokens.

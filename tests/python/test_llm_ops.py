@@ -116,6 +116,33 @@ def test_quant_weight_shares_its_bytes_and_checks_them(rng):
         _C.QuantWeight(w.data, "Q5_K", 4, 64)
 
 
+@pytest.mark.parametrize("qtype", ["Q4_0", "Q4_1", "Q8_0"])
+def test_pack_rows16(rng, qtype):
+    """pack_rows16: the rows16 layout (Note [Packed weights]); the same matrix, and with
+    activations="q8" the per-block formula written out here in float64 (float32 rounding apart)."""
+    w = _C.QuantWeight.quantize(rng.standard_normal((37, 96)).astype(np.float32), qtype)
+    p = w.pack_rows16()
+    assert (w.layout, p.layout, p.rows, p.cols) == ("rows", "rows16", 37, 96)
+    assert p.data.size == 48 * w.data.size // 37  # whole groups of 16 rows
+    np.testing.assert_array_equal(p.dequantize(), w.dequantize())
+    np.testing.assert_array_equal(p.unpack_rows().data, w.data)
+    x = (3 * rng.standard_normal((3, 96))).astype(np.float32)
+    blocks = x.reshape(3, -1, 32)
+    d = (np.abs(blocks).max(axis=-1, keepdims=True) / np.float32(127)).astype(np.float32)
+    xq = (np.rint((blocks * (np.float32(1) / d)).astype(np.float32)).astype(np.float64) * d).reshape(3, 96)
+    got = op("npu_weight_quant_linear")(x, p, activations="q8")
+    np.testing.assert_allclose(got, xq @ w.dequantize().astype(np.float64).T, rtol=1e-5, atol=1e-4)
+    np.testing.assert_array_equal(op("npu_weight_quant_linear")(x, p), op("npu_weight_quant_linear")(x, w))
+    again = _C.QuantWeight(p.data, qtype, 37, 96, layout="rows16")
+    np.testing.assert_array_equal(again.dequantize(), w.dequantize())
+    with pytest.raises(ValueError, match=r"QuantWeight: layout = 'cols': must be 'rows' or 'rows16'"):
+        _C.QuantWeight(p.data, qtype, 37, 96, layout="cols")
+    with pytest.raises(ValueError, match=r"pack_rows16: weight = Q\d_\d\[37, 96\] rows16: must be in the rows layout"):
+        p.pack_rows16()
+    with pytest.raises(ValueError, match=r"embedding: table = .* rows16: must be in the rows layout"):
+        op("npu_embedding")(np.array([1], dtype=np.int32), p)
+
+
 def test_plain_linear(rng):
     w = rng.standard_normal((33, 47)).astype(np.float16)
     x = rng.standard_normal((3, 47)).astype(np.float32)

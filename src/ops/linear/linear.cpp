@@ -4,12 +4,10 @@
 
 #include <algorithm>
 #include <array>
-#include <vector>
 
 #include "npugraph/error.hpp"
 #include "npugraph/stream.hpp"
 #include "ops/linear/linear_params.hpp"
-#include "ops/linear/quant_pack.hpp"
 
 namespace npugraph::ops {
 namespace linear_impl {
@@ -31,7 +29,6 @@ using linear_impl::LinearParams;
 using linear_impl::WeightFormat;
 
 std::int64_t chunk_rows(std::int64_t T, std::int64_t N, std::int64_t row_bytes, bool packed);
-QuantType quant_type_of(WeightFormat f);
 
 void linear_cpu(const void* raw, std::size_t size, const ExecContext& ctx) {
   if (size != sizeof(LinearParams))
@@ -40,18 +37,6 @@ void linear_cpu(const void* raw, std::size_t size, const ExecContext& ctx) {
   const auto& p = *static_cast<const LinearParams*>(raw);
   const bool gemv_q8 = p.q8_activations && p.T <= linear_impl::kGemvMaxRows;
   if (p.packed && gemv_q8) return linear_impl::run_linear_packed_q8(p, ctx);
-  if (p.packed) {
-    // The float32 paths read ggml's rows: the weight unpacked into the launching thread's buffer
-    // (the chunks only read it; parallel_for returns after them), then Note [Linear kernels].
-    thread_local std::vector<std::byte> rows;
-    rows.resize(static_cast<std::size_t>(p.N * p.w_row_bytes));
-    quant_pack::unpack(quant_type_of(p.format), p.w, p.K, 0, p.N, rows.data());
-    LinearParams q = p;
-    q.w = rows.data();
-    q.packed = false;
-    q.chunk_rows = chunk_rows(q.T, q.N, q.w_row_bytes, false);
-    return linear_impl::run_linear(q, ctx);
-  }
   if (gemv_q8) linear_impl::run_linear_q8(p, ctx);
   else linear_impl::run_linear(p, ctx);
 }
@@ -119,14 +104,6 @@ void launch_linear(const Stream& stream, const KernelDef& kernel, LinearParams p
   p.chunk_rows = chunk_rows(p.T, p.N, p.w_row_bytes, p.packed);
   const Tensor* uses[] = {&x, &w, &bias, &out};
   launch(stream, kernel, p, uses);
-}
-
-QuantType quant_type_of(WeightFormat f) {
-  switch (f) {
-    case WeightFormat::q4_0: return QuantType::q4_0;
-    case WeightFormat::q4_1: return QuantType::q4_1;
-    default: return QuantType::q8_0;
-  }
 }
 
 WeightFormat format_of(QuantType t) {

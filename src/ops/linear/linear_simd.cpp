@@ -16,6 +16,7 @@
 #include "npugraph/kernel.hpp"
 #include "ops/linear/linear_common.hpp"
 #include "ops/linear/linear_params.hpp"
+#include "ops/linear/quant_pack.hpp"
 
 HWY_BEFORE_NAMESPACE();
 namespace npugraph::ops::linear_impl {
@@ -322,11 +323,38 @@ HWY_INLINE void RowRange(const LinearParams& p, const S& s, std::int64_t n_begin
   }
 }
 
+// A rows16 weight's rows [b, e) (whole groups: chunks are multiples of 16 rows) in ggml's row
+// layout, in the calling thread's buffer; the rows layout's weight rows as they are.
+struct ChunkRows {
+  const std::byte* base;
+  std::int64_t first;
+  const std::byte* operator()(std::int64_t n, std::int64_t row_bytes) const {
+    return base + (n - first) * row_bytes;
+  }
+};
+
+template <WeightFormat F>
+ChunkRows RowsOf(const LinearParams& p, std::int64_t b, std::int64_t e) {
+  if constexpr (F == WeightFormat::q4_0 || F == WeightFormat::q4_1 || F == WeightFormat::q8_0) {
+    if (p.packed) {
+      constexpr ops::QuantType type = F == WeightFormat::q4_0   ? ops::QuantType::q4_0
+                                 : F == WeightFormat::q4_1 ? ops::QuantType::q4_1
+                                                           : ops::QuantType::q8_0;
+      thread_local std::vector<std::byte> rows;
+      rows.resize(static_cast<std::size_t>((e - b) * p.w_row_bytes));
+      quant_pack::unpack(type, p.w, p.K, b, e - b, rows.data());
+      return {rows.data(), b};
+    }
+  }
+  return {p.w, 0};
+}
+
 template <WeightFormat F>
 void Gemv(const LinearParams& p, const ExecContext& ctx) {
   const Src<F> s{{p.half_table}};
   ctx.parallel_for(p.N, p.chunk_rows, [&](std::int64_t b, std::int64_t e) {
-    RowRange<Narrow, true>(p, s, b, e, [&](std::int64_t n) { return p.w + n * p.w_row_bytes; });
+    const ChunkRows rows = RowsOf<F>(p, b, e);
+    RowRange<Narrow, true>(p, s, b, e, [&](std::int64_t n) { return rows(n, p.w_row_bytes); });
   });
 }
 
@@ -347,8 +375,9 @@ void Gemm(const LinearParams& p, const ExecContext& ctx) {
       const std::int64_t ld = (p.K + kL - 1) / kL * kL;
       thread_local std::vector<float> tile;
       tile.resize(static_cast<std::size_t>((e - b) * ld));
+      const ChunkRows rows = RowsOf<F>(p, b, e);
       for (std::int64_t n = b; n < e; ++n) {
-        const std::byte* row = p.w + n * p.w_row_bytes;
+        const std::byte* row = rows(n, p.w_row_bytes);
         float* dst = tile.data() + (n - b) * ld;
         const std::int64_t nb = p.K / Src<F>::kElems;
         for (std::int64_t k = 0; k < nb; ++k) {

@@ -2,6 +2,7 @@
 #include "ops/linear/quant_pack.hpp"
 
 #include <cstring>
+#include <type_traits>
 
 namespace npugraph::ops::quant_pack {
 namespace {
@@ -20,7 +21,7 @@ Geometry geometry(QuantType type, std::int64_t cols) {
 }
 
 // Calls f(ggml offset within the row, packed offset within the weight, bytes) for every piece of
-// row n's blocks.
+// row n's blocks (bytes a std::integral_constant: 2 or 4, so the copies are single moves).
 template <class F>
 void for_each_piece(const Geometry& g, std::int64_t n, F&& f) {
   constexpr std::int64_t P = kQuantPackRows;
@@ -29,11 +30,13 @@ void for_each_piece(const Geometry& g, std::int64_t n, F&& f) {
   for (std::int64_t b = 0; b < g.nb; ++b) {
     const std::int64_t src = b * g.block;
     const std::int64_t dst = group + b * P * g.block;
-    f(src, dst + 2 * r, 2);                                // d
-    if (g.qs_offset == 4) f(src + 2, dst + 2 * P + 2 * r, 2);  // m (Q4_1)
+    constexpr std::integral_constant<std::size_t, 2> two;
+    constexpr std::integral_constant<std::size_t, 4> four;
+    f(src, dst + 2 * r, two);                                    // d
+    if (g.qs_offset == 4) f(src + 2, dst + 2 * P + 2 * r, two);  // m (Q4_1)
     const std::int64_t quants = dst + g.qs_offset * P;
     for (std::int64_t j = 0; j < g.qs_bytes / 4; ++j)
-      f(src + g.qs_offset + 4 * j, quants + 64 * j + 4 * r, 4);
+      f(src + g.qs_offset + 4 * j, quants + 64 * j + 4 * r, four);
   }
 }
 
@@ -44,8 +47,8 @@ void unpack(QuantType type, const std::byte* packed, std::int64_t cols, std::int
   const Geometry g = geometry(type, cols);
   for (std::int64_t i = 0; i < count; ++i) {
     std::byte* row = dst + i * g.nb * g.block;
-    for_each_piece(g, row0 + i, [&](std::int64_t s, std::int64_t p, std::int64_t n) {
-      std::memcpy(row + s, packed + p, static_cast<std::size_t>(n));
+    for_each_piece(g, row0 + i, [&](std::int64_t s, std::int64_t p, auto n) {
+      std::memcpy(row + s, packed + p, decltype(n)::value);
     });
   }
 }
@@ -56,8 +59,8 @@ void pack(QuantType type, const std::byte* src, std::int64_t rows, std::int64_t 
   std::memset(packed, 0, static_cast<std::size_t>(packed_bytes(rows, g.nb * g.block)));
   for (std::int64_t n = 0; n < rows; ++n) {
     const std::byte* row = src + n * g.nb * g.block;
-    for_each_piece(g, n, [&](std::int64_t s, std::int64_t p, std::int64_t k) {
-      std::memcpy(packed + p, row + s, static_cast<std::size_t>(k));
+    for_each_piece(g, n, [&](std::int64_t s, std::int64_t p, auto k) {
+      std::memcpy(packed + p, row + s, decltype(k)::value);
     });
   }
 }
