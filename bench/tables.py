@@ -234,7 +234,7 @@ LIN = "bench_linear"
 
 def _lin_row(label, case, target="≥ 85 %", kind="gemv"):
     """One bench_linear GEMV case (cold weights from DRAM), on the best target and with AVX2 forced
-    (kind "gemv_q8": with q8 activations)."""
+    (kind "gemv_q8": with q8 activations; "gemv_q8p": q8 activations on rows16 weights)."""
     return row(label,
                ours=M(LIN, f"{kind}/{case}"),
                rate=M(LIN, f"{kind}/{case}", "GBps", "GBps"),
@@ -267,11 +267,17 @@ LINEAR = Section(
         _lin_row("Q4_1 GEMV 576×576 (q / o), 1 token", "Q4_1/576x576/T:1"),
         _lin_row("Q4_1 GEMV 1536×576, 8 tokens", "Q4_1/1536x576/T:8", ""),
         _lin_row("f16 GEMV 1536×576, 1 token", "F16/1536x576/T:1"),
-        _lin_row("Q4_1 GEMV 1536×576, 1 token, q8 activations (the engine's)", "Q4_1/1536x576/T:1",
-                 kind="gemv_q8"),
+        _lin_row("Q4_1 GEMV 1536×576, 1 token, q8 activations", "Q4_1/1536x576/T:1", kind="gemv_q8"),
         _lin_row("Q4_1 GEMV 576×1536, 1 token, q8 activations", "Q4_1/576x1536/T:1", kind="gemv_q8"),
-        _lin_row("Q8_0 GEMV 49152×576, 1 token, q8 activations", "Q8_0/49152x576/T:1", kind="gemv_q8"),
+        _lin_row("Q8_0 GEMV 49152×576, 1 token, q8 activations (the engine's tied output)",
+                 "Q8_0/49152x576/T:1", kind="gemv_q8"),
         _lin_row("Q4_1 GEMV 1536×576, 8 tokens, q8 activations", "Q4_1/1536x576/T:8", "", kind="gemv_q8"),
+        _lin_row("Q4_1 GEMV 1536×576, 1 token, q8, rows16 weights (the engine's)", "Q4_1/1536x576/T:1",
+                 kind="gemv_q8p"),
+        _lin_row("Q4_1 GEMV 576×1536, 1 token, q8, rows16 weights", "Q4_1/576x1536/T:1", kind="gemv_q8p"),
+        _lin_row("Q4_1 GEMV 576×576, 1 token, q8, rows16 weights", "Q4_1/576x576/T:1", kind="gemv_q8p"),
+        _lin_row("Q8_0 GEMV 49152×576, 1 token, q8, rows16 weights", "Q8_0/49152x576/T:1", kind="gemv_q8p"),
+        _lin_row("Q4_1 GEMV 1536×576, 8 tokens, q8, rows16 weights", "Q4_1/1536x576/T:8", "", kind="gemv_q8p"),
     ],
     notes=[
         "Medians of one call among 16 on successive weight copies (≥ 1 GiB in all, so weights come"
@@ -280,7 +286,9 @@ LINEAR = Section(
         " around the case; *best batch*: the fastest batch of 16 calls (a shared machine only slows"
         " batches down). *AVX2 forced*: the same case with Highway's dispatch limited to AVX2 on this"
         " machine (hwy::SetSupportedTargetsForTest) — the AVX2 code path, on this machine's cores,"
-        " not a figure for an AVX2-only CPU.",
+        " not a figure for an AVX2-only CPU. *q8*: x quantised to int8 per block of 32 (Note [Q8"
+        " activations]); *rows16 weights*: pack_rows16's layout, one weight row per SIMD lane (Note"
+        " [Packed weights]), what the engine's cpu projections use.",
     ],
 )
 
