@@ -112,6 +112,12 @@ TEST(CudaGpuDecodeOps, EmbeddingCacheArgmaxAndSampleAreTheCpus) {
   EXPECT_TRUE(ngtest::throws<ng::UnsupportedError>(
       [&] { (void)ops::sample(lg, to_gpu(seeds), to_gpu(steps), {.temperature = 0.8, .top_k = 40}); },
       {"sample on cuda:0", "top_k = 40"}));
+  // A rows16 weight (the cpu q8 GEMV's layout) is refused on cuda, naming the weight and device.
+  const ops::QuantWeight packed = ops::pack_rows16(ops::quantize(ops::QuantType::q4_1, random_values(16 * 64, 17), 16, 64));
+  const ops::QuantWeight packed_gpu(to_gpu(packed.bytes()), packed.type(), 16, 64, ops::QuantLayout::rows16);
+  EXPECT_TRUE(ngtest::throws<ng::UnsupportedError>(
+      [&] { (void)ops::weight_quant_linear(to_gpu(random_tensor({1, 64}, 18)), packed_gpu); },
+      {"weight = Q4_1[16, 64] rows16 on cuda:0", "rows layout only"}));
 }
 
 // Captured on cuda:0, replayed twice after its input changed: the replays read the device blocks

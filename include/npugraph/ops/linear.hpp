@@ -21,6 +21,13 @@
 // of x, their row of W and the SIMD target; calls of more than 16 rows stay float32. CPU only: on a
 // CUDA device it throws UnsupportedError.
 //
+// A weight in the rows16 layout (pack_rows16, quant.hpp) runs that q8 GEMV with one weight row per
+// SIMD lane (Note [Packed weights] in src/ops/linear/linear_packed_simd.cpp): about three times
+// fewer vector instructions per weight byte than the rows layout, whole-block integer sums and no
+// lane sums, so its rounding differs from the rows layout's q8 result (not its float32 one: the
+// float32 paths unpack rows16 weights chunk by chunk and give the rows layout's bits). On a CUDA
+// device a rows16 weight is an UnsupportedError.
+//
 // Both are one kernel launch on the current stream, capturable; x, W, bias and out are held by the
 // launch until it has run (docs/semantics.md §10).
 #pragma once

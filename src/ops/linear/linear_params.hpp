@@ -22,7 +22,10 @@
 //     dequantised once into a float32 tile and reused for all T rows in R x TB register tiles.
 //   - Block scales (IEEE halves) are converted through a 65,536-entry table (half_table), so a
 //     scale costs two loads and no vector-port work.
-// Chunks are a pure function of (T, N, K, format) and outputs do not depend on them anyway.
+//   - Weights in the rows16 layout (p.packed; Note [Packed weights] in linear_packed_simd.cpp):
+//     each chunk (whole groups of 16 rows) first unpacks its rows into ggml's layout in the
+//     executing thread's buffer, then runs as above, so the results are the rows layout's bits.
+// Chunks are a pure function of (T, N, K, format, layout) and outputs do not depend on them anyway.
 #pragma once
 
 #include <cstddef>

@@ -31,6 +31,9 @@
 // so on 16-lane targets q8 gains through the 512-bit pairs and the Q8_0 format, and loses for
 // 8 rows of x at a time (the float32 GEMV reuses a dequantised weight vector for 4 rows there).
 //
+// Weights in the rows16 layout take a kernel of their own with the same quantisation of x and
+// whole-block sums instead of lanes (Note [Packed weights] in linear_packed_simd.cpp).
+//
 // Layout: every row of x is quantised once per call (on the launching thread, before the chunks
 // start) into a buffer that thread keeps; the chunks walk the weight rows as the float32 GEMV does
 // (R rows x TB rows of x per tile, the weights prefetched kPrefetchAhead ahead).
