@@ -303,13 +303,15 @@ namespace npugraph::ops::linear_packed_impl {
 
 HWY_EXPORT(RunPackedQ8);
 
+void run(const linear_impl::LinearParams& p, const ExecContext& ctx) {
+  HWY_DYNAMIC_DISPATCH(RunPackedQ8)(p, ctx);
+}
+
 }  // namespace npugraph::ops::linear_packed_impl
 
 namespace npugraph::ops::linear_impl {
 
-void run_linear_packed_q8(const LinearParams& p, const ExecContext& ctx) {
-  HWY_DYNAMIC_DISPATCH(linear_packed_impl::RunPackedQ8)(p, ctx);
-}
+void run_linear_packed_q8(const LinearParams& p, const ExecContext& ctx) { linear_packed_impl::run(p, ctx); }
 
 }  // namespace npugraph::ops::linear_impl
 #endif  // HWY_ONCE
