@@ -9,7 +9,6 @@
 
 #include <cmath>
 #include <cstring>
-#include <thread>
 #include <vector>
 
 #include "hwy/targets.h"
@@ -220,54 +219,14 @@ TEST(LinearQuantPacked, ReplayAndUpdateEqualEagerBitwise) {
     const Tensor y = ng::empty({T, 100}, DType::f32);
     expect_replay_matches_eager({y}, [&] { ng::ops::weight_quant_linear_out(x, p, {}, y, kQ8); });
   }
-  const Tensor x1 = random_tensor({2, 256}, 53), x2 = random_tensor({2, 256}, 54);
-  const Tensor y = ng::empty({2, 100}, DType::f32);
-  ng::Graph g;
-  ng::TaskGroupHandle handle;
-  {
-    ng::CaptureScope c(g);
-    ng::task_group_begin(c.stream());
-    ng::ops::weight_quant_linear_out(x1, p, {}, y, kQ8);
-    handle = ng::task_group_end(c.stream());
-  }
-  const ng::Stream s = ng::Stream::create();
-  {
-    ng::StreamGuard on(s);
-    ng::task_update_begin(s, handle);
-    ng::ops::weight_quant_linear_out(x2, p, {}, y, kQ8);
-    ng::task_update_end(s);
-  }
-  s.synchronize();
-  g.replay();
-  ng::device_synchronize();
-  const Tensor eager = ng::ops::weight_quant_linear(x2, p, {}, DType::f32, kQ8);
-  ng::device_synchronize();
-  EXPECT_TRUE(ngtest::bitwise_equal(y, eager));
+  expect_updated_replay_matches_eager(p, random_tensor({2, 256}, 53), random_tensor({2, 256}, 54),
+                                      ng::empty({2, 100}, DType::f32), kQ8);
 }
 
 // The packed kernel's per-call sums of x live in the launching thread's buffers (RunPackedQ8).
 TEST(LinearQuantPacked, ThreadsOnTheirOwnStreamsGetTheSingleThreadedBits) {
-  const QuantWeight p = ng::ops::pack_rows16(random_weight(QuantType::q4_0, 1024, 256, 61));
-  constexpr int kCalls = 100;
-  std::vector<Tensor> xs[2], want[2], got[2];
-  for (int i = 0; i < 2; ++i)
-    for (int c = 0; c < kCalls; ++c) {
-      xs[i].push_back(random_tensor({1 + (c + i) % 4, 256}, 62 + 100 * i + c));
-      want[i].push_back(ng::ops::weight_quant_linear(xs[i][c], p, {}, DType::f32, kQ8));
-      got[i].push_back(ng::empty(want[i][c].shape(), DType::f32));
-    }
-  ng::device_synchronize();
-  std::vector<std::thread> threads;
-  for (int i = 0; i < 2; ++i)
-    threads.emplace_back([&, i] {
-      const ng::Stream s = ng::Stream::create();
-      ng::StreamGuard on(s);
-      for (int c = 0; c < kCalls; ++c) ng::ops::weight_quant_linear_out(xs[i][c], p, {}, got[i][c], kQ8);
-      s.synchronize();
-    });
-  for (auto& t : threads) t.join();
-  for (int i = 0; i < 2; ++i)
-    for (int c = 0; c < kCalls; ++c) EXPECT_TRUE(ngtest::bitwise_equal(got[i][c], want[i][c])) << i << " " << c;
+  expect_threads_get_single_threaded_bits(ng::ops::pack_rows16(random_weight(QuantType::q4_0, 1024, 256, 61)), 62,
+                                          kQ8);
 }
 
 TEST(LinearQuantPacked, LayoutErrors) {

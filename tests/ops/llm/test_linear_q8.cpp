@@ -10,7 +10,6 @@
 #include <cstring>
 #include <limits>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "npugraph/ops/linear.hpp"
@@ -225,57 +224,15 @@ TEST(LinearQuantQ8, ReplayAndUpdateEqualEagerBitwise) {
     const Tensor y = ng::empty({T, 100}, DType::f32);
     expect_replay_matches_eager({y}, [&] { ng::ops::weight_quant_linear_out(x, w, {}, y, kQ8); });
   }
-  const QuantWeight w = random_weight(QuantType::q8_0, 64, 128, 73);
-  const Tensor x1 = random_tensor({2, 128}, 74), x2 = random_tensor({2, 128}, 75);
-  const Tensor y = ng::empty({2, 64}, DType::bf16);
-  ng::Graph g;
-  ng::TaskGroupHandle handle;
-  {
-    ng::CaptureScope c(g);
-    ng::task_group_begin(c.stream());
-    ng::ops::weight_quant_linear_out(x1, w, {}, y, kQ8);
-    handle = ng::task_group_end(c.stream());
-  }
-  const ng::Stream s = ng::Stream::create();
-  {
-    ng::StreamGuard on(s);
-    ng::task_update_begin(s, handle);
-    ng::ops::weight_quant_linear_out(x2, w, {}, y, kQ8);
-    ng::task_update_end(s);
-  }
-  s.synchronize();
-  g.replay();
-  ng::device_synchronize();
-  const Tensor eager = ng::ops::weight_quant_linear(x2, w, {}, DType::bf16, kQ8);
-  ng::device_synchronize();
-  EXPECT_TRUE(ngtest::bitwise_equal(y, eager));
+  expect_updated_replay_matches_eager(random_weight(QuantType::q8_0, 64, 128, 73), random_tensor({2, 128}, 74),
+                                      random_tensor({2, 128}, 75), ng::empty({2, 64}, DType::bf16), kQ8);
 }
 
 // Each launching thread keeps its own buffer of x's quants (RunLinearQ8): two threads issuing q8
 // GEMVs on their own streams at once, over the same weight, get exactly the results of one thread
 // issuing them alone (the Release and ASan builds run it; the TSan build leaves out tests/ops/llm).
 TEST(LinearQuantQ8, ThreadsOnTheirOwnStreamsGetTheSingleThreadedBits) {
-  const QuantWeight w = random_weight(QuantType::q4_1, 1024, 256, 91);
-  constexpr int kCalls = 100;
-  std::vector<Tensor> xs[2], want[2], got[2];
-  for (int i = 0; i < 2; ++i)
-    for (int c = 0; c < kCalls; ++c) {
-      xs[i].push_back(random_tensor({1 + (c + i) % 4, 256}, 92 + 100 * i + c));
-      want[i].push_back(ng::ops::weight_quant_linear(xs[i][c], w, {}, DType::f32, kQ8));
-      got[i].push_back(ng::empty(want[i][c].shape(), DType::f32));
-    }
-  ng::device_synchronize();
-  std::vector<std::thread> threads;
-  for (int i = 0; i < 2; ++i)
-    threads.emplace_back([&, i] {
-      const ng::Stream s = ng::Stream::create();
-      ng::StreamGuard on(s);
-      for (int c = 0; c < kCalls; ++c) ng::ops::weight_quant_linear_out(xs[i][c], w, {}, got[i][c], kQ8);
-      s.synchronize();
-    });
-  for (auto& t : threads) t.join();
-  for (int i = 0; i < 2; ++i)
-    for (int c = 0; c < kCalls; ++c) EXPECT_TRUE(ngtest::bitwise_equal(got[i][c], want[i][c])) << i << " " << c;
+  expect_threads_get_single_threaded_bits(random_weight(QuantType::q4_1, 1024, 256, 91), 92, kQ8);
 }
 
 TEST(LinearQuantQ8, OptionErrors) {
