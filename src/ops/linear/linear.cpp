@@ -28,8 +28,6 @@ namespace {
 using linear_impl::LinearParams;
 using linear_impl::WeightFormat;
 
-std::int64_t chunk_rows(std::int64_t T, std::int64_t N, std::int64_t row_bytes, bool packed);
-
 void linear_cpu(const void* raw, std::size_t size, const ExecContext& ctx) {
   if (size != sizeof(LinearParams))
     NG_THROW(TaskError, "linear kernel: parameter block of ", size, " bytes, expected ",

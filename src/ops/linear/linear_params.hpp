@@ -71,6 +71,8 @@ struct LinearParams {
 // each block of a group `block_bytes` long (scales, then quants from `quants_offset`), each group
 // `group_bytes` (= kPackRows * w_row_bytes).
 inline constexpr std::int64_t kPackRows = 16;
+// The float32 paths unpack rows16 weights chunk by chunk: GEMM chunks must be whole groups.
+static_assert(kGemmTileRows % kPackRows == 0);
 
 struct PackedGeometry {
   std::int64_t block_bytes = 0, quants_offset = 0, group_bytes = 0;
