@@ -30,6 +30,7 @@ from ._C import (
 )
 
 from . import _fia_doc, _npu_api
+from . import _graph as _graph_module
 from ._graph import graph as _graph
 from ._render import render as _render
 from ._trace import profile
@@ -43,7 +44,9 @@ for _name in dir(_C):
         globals().setdefault(_name, getattr(_C, _name))
 
 npu = _C.npu
-npu.graph = _graph  # the capture context, with its torch-op check (Note in _graph.py)
+npu.graph = _graph  # the capture context, recording torch ops too (Note in _torch_capture.py)
+npu.NPUGraph.capture_begin = _graph_module.capture_begin
+npu.NPUGraph.capture_end = _graph_module.capture_end
 npu.NPUGraph.render = _render  # the DOT dump drawn by Graphviz (_render.py)
 for _name in _npu_api.__all__:  # torch.cuda's names written in Python (memory, device, ...)
     setattr(npu, _name, getattr(_npu_api, _name))

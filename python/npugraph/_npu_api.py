@@ -134,8 +134,8 @@ def make_graphed_callables(callables, sample_args, num_warmup_iters=3, allow_unu
     memory pool, ``pool`` or a new one), and comes back as a function that copies its arguments
     into the captured inputs, replays, and returns the captured outputs (which the next call
     overwrites, as in torch). Arguments are tensors (numpy arrays or torch CPU tensors) of the
-    sample shapes and dtypes. Only npugraph operations are captured (a torch op inside raises, see
-    npugraph.npu.graph). Autograd is not captured: a sample that requires grad raises
+    sample shapes and dtypes. Torch ops are captured with npugraph's (Note [Torch ops in a capture] in
+    npugraph/_torch_capture.py). Autograd is not captured: a sample that requires grad raises
     UnsupportedError. ``allow_unused_input`` is accepted for torch compatibility."""
     del allow_unused_input  # no backward graph to prune
     single = callable(callables)

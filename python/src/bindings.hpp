@@ -16,6 +16,7 @@ std::string python_message(std::string message);
 
 void bind_runtime(py::module_& m, py::module_& npu);  // streams, events, memory (runtime.cpp)
 void bind_graph(py::module_& m, py::module_& npu);    // NPUGraph, graph(), task groups (graph.cpp)
+void bind_host_func(py::module_& m, py::module_& npu);  // launch_host_func (host_func.cpp)
 void bind_fia(py::module_& m);
 void bind_llm_ops(py::module_& m);  // the decode engine's ops, QuantWeight (llm_ops.cpp)
 void bind_llm(py::module_& m);  // npugraph.llm: the decode engine (llm.cpp)

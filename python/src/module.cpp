@@ -9,6 +9,7 @@ PYBIND11_MODULE(_C, m) {
   py::module_ npu = m.def_submodule("npu", "streams, events, graphs, task groups (torch.npu names)");
   npugraph::python::bind_runtime(m, npu);
   npugraph::python::bind_graph(m, npu);
+  npugraph::python::bind_host_func(m, npu);
   npugraph::python::bind_fia(m);
   npugraph::python::bind_llm_ops(m);
   npugraph::python::bind_llm(m);

@@ -1,8 +1,9 @@
-"""Torch ops inside `with npugraph.npu.graph(g):` are not captured (they would run once): the capture
-raises (global / thread_local) or warns once per op (relaxed), naming the op
-(Note [Torch ops inside a capture] in npugraph/_graph.py)."""
+"""Torch ops inside a capture become tasks of the graph, in stream order with npugraph's own tasks
+(Note [Torch ops in a capture] in npugraph/_torch_capture.py): nothing runs at capture time, every
+replay rewrites the captured outputs in place, and what cannot be replayed is refused naming the op.
+The torch.cuda.graphs test patterns (capture simple, shared pools, reset and recapture,
+make_graphed_callables) and a captured decode step of a small torch model, bitwise against eager."""
 import threading
-import warnings
 
 import numpy as np
 import pytest
@@ -14,104 +15,326 @@ from conftest import randn
 
 fia = npugraph.npu_fused_infer_attention_score
 get_ws = npugraph._npu_fused_infer_attention_score_get_max_workspace
-NOT_CAPTURED = r"torch op aten\.add_\.Tensor was issued inside the capture of graph \d+: only npugraph " \
-               r"operations are captured into the graph"
 
 
-@pytest.mark.parametrize("mode", ["global", "thread_local"])
-def test_torch_op_in_a_capture_raises_and_the_capture_is_abandoned(mode):
-    x = torch.zeros(4)
+def test_capture_simple_runs_nothing_at_capture_and_everything_on_replay():
+    a = torch.full((1000,), 1.0)
     g = npu.NPUGraph()
-    with pytest.raises(npugraph.StateError, match=NOT_CAPTURED + r".*The op did not run"):
-        with npu.graph(g, capture_error_mode=mode):
-            x.add_(1)
-    assert (x == 0).all()  # refused before it ran
-    assert g.num_tasks == 0
-    x.add_(1)  # outside the capture torch works as usual
-    with npu.graph(g):  # the abandoned capture left the graph empty: it captures again
-        out = npugraph.zeros(2)
-    out[:] = 3
+    with npu.graph(g):
+        b = a
+        for _ in range(10):
+            b = b + 1
+    assert g.num_tasks >= 10
     g.replay()
-    assert (out == 0).all()
+    assert torch.equal(b, torch.full((1000,), 11.0))
+    a.fill_(5.0)  # a static input changed in place: the next replay reads it
+    g.replay()
+    assert torch.equal(b, torch.full((1000,), 15.0))
 
 
-def test_torch_op_error_caught_inside_the_block_still_discards_the_capture():
+def test_direct_capture_begin_end_records_torch_ops_instead_of_running_them():
     x = torch.zeros(4)
+    y = torch.arange(4.0)
     g = npu.NPUGraph()
-    with pytest.raises(npugraph.StateError, match=r"aten\.mul\.Tensor .*the capture was discarded"):
+    s = npu.Stream()
+    with npu.stream(s):
+        g.capture_begin()
+        x.add_(1)
+        z = torch.mul(y, 2)
+        x.add_(z)
+        g.capture_end()
+    assert torch.equal(x, torch.zeros(4))  # not run at capture time: the old silent eager run is gone
+    g.replay()
+    assert torch.equal(x, 1 + 2 * torch.arange(4.0))
+    g.replay()
+    assert torch.equal(x, 2 + 4 * torch.arange(4.0))
+
+
+def test_two_successive_captures_share_a_pool():
+    a = torch.arange(6.0).reshape(2, 3)
+    g0, g1 = npu.NPUGraph(), npu.NPUGraph()
+    with npu.graph(g0):
+        b = a * 3 + 1
+    with npu.graph(g1, pool=g0.pool()):
+        c = b.sum(dim=1)
+        d = torch.mm(b, b.t())
+    before = npu.memory_stats()["pools"]
+    g0.replay()
+    g1.replay()
+    assert torch.equal(b, a * 3 + 1)
+    assert torch.equal(c, (a * 3 + 1).sum(dim=1))
+    assert torch.equal(d, torch.mm(a * 3 + 1, (a * 3 + 1).t()))
+    assert npu.memory_stats()["pools"] == before  # replays allocate nothing
+
+
+def test_reset_and_recapture():
+    a = torch.ones(3)
+    g = npu.NPUGraph()
+    with npu.graph(g):
+        b = a * 2
+    g.replay()
+    assert torch.equal(b, torch.full((3,), 2.0))
+    g.reset()
+    with pytest.raises(npugraph.StateError, match="has not been captured"):
+        g.replay()
+    with npu.graph(g):
+        c = a - 4
+    g.replay()
+    assert torch.equal(c, torch.full((3,), -3.0))
+
+
+def test_make_graphed_callables_on_a_small_mlp_equals_eager():
+    torch.manual_seed(0)
+    mlp = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.Linear(32, 8)).eval()
+    for p in mlp.parameters():
+        p.requires_grad_(False)
+    x = torch.randn(4, 16)
+    graphed = npu.make_graphed_callables(mlp, (x,))
+    for step in range(3):
+        new = torch.randn(4, 16)
+        expected = mlp(new)
+        assert torch.equal(graphed(new), expected), step
+
+
+def test_torch_ops_keep_stream_order_with_npugraph_ops(rng):
+    """q is computed by a torch op, FIA reads it, a torch op reads FIA's output: one replay runs all
+    three in that order, and a changed input changes every stage."""
+    src = randn((1, 2, 1, 16), torch.float16, rng)
+    k = randn((1, 2, 8, 16), torch.float16, rng)
+    opts = dict(num_heads=2, input_layout="BNSD", actual_seq_lengths_kv=[8])
+    g = npu.NPUGraph()
+    with npu.graph(g):
+        q = src * 2
+        ws = get_ws(q, k, k, **opts)
+        out = npugraph.empty(1, 2, 1, 16, dtype=torch.float16)
+        lse = npugraph.empty(1, dtype=torch.float32)
+        fia.out(q, k, k, workspace=ws, out=[out, lse], **opts)
+        final = out.float() + 1
+    for _ in range(2):
+        g.replay()
+        expected = fia(src * 2, k, k, **opts)[0].float() + 1
+        assert torch.equal(final, expected)
+        src.copy_(randn((1, 2, 1, 16), torch.float16, rng))
+
+
+@pytest.mark.parametrize("op, pattern", [
+    (lambda x: x.sum().item(), r"aten\._local_scalar_dense\.default cannot be captured.*depends on the tensors' values"),
+    (lambda x: torch.nonzero(x), r"aten\.nonzero\.default cannot be captured.*depends on the tensors' values"),
+    (lambda x: torch.equal(x, x), r"aten\.equal\.default cannot be captured.*depends on the tensors. values"),
+])
+def test_ops_that_cannot_be_replayed_are_refused_naming_the_op(op, pattern):
+    x = torch.ones(4)
+    g = npu.NPUGraph()
+    with pytest.raises(npugraph.StateError, match=pattern + r".*Nothing was recorded"):
+        with npu.graph(g):
+            y = x + 1
+            op(y)
+    with pytest.raises(npugraph.StateError, match="has not been captured"):
+        g.replay()
+    with npu.graph(g):  # the graph captures again afterwards
+        y = x + 1
+    g.replay()
+    assert torch.equal(y, torch.full((4,), 2.0))
+
+
+def test_a_refusal_caught_inside_the_capture_still_discards_it():
+    x = torch.ones(4)
+    g = npu.NPUGraph()
+    with pytest.raises(npugraph.StateError, match=r"aten\.nonzero\.default .*the capture was discarded"):
         with npu.graph(g):
             try:
-                x * 2
+                torch.nonzero(x)
             except npugraph.StateError:
                 pass
+    s = npu.Stream()
+    with npu.stream(s):
+        g.capture_begin()
+        try:
+            x.sum().item()
+        except npugraph.StateError:
+            pass
+        with pytest.raises(npugraph.StateError, match=r"aten\._local_scalar_dense\.default .*was discarded"):
+            g.capture_end()
     with pytest.raises(npugraph.StateError, match="has not been captured"):
         g.replay()
 
 
-def test_relaxed_mode_warns_once_per_op_and_runs_it():
-    x = torch.zeros(4)
+def test_torch_op_inside_a_task_group_is_refused_naming_it():
+    x = torch.ones(4)
     g = npu.NPUGraph()
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        with npu.graph(g, capture_error_mode="relaxed"):
+    with pytest.raises(npugraph.Error, match=r"torch op aten\.add_\.Tensor: .*host_func"):
+        with npu.graph(g):
+            s = npu.current_stream()
+            npu.graph_task_group_begin(s)
             x.add_(1)
-            x.add_(1)
-            x.mul_(3)
-    messages = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
-    assert len(messages) == 2, messages
-    assert "aten.add_.Tensor" in messages[0] and "only npugraph operations are captured" in messages[0]
-    assert "aten.mul_.Tensor" in messages[1] and "capture_error_mode='relaxed'" in messages[1]
-    assert (x == 6).all()
-    g.replay()
-    assert (x == 6).all()  # not part of the graph
+    assert torch.equal(x, torch.ones(4))
 
 
-def test_npugraph_ops_views_and_allocations_are_allowed_in_a_capture(rng):
-    q = randn((1, 2, 1, 16), torch.float16, rng)
-    kv = randn((1, 2, 32, 16), torch.float16, rng)
-    opts = dict(num_heads=2, input_layout="BNSD", actual_seq_lengths_kv=[9])
-    expected, _ = fia(q, kv[:, :, :16], kv[:, :, :16], **opts)
+def test_views_and_allocations_run_at_capture_and_alias_what_replays_write():
+    a = torch.arange(8.0)
     g = npu.NPUGraph()
-    event = npu.ExternalEvent()
     with npu.graph(g):
-        s = npu.current_stream()
-        k = kv[:, :, :16]  # a view: computes nothing, aliases what every replay reads
-        v = kv.narrow(2, 0, 16)
-        scratch = torch.empty(4)  # an allocation only
-        ws = get_ws(q, k, v, **opts)
-        out = npugraph.empty(1, 2, 1, 16, dtype=torch.float16)
-        lse = npugraph.empty(1, dtype=torch.float32)
-        mask = npugraph.zeros(1, 1, 32, dtype=torch.bool)
-        event.wait(s)
-        npu.graph_task_group_begin(s)
-        fia.out(q, k, v, workspace=ws, out=[out, lse], **opts)
-        npu.graph_task_group_end(s)
-    assert mask.dtype == torch.bool and scratch.shape == (4,)
-    event.record(npu.Stream())
+        scratch = torch.empty(2, 3)
+        b = a * 10
+        view = b[2:5]
+        scratch.copy_(b[:6].view(2, 3))
+    assert scratch.shape == (2, 3) and view.shape == (3,)
     g.replay()
-    assert torch.equal(out, expected)
+    assert torch.equal(view, torch.tensor([20.0, 30.0, 40.0]))
+    assert torch.equal(scratch, (10 * torch.arange(6.0)).view(2, 3))
 
 
-def test_auto_dispatch_capture_with_torch_tensors_is_allowed(rng):
-    q = randn((1, 2, 1, 16), torch.float16, rng)
-    k = randn((1, 2, 8, 16), torch.float16, rng)
-    opts = dict(num_heads=2, input_layout="BNSD", softmax_lse_flag=True)
+def test_multi_output_ops_and_dtype_conversions_replay_in_place():
+    x = torch.tensor([[3.0, 1.0, 2.0], [0.5, 4.0, -1.0]])
     g = npu.NPUGraph()
-    with npu.graph(g, auto_dispatch_capture=True):
-        out, lse = fia(q, k, k, **opts)
-    g.update(cpu_update_input=[{"actual_seq_lengths_kv": [5]}])
+    with npu.graph(g):
+        values, indices = torch.max(x, dim=1)
+        half = x.to(torch.float16)
+        cat = torch.cat([x, x], dim=0)
     g.replay()
-    assert torch.equal(out, fia(q, k, k, actual_seq_lengths_kv=[5], **opts)[0])
+    assert torch.equal(values, torch.tensor([3.0, 4.0])) and torch.equal(indices, torch.tensor([0, 1]))
+    assert torch.equal(half, x.to(torch.float16)) and torch.equal(cat, torch.cat([x, x]))
+    x.neg_()
+    g.replay()
+    assert torch.equal(values, torch.tensor([-1.0, 1.0])) and torch.equal(indices, torch.tensor([1, 2]))
 
 
-def test_numpy_capture_and_other_threads_are_not_checked():
-    """The check watches the capturing thread's torch ops only; numpy work is not torch."""
+def test_other_threads_and_non_capturing_streams_run_eagerly():
     x = torch.zeros(2)
-    a = np.zeros(2, np.float32)
     g = npu.NPUGraph()
-    with npu.graph(g, capture_error_mode="relaxed"):
-        a += 1
+    with npu.graph(g):
         t = threading.Thread(target=lambda: x.add_(1))
         t.start()
         t.join()
-    assert (x == 1).all() and (a == 1).all()
+        with npu.stream(npu.Stream()):  # a stream that is not capturing
+            x.add_(10)
+        y = x * 2
+    assert torch.equal(x, torch.full((2,), 11.0))
+    g.replay()
+    assert torch.equal(y, torch.full((2,), 22.0))
+
+
+def test_numpy_work_in_a_capture_is_not_torch():
+    a = np.zeros(2, np.float32)
+    g = npu.NPUGraph()
+    with npu.graph(g):
+        a += 1
+    assert (a == 1).all()
+
+
+def test_a_replayed_op_that_fails_raises_task_error_naming_it():
+    x = torch.ones(4)
+    idx = torch.tensor([0, 1])
+    g = npu.NPUGraph()
+    with npu.graph(g):
+        y = torch.index_select(x, 0, idx)
+    g.replay()
+    assert torch.equal(y, torch.ones(2))
+    idx.fill_(7)  # out of range for x: the replay's index_select fails
+    with pytest.raises(npugraph.TaskError, match=r"captured torch op aten\.index_select.* failed on replay"):
+        g.replay()
+    idx.fill_(3)
+    g.replay()  # the stream and the graph stay usable
+    assert torch.equal(y, torch.ones(2))
+
+
+class _TinyAttentionStep(torch.nn.Module):
+    """One decode step of a one-layer attention model: projections, a KV-cache write at a position
+    read from a tensor, FIA over the cache, an output projection and a residual."""
+
+    def __init__(self, hidden=32, heads=2, head_dim=16, max_len=24):
+        super().__init__()
+        g = torch.Generator().manual_seed(1)
+        self.heads, self.head_dim = heads, head_dim
+        self.wq, self.wk, self.wv = (torch.randn(hidden, heads * head_dim, generator=g) * 0.2 for _ in range(3))
+        self.wo = torch.randn(heads * head_dim, hidden, generator=g) * 0.2
+        self.k_cache = torch.zeros(1, heads, max_len, head_dim, dtype=torch.float16)
+        self.v_cache = torch.zeros(1, heads, max_len, head_dim, dtype=torch.float16)
+
+    def project(self, x, pos):
+        shape = (1, self.heads, 1, self.head_dim)
+        q = (x @ self.wq).view(shape).to(torch.float16)
+        self.k_cache.index_copy_(2, pos, (x @ self.wk).view(shape).to(torch.float16))
+        self.v_cache.index_copy_(2, pos, (x @ self.wv).view(shape).to(torch.float16))
+        return q
+
+    def finish(self, x, attn):
+        return x + attn.reshape(1, -1).float() @ self.wo
+
+    def opts(self, length):
+        return dict(num_heads=self.heads, input_layout="BNSD", actual_seq_lengths_kv=[length])
+
+
+def test_captured_decode_step_with_per_step_fia_update_equals_eager_bitwise():
+    eager_model, graph_model = _TinyAttentionStep(), _TinyAttentionStep()
+    gen = torch.Generator().manual_seed(2)
+    inputs = [torch.randn(1, 32, generator=gen) for _ in range(6)]
+
+    eager_out = []
+    for step, x in enumerate(inputs):
+        q = eager_model.project(x, torch.tensor([step]))
+        attn, _ = fia(q, eager_model.k_cache, eager_model.v_cache, **eager_model.opts(step + 1))
+        eager_out.append(eager_model.finish(x, attn))
+
+    m = graph_model
+    x_static, pos = torch.zeros(1, 32), torch.zeros(1, dtype=torch.long)
+    g = npu.NPUGraph()
+    update_stream = npu.Stream()
+    with npu.graph(g):
+        s = npu.current_stream()
+        q = m.project(x_static, pos)
+        ws = get_ws(q, m.k_cache, m.v_cache, **m.opts(m.k_cache.shape[2]))
+        attn = npugraph.empty(1, m.heads, 1, m.head_dim, dtype=torch.float16)
+        lse = npugraph.empty(1, dtype=torch.float32)
+        npu.graph_task_group_begin(s)
+        fia.out(q, m.k_cache, m.v_cache, workspace=ws, out=[attn, lse], **m.opts(1))
+        handle = npu.graph_task_group_end(s)
+        y = m.finish(x_static, attn)
+    for step, x in enumerate(inputs):
+        x_static.copy_(x)
+        pos.fill_(step)
+        with npu.stream(update_stream):
+            npu.graph_task_update_begin(update_stream, handle)
+            fia.out(q, m.k_cache, m.v_cache, workspace=ws, out=[attn, lse], **m.opts(step + 1))
+            npu.graph_task_update_end(update_stream)
+        update_stream.synchronize()
+        g.replay()
+        assert torch.equal(y, eager_out[step]), step
+    assert torch.equal(m.k_cache, eager_model.k_cache) and torch.equal(m.v_cache, eager_model.v_cache)
+
+
+def test_launch_host_func_runs_in_stream_order_and_is_captured():
+    seen = []
+    s = npu.Stream()
+    gate = npu.ExternalEvent()
+    gate.wait(s)
+    npu.launch_host_func(s, seen.append, "after the wait")
+    assert seen == []  # the stream is blocked on the event: fn has not run (order made explicit)
+    gate.record(npu.Stream())
+    s.synchronize()
+    assert seen == ["after the wait"]
+
+    g = npu.NPUGraph()
+    with npu.graph(g):
+        npu.launch_host_func(npu.current_stream(), seen.append, "replayed")
+    assert seen == ["after the wait"]
+    g.replay()
+    g.replay()
+    assert seen == ["after the wait", "replayed", "replayed"]
+
+
+def test_launch_host_func_errors_name_the_task_and_the_stream_stays_usable():
+    s = npu.Stream()
+
+    def boom(_):
+        raise ValueError("no such thing")
+
+    npu.launch_host_func(s, boom)
+    with pytest.raises(npugraph.TaskError, match=r"host_func.*ValueError: no such thing"):
+        s.synchronize()
+    seen = []
+    npu.launch_host_func(s, seen.append, 1)
+    s.synchronize()
+    assert seen == [1]
+    with pytest.raises(TypeError, match=r"launch_host_func: fn = 3: expected a callable"):
+        npu.launch_host_func(s, 3)

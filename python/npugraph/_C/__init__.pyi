@@ -166,6 +166,10 @@ def _in_internal_torch() -> bool:
     """
     Whether this thread is inside npugraph's own use of torch (the capture's torch-op check skips it).
     """
+def _launch_callable(stream: typing.Any, fn: typing.Any) -> None:
+    """
+    Enqueues fn() on `stream` (the task that replays a captured torch op; npugraph/_torch_capture.py).
+    """
 def _npu_fused_infer_attention_score_get_max_workspace(query: typing.Any, key: typing.Any, value: typing.Any, **kwargs) -> typing.Any:
     """
     The workspace (uint8) the .out form needs for the worst case of these shapes.

@@ -15,7 +15,7 @@ from npugraph._npu_api import memory_reserved
 from npugraph._npu_api import memory_stats
 from npugraph._npu_api import reset_peak_memory_stats
 import typing
-__all__: list[str] = ['Event', 'ExternalEvent', 'MAX_EXTERNAL_WAIT_DEADLINE', 'NPUGraph', 'Stream', 'current_device', 'current_stream', 'default_external_wait_deadline', 'default_stream', 'device', 'device_count', 'empty_cache', 'get_device_name', 'graph', 'graph_pool_handle', 'graph_task_group_begin', 'graph_task_group_end', 'graph_task_update_abort', 'graph_task_update_begin', 'graph_task_update_end', 'is_available', 'is_current_stream_capturing', 'make_graphed_callables', 'max_memory_allocated', 'max_memory_reserved', 'memory_allocated', 'memory_reserved', 'memory_stats', 'reset_peak_memory_stats', 'set_default_external_wait_deadline', 'set_device', 'set_stream', 'stream', 'synchronize', 'total_collapsed_records']
+__all__: list[str] = ['Event', 'ExternalEvent', 'MAX_EXTERNAL_WAIT_DEADLINE', 'NPUGraph', 'Stream', 'current_device', 'current_stream', 'default_external_wait_deadline', 'default_stream', 'device', 'device_count', 'empty_cache', 'get_device_name', 'graph', 'graph_pool_handle', 'graph_task_group_begin', 'graph_task_group_end', 'graph_task_update_abort', 'graph_task_update_begin', 'graph_task_update_end', 'is_available', 'is_current_stream_capturing', 'launch_host_func', 'make_graphed_callables', 'max_memory_allocated', 'max_memory_reserved', 'memory_allocated', 'memory_reserved', 'memory_stats', 'reset_peak_memory_stats', 'set_default_external_wait_deadline', 'set_device', 'set_stream', 'stream', 'synchronize', 'total_collapsed_records']
 class Event:
     """
     A stream event (torch.npu.Event).
@@ -88,13 +88,15 @@ class NPUGraph:
         """
         A graph to capture into (torch_npu.npu.NPUGraph / torch.cuda.CUDAGraph). npugraph always keeps the captured graph next to its executable form, so keep_graph only records the choice: instantiate() is accepted either way and replay() needs no explicit instantiate.
         """
-    def capture_begin(self, pool: typing.Any = None, capture_error_mode: typing.Any = 'global') -> None:
+    def capture_begin(self, pool = None, capture_error_mode = 'global'):
         """
-        Begins capturing the current stream (which must not be the default stream).
+        Begins capturing the current stream (which must not be the default stream) into this graph,
+            with the torch ops this thread issues on it (torch.cuda.CUDAGraph.capture_begin).
         """
-    def capture_end(self) -> None:
+    def capture_end(self):
         """
-        Ends the capture begun on the current stream and instantiates the graph.
+        Ends the capture begun on the current stream and instantiates the graph; a capture in which a
+            torch op was refused is discarded and raises StateError naming the op.
         """
     def debug_dump(self, debug_path: typing.Any) -> None:
         """
@@ -299,6 +301,10 @@ def graph_task_update_end(stream: typing.Any) -> None:
 def is_available() -> bool:
     """
     True: the cpu backend is always available.
+    """
+def launch_host_func(stream: typing.Any, fn: typing.Any, args: typing.Any = None) -> None:
+    """
+    Enqueues fn(args) on `stream` (torch_npu.npu.launch_host_func): it runs on the stream's worker once the work issued before it has run, holding the GIL; inside a capture it becomes a graph task that every replay calls. An exception in fn is raised as TaskError by the next synchronizing call on the stream.
     """
 def set_default_external_wait_deadline(seconds: typing.Any) -> None:
     """

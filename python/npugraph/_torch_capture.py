@@ -1,0 +1,279 @@
+"""Torch ops issued inside a capture become tasks of the graph.
+
+Note [Torch ops in a capture]
+torch_npu (like torch.cuda) captures every op issued on the capturing stream, not only NPU custom
+ops: a decode step is torch ops (matmul, add, copy, index_select, ``out[:n] = attn[:n]``) around
+the attention call. npugraph does the same on the CPU. While a capture runs on a thread
+(``with npugraph.npu.graph(g):``, ``g.capture_begin()`` ... ``g.capture_end()``, or
+``make_graphed_callables``), a ``TorchDispatchMode`` sees that thread's torch ops (no other
+thread's) and, when the thread's current stream is capturing, records each one as a host task of
+the graph on that stream — in stream order with npugraph's own tasks (FIA, events, copies). Nothing
+runs at capture time:
+
+- an op that writes its arguments (``x.add_(1)``, ``copy_``, ``out=`` forms) is recorded as it was
+  called; it returns the argument it will write;
+- a functional op (``a + b``, ``mm``, ``index_select``) gets its outputs allocated now from the
+  graph's pool (shapes, strides and dtypes from the op's meta kernel) and is recorded as its
+  ``.out`` overload writing them; every replay rewrites the same tensors in place, which are
+  uninitialised until the first replay, as in torch.cuda.graphs. An op without an ``.out`` overload
+  is replayed functionally and its results copied into the captured outputs. An op without a meta
+  kernel has its shapes found by running it once at capture, its result discarded;
+- a view (``x[0]``, ``x.view(...)``, ``x.t()``) or an allocation (``torch.empty``) computes
+  nothing: it runs now, and aliases memory every replay writes or reads;
+- an op whose output shape or value depends on the data (``nonzero``, ``masked_select``,
+  ``.item()``, ``torch.equal``) — anything returning a host value instead of tensors — cannot be
+  replayed: it raises ``npugraph.StateError`` naming the op, before anything is recorded, and the
+  capture is invalid (ending it discards it and raises again if the error was caught meanwhile).
+
+A replay calls each recorded op on the thread that runs the graph's task, holding the GIL (Note
+[Python callables on stream workers] in python/src/host_func.cpp). Ops drawing random numbers
+(``rand``, ``dropout``) draw new ones on every replay. The tensors a recorded op reads stay alive
+as long as the graph does.
+"""
+import threading as _threading
+
+from . import _C
+
+__all__ = ["begin", "end"]
+
+# Allocation-only ops: their memory comes from the graph's pool, nothing to replay.
+_ALLOCATION_OPS = frozenset(
+    ["aten.empty.memory_format", "aten.empty_like.default", "aten.empty_strided.default",
+     "aten.new_empty.default", "aten.new_empty_strided.default"])
+_out_overloads = {}
+
+
+def _is_view(func):
+    schema = func._schema
+    if not schema.returns:
+        return False
+    return all(r.alias_info is not None and not r.alias_info.is_write for r in schema.returns)
+
+
+def _refusal(func, torch):
+    """Why func cannot be replayed from a capture, or None."""
+    tags = getattr(func, "tags", ())
+    if torch.Tag.data_dependent_output in tags or torch.Tag.dynamic_output_shape in tags:
+        return "its output depends on the tensors' values (a host sync or a data-dependent shape)"
+    for r in func._schema.returns:
+        t = str(r.type)
+        if t not in ("Tensor", "Tensor[]"):
+            return f"it returns a host value ({t}) computed from the data, which a replay cannot return"
+    return None
+
+
+def _find_out_overload(func):
+    """The overload of func's packet with the same arguments plus one out= tensor per result."""
+    if func in _out_overloads:
+        return _out_overloads[func]
+    found = None
+    schema = func._schema
+    returns = schema.returns
+    if returns and all(str(r.type) == "Tensor" for r in returns):
+        want = [(a.name, str(a.type)) for a in schema.arguments]
+        packet = func.overloadpacket
+        for name in packet.overloads():
+            cand = getattr(packet, name)
+            outs = [a for a in cand._schema.arguments
+                    if a.kwarg_only and a.alias_info is not None and a.alias_info.is_write]
+            rest = [(a.name, str(a.type)) for a in cand._schema.arguments
+                    if not (a.kwarg_only and a.alias_info is not None and a.alias_info.is_write)]
+            if len(outs) == len(returns) and rest == want:
+                found = (cand, tuple(a.name for a in outs))
+                break
+    _out_overloads[func] = found
+    return found
+
+
+def _written_args(func, args, kwargs):
+    """For an op whose results all alias arguments it writes: those arguments, as it returns them."""
+    schema = func._schema
+    by_set = {}
+    for i, a in enumerate(schema.arguments):
+        if a.alias_info is None or not a.alias_info.is_write:
+            continue
+        value = args[i] if i < len(args) and not a.kwarg_only else kwargs.get(a.name)
+        for s in a.alias_info.before_set:
+            by_set[s] = value
+    results = []
+    for r in schema.returns:
+        if r.alias_info is None or not r.alias_info.is_write:
+            return None
+        sets = list(r.alias_info.before_set)
+        if not sets or sets[0] not in by_set:
+            return None
+        results.append(by_set[sets[0]])
+    return results[0] if len(results) == 1 else tuple(results)
+
+
+def _writes_any(func):
+    return any(a.alias_info is not None and a.alias_info.is_write for a in func._schema.arguments)
+
+
+def _to_meta(x, torch):
+    if isinstance(x, torch.Tensor):
+        return torch.empty_strided(x.size(), x.stride(), dtype=x.dtype, device="meta")
+    if isinstance(x, (list, tuple)):
+        return type(x)(_to_meta(v, torch) for v in x)
+    return x
+
+
+def _storage_extent(size, stride):
+    if any(s == 0 for s in size):
+        return 0
+    return 1 + sum((n - 1) * st for n, st in zip(size, stride))
+
+
+def _pool_like(meta, torch):
+    """A tensor shaped like `meta` whose memory comes from the capturing graph's pool."""
+    n = _storage_extent(meta.size(), meta.stride())
+    nbytes = n * meta.element_size()
+    base = _C.empty(max(nbytes, 1), dtype=torch.uint8)[:nbytes]  # the graph's pool (a capture is running)
+    return base.view(meta.dtype).as_strided(meta.size(), meta.stride())
+
+
+def _shapes(func, args, kwargs, torch):
+    """func's results as meta tensors (or real ones for an op without a meta kernel)."""
+    margs, mkwargs = _to_meta(args, torch), _to_meta(dict(kwargs), torch)
+    names = {a.name for a in func._schema.arguments}
+    if "device" in names and not any(isinstance(a, torch.Tensor) for a in args):
+        mkwargs["device"] = "meta"  # a factory op (zeros, arange, full)
+    try:
+        return func(*margs, **mkwargs)
+    except (NotImplementedError, RuntimeError):
+        return func(*args, **kwargs)  # no meta kernel: learn the shapes from one real run
+
+
+def _structure(results, fn):
+    if isinstance(results, (list, tuple)):
+        return type(results)(fn(r) for r in results)
+    return fn(results)
+
+
+def _flat(results):
+    return list(results) if isinstance(results, (list, tuple)) else [results]
+
+
+class _Replay:
+    """One recorded torch op, called by its graph task on every replay: func(*args, **kwargs), its
+    results copied into `outs` (an op replayed functionally) or not (it writes its arguments)."""
+
+    __slots__ = ("func", "args", "kwargs", "outs")
+
+    def __init__(self, func, args, kwargs, outs=None):
+        self.func, self.args, self.kwargs, self.outs = func, args, kwargs, outs
+
+    def __call__(self):
+        try:
+            results = self.func(*self.args, **self.kwargs)
+            if self.outs is not None:
+                for dst, src in zip(self.outs, _flat(results)):
+                    dst.copy_(src)
+        except Exception as e:
+            raise RuntimeError(f"captured torch op {self.func} failed on replay: "
+                               f"{type(e).__name__}: {e}") from None
+
+
+def _make_mode(torch):
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class TorchOpCapture(TorchDispatchMode):
+        """Records the capturing thread's torch ops into the graph (Note [Torch ops in a capture])."""
+
+        def __init__(self, graph_id):
+            super().__init__()
+            self.graph_id = graph_id
+            self.violation = None
+            self.recorded = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            if _C._in_internal_torch():
+                return func(*args, **kwargs)
+            stream = _C.npu.current_stream()
+            if not stream.is_capturing():
+                return func(*args, **kwargs)  # this thread's stream is not capturing: eager
+            return self._record(func, args, kwargs, stream)
+
+        def _refuse(self, name, why):
+            message = (f"torch op {name} cannot be captured into graph {self.graph_id}: {why}. Nothing "
+                       f"was recorded and the capture is invalid (ending it discards it); issue the op "
+                       f"before or after the capture")
+            if self.violation is None:
+                self.violation = message
+            raise _C.StateError(message)
+
+        def _record(self, func, args, kwargs, stream):
+            name = str(func)
+            if name in _ALLOCATION_OPS:
+                return _structure(_shapes(func, args, kwargs, torch), lambda m: _pool_like(m, torch))
+            if _is_view(func):
+                return func(*args, **kwargs)
+            why = _refusal(func, torch)
+            if why is not None:
+                self._refuse(name, why)
+            written = _written_args(func, args, kwargs) if _writes_any(func) else None
+            if written is not None:  # in place or out=: replays write the same arguments
+                task, result = _Replay(func, args, kwargs), written
+            elif _writes_any(func):
+                self._refuse(name, "it writes an argument and also returns new tensors")
+            else:
+                metas = _shapes(func, args, kwargs, torch)
+                result = _structure(metas, lambda m: _pool_like(m, torch))
+                outs = _flat(result)
+                overload = _find_out_overload(func)
+                if overload is not None:
+                    cand, out_names = overload
+                    task = _Replay(cand, args, dict(kwargs, **dict(zip(out_names, outs))))
+                else:
+                    task = _Replay(func, args, kwargs, outs)
+            try:
+                _C._launch_callable(stream, task)
+            except _C.Error as e:
+                if self.violation is None:
+                    self.violation = f"torch op {name}: {e}"
+                raise type(e)(f"torch op {name}: {e}") from None
+            self.recorded += 1
+            return result
+
+    return TorchOpCapture
+
+
+_mode_class = None
+_local = _threading.local()
+
+
+def _torch():
+    import sys
+
+    torch = sys.modules.get("torch")
+    if torch is None or not hasattr(torch, "utils") or not hasattr(torch, "Tag"):
+        return None
+    return torch
+
+
+def begin(graph_id):
+    """Starts recording this thread's torch ops into graph `graph_id` (None without torch)."""
+    global _mode_class
+    torch = _torch()
+    if torch is None:
+        return None
+    if _mode_class is None:
+        _mode_class = _make_mode(torch)
+    mode = _mode_class(graph_id)
+    mode.__enter__()
+    stack = getattr(_local, "modes", None)
+    if stack is None:
+        stack = _local.modes = {}
+    stack[graph_id] = mode
+    return mode
+
+
+def end(graph_id):
+    """Stops recording into graph `graph_id` on this thread; returns the mode (or None)."""
+    stack = getattr(_local, "modes", None)
+    mode = stack.pop(graph_id, None) if stack else None
+    if mode is not None:
+        mode.__exit__(None, None, None)
+    return mode
+
