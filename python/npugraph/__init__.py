@@ -30,6 +30,7 @@ from ._C import (
 )
 
 from . import _fia_doc, _npu_api
+from ._paged_attention import _npu_paged_attention, _npu_paged_attention_get_workspace
 from . import _graph as _graph_module
 from ._graph import graph as _graph
 from ._render import render as _render
@@ -59,5 +60,6 @@ _sys.modules[__name__ + ".llm"] = llm
 __all__ = sorted(
     ["ArgumentError", "Error", "StateError", "TaskError", "UnsupportedError", "WaitTimeoutError",
      "cuda", "empty", "empty_cache", "llm", "memory_stats", "npu", "profile", "reset_peak_memory_stats",
-     "set_log_level", "start_trace", "stop_trace", "zeros"]
+     "set_log_level", "start_trace", "stop_trace", "zeros", "_npu_paged_attention",
+     "_npu_paged_attention_get_workspace"]
     + [n for n in dir(_C) if n.startswith(("npu_", "_npu_")) or n in ("QuantWeight", "ResourceError")])

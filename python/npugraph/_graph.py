@@ -8,11 +8,11 @@ from . import _torch_capture
 __all__ = ["graph", "capture_begin", "capture_end"]
 
 
-def _finish(npu_graph, mode):
+def _finish(npu_graph, capture):
     """After the C++ capture ended: a capture that refused a torch op is discarded, and raises."""
-    if mode is not None and mode.violation is not None:
+    if capture is not None and capture.violation is not None:
         npu_graph.reset()
-        raise _C.StateError(mode.violation + "; the capture was discarded")
+        raise _C.StateError(capture.violation + "; the capture was discarded")
 
 
 _cpp_capture_begin = _C.npu.NPUGraph.capture_begin
@@ -34,9 +34,9 @@ def capture_begin(self, pool=None, capture_error_mode="global"):
 def capture_end(self):
     """Ends the capture begun on the current stream and instantiates the graph; a capture in which a
     torch op was refused is discarded and raises StateError naming the op."""
-    mode = _torch_capture.end(self.id)
+    capture = _torch_capture.end(self.id)
     _cpp_capture_end(self)
-    _finish(self, mode)
+    _finish(self, capture)
 
 
 class graph:
@@ -59,22 +59,22 @@ class graph:
                                              capture_error_mode=capture_error_mode,
                                              auto_dispatch_capture=auto_dispatch_capture)
         self._graph = npu_graph
-        self._mode = None
+        self._capture_state = None
 
     def __enter__(self):
         self._capture.__enter__()
         try:
-            self._mode = _torch_capture.begin(self._graph.id)
+            self._capture_state = _torch_capture.begin(self._graph.id)
         except BaseException:
             self._capture.__exit__(RuntimeError, None, None)  # abandon: nothing was captured yet
             raise
         return None
 
     def __exit__(self, exc_type, exc, tb):
-        mode, self._mode = self._mode, None
-        if mode is not None:
+        capture, self._capture_state = self._capture_state, None
+        if capture is not None:
             _torch_capture.end(self._graph.id)
-            if mode.violation is not None and exc_type is None:  # raised, then caught in the block
+            if capture.violation is not None and exc_type is None:  # raised, then caught in the block
                 self._capture.__exit__(_C.StateError, None, None)  # abandons the capture
-                raise _C.StateError(mode.violation + "; the capture was discarded")
+                raise _C.StateError(capture.violation + "; the capture was discarded")
         return self._capture.__exit__(exc_type, exc, tb)

@@ -29,12 +29,25 @@ A replay calls each recorded op on the thread that runs the graph's task, holdin
 [Python callables on stream workers] in python/src/host_func.cpp). Ops drawing random numbers
 (``rand``, ``dropout``) draw new ones on every replay. The tensors a recorded op reads stay alive
 as long as the graph does.
+
+Note [Eager torch ops in stream order]
+On the device, a torch op on npu tensors is queued on the current stream behind the work already
+there (a replay launched with blocking=False, say), and only a host read (``.item()``,
+``torch.equal``, ``print``) waits for it. Under the torch_npu shim (``npugraph.compat.install()``)
+the installing thread's torch ops behave so: while its current stream has pending work, an op is
+queued on it as a task exactly as it would be recorded into a capture (outputs allocated now,
+written when the stream reaches it; views and allocations run now), and an op that returns a host
+value first synchronizes the stream. With nothing pending, an op runs at once (the same result,
+sooner). Other threads' torch ops are not seen (torch's dispatch modes are per thread): they run at
+once, so a thread that reads what another thread's stream writes must synchronize that stream first.
+Reading a tensor without a torch op (``.numpy()``, the buffer protocol) is not seen either: call
+``torch.npu.synchronize()`` first, as on the device before a host copy.
 """
 import threading as _threading
 
 from . import _C
 
-__all__ = ["begin", "end"]
+__all__ = ["begin", "end", "order_eager_ops"]
 
 # Allocation-only ops: their memory comes from the graph's pool, nothing to replay.
 _ALLOCATION_OPS = frozenset(
@@ -174,52 +187,83 @@ class _Replay:
                                f"{type(e).__name__}: {e}") from None
 
 
+class Capture:
+    """One capture running on this thread: its graph and the first op it refused."""
+
+    __slots__ = ("graph_id", "violation", "recorded")
+
+    def __init__(self, graph_id):
+        self.graph_id, self.violation, self.recorded = graph_id, None, 0
+
+
 def _make_mode(torch):
     from torch.utils._python_dispatch import TorchDispatchMode
 
-    class TorchOpCapture(TorchDispatchMode):
-        """Records the capturing thread's torch ops into the graph (Note [Torch ops in a capture])."""
+    def pool_like(meta):
+        return _pool_like(meta, torch)
 
-        def __init__(self, graph_id):
+    def plain_like(meta):
+        return torch.empty_strided(meta.size(), meta.stride(), dtype=meta.dtype)
+
+    class StreamOps(TorchDispatchMode):
+        """This thread's torch ops as stream work: recorded into the graph while the current stream
+        captures (Note [Torch ops in a capture]); with `ordering` (the torch_npu shim), queued
+        behind the current stream's pending work (Note [Eager torch ops in stream order])."""
+
+        def __init__(self):
             super().__init__()
-            self.graph_id = graph_id
-            self.violation = None
-            self.recorded = 0
+            self.captures = []
+            self.ordering = False
 
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
             if _C._in_internal_torch():
                 return func(*args, **kwargs)
             stream = _C.npu.current_stream()
-            if not stream.is_capturing():
-                return func(*args, **kwargs)  # this thread's stream is not capturing: eager
-            return self._record(func, args, kwargs, stream)
+            if stream.is_capturing():
+                return self._issue(func, args, kwargs, stream, self._capture())
+            if self.ordering and not stream.query():
+                return self._issue(func, args, kwargs, stream, None)
+            return func(*args, **kwargs)  # nothing pending on this stream: run it now
 
-        def _refuse(self, name, why):
-            message = (f"torch op {name} cannot be captured into graph {self.graph_id}: {why}. Nothing "
-                       f"was recorded and the capture is invalid (ending it discards it); issue the op "
-                       f"before or after the capture")
-            if self.violation is None:
-                self.violation = message
+        def _capture(self):
+            if not self.captures:  # a stream of a capture begun on another thread (joined by an event)
+                self.captures.append(Capture("(begun on another thread)"))
+            return self.captures[-1]
+
+        def _refuse(self, capture, name, why):
+            message = (f"torch op {name} cannot be captured into graph {capture.graph_id}: {why}. "
+                       f"Nothing was recorded and the capture is invalid (ending it discards it); "
+                       f"issue the op before or after the capture")
+            if capture.violation is None:
+                capture.violation = message
             raise _C.StateError(message)
 
-        def _record(self, func, args, kwargs, stream):
+        def _issue(self, func, args, kwargs, stream, capture):
+            """Records func as a task on `stream`: a graph task when `capture`, else eager work
+            queued behind the stream's pending work."""
             name = str(func)
+            alloc = pool_like if capture is not None else plain_like
             if name in _ALLOCATION_OPS:
-                return _structure(_shapes(func, args, kwargs, torch), lambda m: _pool_like(m, torch))
+                return _structure(_shapes(func, args, kwargs, torch), alloc)
             if _is_view(func):
                 return func(*args, **kwargs)
             why = _refusal(func, torch)
             if why is not None:
-                self._refuse(name, why)
+                if capture is None:  # a host read: wait for the stream, as the device's would
+                    stream.synchronize()
+                    return func(*args, **kwargs)
+                self._refuse(capture, name, why)
             written = _written_args(func, args, kwargs) if _writes_any(func) else None
             if written is not None:  # in place or out=: replays write the same arguments
                 task, result = _Replay(func, args, kwargs), written
             elif _writes_any(func):
-                self._refuse(name, "it writes an argument and also returns new tensors")
+                if capture is None:
+                    stream.synchronize()
+                    return func(*args, **kwargs)
+                self._refuse(capture, name, "it writes an argument and also returns new tensors")
             else:
-                metas = _shapes(func, args, kwargs, torch)
-                result = _structure(metas, lambda m: _pool_like(m, torch))
+                result = _structure(_shapes(func, args, kwargs, torch), alloc)
                 outs = _flat(result)
                 overload = _find_out_overload(func)
                 if overload is not None:
@@ -230,17 +274,18 @@ def _make_mode(torch):
             try:
                 _C._launch_callable(stream, task)
             except _C.Error as e:
-                if self.violation is None:
-                    self.violation = f"torch op {name}: {e}"
+                if capture is not None and capture.violation is None:
+                    capture.violation = f"torch op {name}: {e}"
                 raise type(e)(f"torch op {name}: {e}") from None
-            self.recorded += 1
+            if capture is not None:
+                capture.recorded += 1
             return result
 
-    return TorchOpCapture
+    return StreamOps
 
 
-_mode_class = None
 _local = _threading.local()
+_mode_class = None
 
 
 def _torch():
@@ -252,28 +297,58 @@ def _torch():
     return torch
 
 
-def begin(graph_id):
-    """Starts recording this thread's torch ops into graph `graph_id` (None without torch)."""
+def _thread_mode(create):
+    """This thread's StreamOps mode, pushed on torch's mode stack while it has work to do."""
     global _mode_class
-    torch = _torch()
-    if torch is None:
-        return None
-    if _mode_class is None:
-        _mode_class = _make_mode(torch)
-    mode = _mode_class(graph_id)
-    mode.__enter__()
-    stack = getattr(_local, "modes", None)
-    if stack is None:
-        stack = _local.modes = {}
-    stack[graph_id] = mode
+    mode = getattr(_local, "mode", None)
+    if mode is None and create:
+        torch = _torch()
+        if torch is None:
+            return None
+        if _mode_class is None:
+            _mode_class = _make_mode(torch)
+        mode = _mode_class()
+        mode.__enter__()
+        _local.mode = mode
     return mode
+
+
+def _release_if_idle(mode):
+    if not mode.captures and not mode.ordering:
+        _local.mode = None
+        mode.__exit__(None, None, None)
+
+
+def begin(graph_id):
+    """Starts recording this thread's torch ops into graph `graph_id`; returns its Capture (None
+    when torch is not imported: then there are no torch ops to record)."""
+    mode = _thread_mode(True)
+    if mode is None:
+        return None
+    capture = Capture(graph_id)
+    mode.captures.append(capture)
+    return capture
 
 
 def end(graph_id):
-    """Stops recording into graph `graph_id` on this thread; returns the mode (or None)."""
-    stack = getattr(_local, "modes", None)
-    mode = stack.pop(graph_id, None) if stack else None
-    if mode is not None:
-        mode.__exit__(None, None, None)
-    return mode
+    """Stops recording into graph `graph_id` on this thread; returns its Capture (or None)."""
+    mode = _thread_mode(False)
+    if mode is None:
+        return None
+    found = None
+    for i in range(len(mode.captures) - 1, -1, -1):
+        if mode.captures[i].graph_id == graph_id:
+            found = mode.captures.pop(i)
+            break
+    _release_if_idle(mode)
+    return found
 
+
+def order_eager_ops(enabled):
+    """Under the torch_npu shim: this thread's eager torch ops run after its current stream's
+    pending work (Note [Eager torch ops in stream order])."""
+    mode = _thread_mode(bool(enabled))
+    if mode is None:
+        return
+    mode.ordering = bool(enabled)
+    _release_if_idle(mode)

@@ -9,13 +9,16 @@ ops are npugraph's (``npu_fused_infer_attention_score`` and its ``.out``,
 ``npugraph.npu``; makes ``Tensor.npu()`` return the tensor itself (npugraph's device is the CPU, so
 the tensor is already where npugraph computes), and lets torch's tensor factories (``torch.empty``,
 ``zeros``, ``ones``, ``full``, ``rand``, ``randn``, ``randint``, ``arange``, ``tensor``, ``eye``,
-``linspace``, ``*_like``) and ``Tensor.to`` take ``device="npu"`` / ``"npu:0"`` (as the CPU). Other
-device values pass through to torch unchanged. ``torch.device("npu")`` objects are not supported
+``linspace``, ``*_like``), ``Tensor.to`` and ``nn.Module.to`` take ``device="npu"`` / ``"npu:0"`` (as
+the CPU), and ``nn.Module.npu()`` returns the module as it is. Other device values pass through to
+torch unchanged. ``torch.device("npu")`` objects are not supported
 (torch 1.13 cannot name a new device type); use the strings. ``uninstall()`` restores torch.
 """
 import functools as _functools
 import sys as _sys
 import types as _types
+
+from . import _torch_capture
 
 __all__ = ["install", "uninstall", "installed"]
 
@@ -72,6 +75,15 @@ def _wrap_to(to):
     return tensor_to
 
 
+def _module_npu(self, device=None):
+    """nn.Module.npu(): the module itself (its parameters are where npugraph computes)."""
+    if device is not None:
+        from . import _C
+
+        _C.npu.set_device(device)
+    return self
+
+
 def _torch_npu_module(npugraph):
     mod = _types.ModuleType("torch_npu", "npugraph standing in for torch_npu (npugraph.compat).")
     mod.npu = npugraph.npu
@@ -95,14 +107,22 @@ def install():
     _saved["torch.npu"] = getattr(torch, "npu", None)
     _saved["Tensor.npu"] = getattr(torch.Tensor, "npu", None)
     _saved["Tensor.to"] = torch.Tensor.to
+    _saved["Module.npu"] = getattr(torch.nn.Module, "npu", None)
+    _saved["Module.to"] = torch.nn.Module.to
     _saved["factories"] = {n: getattr(torch, n) for n in _FACTORIES if hasattr(torch, n)}
     _sys.modules["torch_npu"] = mod
     _sys.modules["torch_npu.npu"] = npugraph.npu
     torch.npu = npugraph.npu
     torch.Tensor.npu = _tensor_npu
     torch.Tensor.to = _wrap_to(_saved["Tensor.to"])
+    torch.nn.Module.npu = _module_npu
+    torch.nn.Module.to = _wrap_to(_saved["Module.to"])
     for name, fn in _saved["factories"].items():
         setattr(torch, name, _wrap_factory(fn))
+    # torch_npu's semantics: replays return once launched, and this thread's eager torch ops queue
+    # behind its current stream's pending work (Note [Eager torch ops in stream order]).
+    npugraph._C.npu._set_replay_blocking_default(False)
+    _torch_capture.order_eager_ops(True)
     return mod
 
 
@@ -126,8 +146,18 @@ def uninstall():
     else:
         torch.Tensor.npu = _saved["Tensor.npu"]
     torch.Tensor.to = _saved["Tensor.to"]
+    if _saved["Module.npu"] is None:
+        del torch.nn.Module.npu
+    else:
+        torch.nn.Module.npu = _saved["Module.npu"]
+    torch.nn.Module.to = _saved["Module.to"]
     for name, fn in _saved["factories"].items():
         setattr(torch, name, fn)
+    from . import _C
+
+    _C.npu.synchronize()  # eager ops queued behind pending work run before the shim goes
+    _C.npu._set_replay_blocking_default(True)
+    _torch_capture.order_eager_ops(False)
     _saved.clear()
 
 

@@ -46,7 +46,36 @@ bool take_replay_mark(const PyGraph& g, DispatchRecords* d) {
            "re-issue them with their current arguments (or pass new ones), then replay");
 }
 
+void wait_for_updates_in_flight(DispatchRecords& d) {
+  if (d.updated.load()) return;
+  std::unique_lock lock(d.in_flight_mutex);
+  d.in_flight_cv.wait(lock, [&] { return d.updates_in_flight == 0 || d.updated.load(); });
+}
+
 namespace {
+
+std::atomic<bool> g_replay_blocks{true};
+
+// Counts one g.update in DispatchRecords::updates_in_flight for its whole call.
+class UpdateInFlight {
+ public:
+  explicit UpdateInFlight(DispatchRecords& d) : d_(d) {
+    std::lock_guard lock(d_.in_flight_mutex);
+    ++d_.updates_in_flight;
+  }
+  UpdateInFlight(const UpdateInFlight&) = delete;
+  UpdateInFlight& operator=(const UpdateInFlight&) = delete;
+  ~UpdateInFlight() {
+    {
+      std::lock_guard lock(d_.in_flight_mutex);
+      --d_.updates_in_flight;
+    }
+    d_.in_flight_cv.notify_all();
+  }
+
+ private:
+  DispatchRecords& d_;
+};
 
 // graph.update(cpu_update_input=...): parse every dict (GIL held), then re-issue without the GIL.
 void update_graph(PyGraph& g, py::handle cpu_update_input) {
@@ -56,6 +85,7 @@ void update_graph(PyGraph& g, py::handle cpu_update_input) {
                  "its recorded calls (or update task groups with graph_task_update_begin/end)");
   const std::shared_ptr<DispatchRecords> hold = g.dispatch;  // alive until this update returns
   DispatchRecords& d = *hold;
+  const UpdateInFlight in_flight(d);
   std::unique_lock lock(d.mutex, std::try_to_lock);
   if (!lock.owns_lock()) {
     const char* busy = d.busy.load(std::memory_order_relaxed);
@@ -81,6 +111,9 @@ void update_graph(PyGraph& g, py::handle cpu_update_input) {
 }
 
 }  // namespace
+
+bool replay_blocks_by_default() { return g_replay_blocks.load(std::memory_order_relaxed); }
+void set_replay_blocks_by_default(bool blocking) { g_replay_blocks.store(blocking); }
 
 void bind_dispatch(py::class_<PyGraph>& graph_class) {
   graph_class

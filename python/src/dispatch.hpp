@@ -26,7 +26,10 @@
 // made) would wait forever for that event (seen with g.replay(blocking=False) and with updater
 // threads racing a replaying one). So an update's re-issue waits, on the update stream, for an Event
 // recorded after the last replay's launch: its parameters and records come after that replay has run
-// (which is also what a stream-ordered update must not overtake). DispatchRecords::order makes
+// (which is also what a stream-ordered update must not overtake). A replay that finds no update
+// mark while another thread's g.update is in flight (DispatchRecords::updates_in_flight) waits for
+// that update to end and then consumes its mark, as the device's replay would wait for its records;
+// it is refused only when no update was made and none is in flight. DispatchRecords::order makes
 // "take the update mark, launch, record last_replay" and "wait on last_replay ... record the events"
 // atomic with respect to each other, so a replay launched during an update belongs to the update
 // before it. Two updates with no replay between collapse their records harmlessly (the next replay
@@ -41,6 +44,7 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -56,6 +60,10 @@ namespace npugraph::python {
 // Swaps one field of two FiaOptions (swapping again restores both).
 using FieldSwap = void (*)(ops::FiaOptions&, ops::FiaOptions&);
 
+// Which op a call was made with, whose keyword names its update dicts use:
+// npu_fused_infer_attention_score's or npu_fused_infer_attention_score_v2's (fia_keywords.cpp).
+enum class FiaNames : bool { v1, v2 };
+
 struct FiaRecord {
   Tensor query, key, value;
   ops::FiaOptions options;
@@ -66,6 +74,13 @@ struct FiaRecord {
   // static option): an update then re-issues it with its host values only (Note [FIA host-value
   // update] in src/ops/attention/fia_plan.hpp), never comparing the ~25 tensors.
   bool captured_inputs = true;
+  FiaNames names = FiaNames::v1;
+};
+
+// The caller's buffers of a `.out` call: the outputs, and the workspace when one was given.
+struct FiaOutArgs {
+  Tensor workspace;  // undefined: the graph's shared workspace
+  Tensor attention_out, softmax_lse;
 };
 
 struct DispatchRecords {
@@ -89,6 +104,11 @@ struct DispatchRecords {
   std::atomic<const char*> busy{nullptr};  // what the last holder of `mutex` did ("updating", ...)
   bool dead = false;                       // the graph was reset (under mutex)
   std::atomic<bool> updated{false};        // a successful update since the capture / last replay
+  // g.update calls inside update_graph (waiting for the mutex included); a replay that finds no
+  // update mark waits for them on `in_flight_cv` (Note [Updates after replays]).
+  int updates_in_flight = 0;               // under in_flight_mutex
+  std::mutex in_flight_mutex;
+  std::condition_variable in_flight_cv;
   std::atomic<std::size_t> count{0};       // records.size(), readable without the mutex
 };
 
@@ -109,11 +129,13 @@ std::shared_ptr<DispatchRecords>& active_dispatch();
 
 // fia.cpp: captures one eager FIA call into its own group and records it (planned once: the
 // workspace, the outputs and the launch all come from one ops::FiaPlan); returns (attention_out,
-// lse), or nothing when the current stream no longer captures (then the call runs eagerly). Locks
+// lse), or nothing when the current stream no longer captures (then the call runs eagerly). A
+// `.out` call passes its buffers (`given`): it writes them, on every replay and update. Locks
 // d.mutex: call it with the GIL released.
 std::optional<std::pair<Tensor, Tensor>> record_fia(DispatchRecords& d, const Tensor& query,
                                                     const Tensor& key, const Tensor& value,
-                                                    const ops::FiaOptions& options);
+                                                    const ops::FiaOptions& options, FiaNames names,
+                                                    const FiaOutArgs* given = nullptr);
 
 // Frees the graph (g.reset()) once no update or recorded call of its records is in flight.
 void reset_graph(PyGraph& g);
@@ -121,6 +143,15 @@ void reset_graph(PyGraph& g);
 // returns whether it consumed an update mark (to restore if the replay is not issued). d is
 // g.dispatch when g is an auto-dispatch graph, else null; called with d->order held.
 bool take_replay_mark(const PyGraph& g, DispatchRecords* d);
+// Before a replay of an auto-dispatch graph takes d.order: when no update mark is set and another
+// thread's g.update is in flight, waits (GIL released) until it ends, so the replay consumes that
+// update instead of being refused (Note [Updates after replays]).
+void wait_for_updates_in_flight(DispatchRecords& d);
+
+// Whether NPUGraph.replay() waits for the replay when `blocking` is not given: true, except under
+// the torch_npu shim (npugraph.compat.install sets it false; Note [Blocking replays from Python]).
+bool replay_blocks_by_default();
+void set_replay_blocks_by_default(bool blocking);
 
 // fia.cpp: NPUGraph.update's FIA part, with d.mutex held and the GIL held: applies
 // cpu_update_input (one dict of FIA keyword arguments per record, or one for all) to the records'

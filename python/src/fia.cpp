@@ -1,245 +1,135 @@
-// npu_fused_infer_attention_score, its .out form and _npu_fused_infer_attention_score_get_max_workspace,
-// and the FIA side of auto-dispatch capture (Note [Auto-dispatch capture] in dispatch.hpp): a call
-// recorded into its own group, and the recorded calls' update. Keyword arguments are parsed from
-// one table (name -> setter), so each torch_npu keyword is one line, whether it comes from a call
-// or from an update dict.
+// npu_fused_infer_attention_score and npu_fused_infer_attention_score_v2, their .out forms and
+// get_max_workspace functions, and the FIA side of auto-dispatch capture (Note [Auto-dispatch
+// capture] in dispatch.hpp): a call (either form) recorded into its own group, and the recorded
+// calls' update. Keyword arguments: fia_keywords.cpp.
 #include <pybind11/stl.h>
 
 #include <algorithm>
 #include <memory>
 #include <string>
-#include <string_view>
 #include <tuple>
 #include <utility>
-#include <unordered_map>
 
 #include "args.hpp"
 #include "bindings.hpp"
 #include "convert.hpp"
 #include "dispatch.hpp"
+#include "fia_keywords.hpp"
 #include "npugraph/npugraph.hpp"
 
 namespace npugraph::python {
 namespace {
 
-// Fills `out` (reusing its storage) from an int, a list/tuple of ints, or a numpy array / torch tensor.
-void assign_ints(std::vector<std::int64_t>& out, py::handle v, const char* name) {
-  out.clear();
-  if (v.is_none()) return;
-  if (PyList_Check(v.ptr()) || PyTuple_Check(v.ptr())) {  // the common case, without iterator objects
-    const bool list = PyList_Check(v.ptr());
-    const Py_ssize_t n = list ? PyList_GET_SIZE(v.ptr()) : PyTuple_GET_SIZE(v.ptr());
-    out.reserve(static_cast<std::size_t>(n));
-    for (Py_ssize_t i = 0; i < n; ++i)
-      out.push_back(int_element(list ? PyList_GET_ITEM(v.ptr(), i) : PyTuple_GET_ITEM(v.ptr(), i), name, i));
-    return;
-  }
-  if (PyLong_Check(v.ptr()) && !PyBool_Check(v.ptr())) {
-    out.push_back(int_arg(v, name));
-    return;
-  }
-  if (py::hasattr(v, "tolist")) {  // numpy / torch
-    py::object values = v.attr("tolist")();
-    if (PyList_Check(values.ptr())) return assign_ints(out, values, name);
-    out.push_back(int_arg(values, name));  // a 0-d array
-    return;
-  }
-  if (PyUnicode_Check(v.ptr()) || PyBytes_Check(v.ptr()) || !py::isinstance<py::sequence>(v))
-    throw py::type_error(std::string(name) + ": expected a list of ints, got " + type_name(v) + " (" +
-                         short_repr(v) + ")");
-  Py_ssize_t i = 0;
-  for (auto x : v) out.push_back(int_element(x, name, i++));
-}
 
-using Setter = void (*)(ops::FiaOptions&, py::handle);
-// Whether a and b differ in the field in a way an update cannot install; the captured value as text.
-using Differs = bool (*)(const ops::FiaOptions& a, const ops::FiaOptions& b);
-using Describe = std::string (*)(const ops::FiaOptions&);
-// One keyword: how to parse it into options, how to swap that field between two options, and for
-// what an update may not change (Update rules in npugraph/ops/fia.hpp), how to tell and show it.
-struct Field {
-  Setter set;
-  FieldSwap swap;
-  Differs differs = nullptr;  // null: any value is updatable
-  Describe describe = nullptr;
+// One op's names: torch_npu's v1 or v2 (the same op under other keyword names).
+struct FiaOp {
+  FiaNames names;
+  const char* name;      // "npu_fused_infer_attention_score"
+  const char* out_name;  // "npu_fused_infer_attention_score.out"
 };
 
-std::string tensor_text(const Tensor& t) { return t.defined() ? t.str() : "None"; }
-// A tensor argument may point at other memory, not change its presence, dtype or shape.
-bool tensor_differs(const Tensor& a, const Tensor& b) {
-  if (a.defined() != b.defined()) return true;
-  return a.defined() && (a.dtype() != b.dtype() || !(a.shape() == b.shape()));
-}
-
-#define NG_SWAP(field) [](ops::FiaOptions& a, ops::FiaOptions& b) { std::swap(a.field, b.field); }
-#define NG_DIFFERS(field) [](const ops::FiaOptions& a, const ops::FiaOptions& b) { return a.field != b.field; }
-#define NG_INT(field) \
-  {#field, {[](ops::FiaOptions& o, py::handle v) { o.field = int_arg(v, #field); }, NG_SWAP(field)}}
-#define NG_FIXED_INT(field)                                                                          \
-  {#field, {[](ops::FiaOptions& o, py::handle v) { o.field = int_arg(v, #field); }, NG_SWAP(field), \
-            NG_DIFFERS(field), [](const ops::FiaOptions& o) { return std::to_string(o.field); }}}
-#define NG_LIST(field) \
-  {#field, {[](ops::FiaOptions& o, py::handle v) { assign_ints(o.field, v, #field); }, NG_SWAP(field)}}
-#define NG_TENSOR(field)                                                                              \
-  {#field, {[](ops::FiaOptions& o, py::handle v) { o.field = v.is_none() ? Tensor() : to_tensor(v, #field); }, \
-            NG_SWAP(field),                                                                           \
-            [](const ops::FiaOptions& a, const ops::FiaOptions& b) { return tensor_differs(a.field, b.field); }, \
-            [](const ops::FiaOptions& o) { return tensor_text(o.field); }}}
-
-const std::unordered_map<std::string_view, Field>& setters() {
-  static const std::unordered_map<std::string_view, Field> table = {
-      NG_TENSOR(pse_shift),
-      NG_TENSOR(atten_mask),
-      NG_LIST(actual_seq_lengths),
-      NG_LIST(actual_seq_lengths_kv),
-      NG_TENSOR(dequant_scale1),
-      NG_TENSOR(quant_scale1),
-      NG_TENSOR(dequant_scale2),
-      NG_TENSOR(quant_scale2),
-      NG_TENSOR(quant_offset2),
-      NG_TENSOR(antiquant_scale),
-      NG_TENSOR(antiquant_offset),
-      NG_TENSOR(block_table),
-      NG_TENSOR(query_padding_size),
-      NG_TENSOR(kv_padding_size),
-      NG_TENSOR(key_antiquant_scale),
-      NG_TENSOR(key_antiquant_offset),
-      NG_TENSOR(value_antiquant_scale),
-      NG_TENSOR(value_antiquant_offset),
-      NG_TENSOR(key_shared_prefix),
-      NG_TENSOR(value_shared_prefix),
-      NG_LIST(actual_shared_prefix_len),
-      NG_TENSOR(query_rope),
-      NG_TENSOR(key_rope),
-      NG_TENSOR(key_rope_antiquant_scale),
-      NG_FIXED_INT(num_heads),
-      {"scale", {[](ops::FiaOptions& o, py::handle v) { o.scale = float_arg(v, "scale"); }, NG_SWAP(scale)}},
-      NG_INT(pre_tokens),
-      NG_INT(next_tokens),
-      {"input_layout",
-       {[](ops::FiaOptions& o, py::handle v) { o.input_layout = str_arg(v, "input_layout"); },
-        NG_SWAP(input_layout), NG_DIFFERS(input_layout),
-        [](const ops::FiaOptions& o) { return "'" + o.input_layout + "'"; }}},
-      NG_FIXED_INT(num_key_value_heads),
-      NG_FIXED_INT(sparse_mode),
-      NG_FIXED_INT(inner_precise),
-      NG_FIXED_INT(block_size),
-      NG_FIXED_INT(antiquant_mode),
-      {"softmax_lse_flag",
-       {[](ops::FiaOptions& o, py::handle v) { o.softmax_lse_flag = bool_arg(v, "softmax_lse_flag"); },
-        NG_SWAP(softmax_lse_flag), NG_DIFFERS(softmax_lse_flag),
-        [](const ops::FiaOptions& o) { return std::string(o.softmax_lse_flag ? "True" : "False"); }}},
-      NG_FIXED_INT(key_antiquant_mode),
-      NG_FIXED_INT(value_antiquant_mode),
-  };
-  return table;
-}
-#undef NG_INT
-#undef NG_FIXED_INT
-#undef NG_DIFFERS
-#undef NG_LIST
-#undef NG_TENSOR
-#undef NG_SWAP
-
-// The field of keyword `key` (a str), or null. Looks the name up without copying it.
-const Field* find_field(py::handle key) {
-  Py_ssize_t size = 0;
-  const char* text = PyUnicode_Check(key.ptr()) ? PyUnicode_AsUTF8AndSize(key.ptr(), &size) : nullptr;
-  if (!text) {
-    PyErr_Clear();
-    return nullptr;
-  }
-  const auto& table = setters();
-  auto it = table.find(std::string_view(text, static_cast<std::size_t>(size)));
-  return it == table.end() ? nullptr : &it->second;
-}
-
-// "NPUGraph.update: cpu_update_input[3]", or the plain call's name (index < 0); built only for errors.
-std::string where_text(const char* what, long index) {
-  return index < 0 ? std::string(what) : std::string(what) + "[" + std::to_string(index) + "]";
-}
-
-[[noreturn]] void unexpected_keyword(const char* what, long index, py::handle key) {
-  throw py::type_error(where_text(what, index) + " got an unexpected keyword argument '" +
-                       std::string(py::str(key)) + "'");
-}
-
-// Applies keyword arguments to `o`; `what` names the call in errors.
-ops::FiaOptions parse_options(const py::kwargs& kwargs, const char* what) {
-  ops::FiaOptions o;
-  PyObject *key, *value;
-  Py_ssize_t pos = 0;
-  while (PyDict_Next(kwargs.ptr(), &pos, &key, &value)) {
-    const Field* f = find_field(key);
-    if (!f) unexpected_keyword((std::string(what) + "()").c_str(), -1, key);
-    try {
-      f->set(o, value);
-    } catch (...) {
-      rethrow_with_context(std::string(what) + ": ");
-    }
-  }
-  return o;
-}
-
-constexpr const char* kFia = "npu_fused_infer_attention_score";
-constexpr const char* kFiaOut = "npu_fused_infer_attention_score.out";
-constexpr const char* kFiaWorkspace = "_npu_fused_infer_attention_score_get_max_workspace";
+// A distinct C++ type per op, for pybind11's one class per type.
+template <FiaNames N>
+struct FiaOpOf : FiaOp {};
 
 // out=[attention_out, softmax_lse] of the .out form.
-std::pair<Tensor, Tensor> out_arg(py::handle out) {
+std::pair<Tensor, Tensor> out_arg(py::handle out, const char* what) {
   if (!PyList_Check(out.ptr()) && !PyTuple_Check(out.ptr()))
-    throw_type_error(std::string(kFiaOut) + ": out", out, "a list [attention_out, softmax_lse]");
+    throw_type_error(std::string(what) + ": out", out, "a list [attention_out, softmax_lse]");
   const py::sequence seq = py::reinterpret_borrow<py::sequence>(out);
   if (seq.size() != 2)
-    NG_THROW(ArgumentError, kFiaOut, ": out has ", seq.size(),
-             " tensors: must be [attention_out, softmax_lse]");
+    NG_THROW(ArgumentError, what, ": out has ", seq.size(), " tensors: must be [attention_out, softmax_lse]");
   return {to_tensor(seq[0], "out[0]"), to_tensor(seq[1], "out[1]")};
 }
 
-struct FiaOp {};
-
-// Applies one update dict (FIA keyword names) to `options` without copying them: each value is
-// parsed into `scratch` and swapped in, and the swap is appended to `undo` — applying it again to
-// (options, scratch) restores the old value. Throws TypeError/ValueError for a bad key or value, and
-// ArgumentError ("not updatable") for a value that changes what the captured task cannot change.
-// Returns whether it set host values only (no tensor, no static option).
-bool apply_fia_kwargs(ops::FiaOptions& options, ops::FiaOptions& scratch, py::handle dict,
-                      std::size_t index, std::vector<FieldSwap>& undo) {
-  const char* what = "NPUGraph.update: cpu_update_input";
-  const long at = static_cast<long>(index);
-  if (!PyDict_Check(dict.ptr()))
-    throw py::type_error(where_text(what, at) +
-                         " must be a dict of fused_infer_attention_score keyword arguments, got " +
-                         type_name(dict));
-  PyObject *key, *value;
-  Py_ssize_t pos = 0;
-  bool host_only = true;
-  while (PyDict_Next(dict.ptr(), &pos, &key, &value)) {
-    const Field* f = find_field(key);
-    if (!f) unexpected_keyword(what, at, key);
-    host_only = host_only && !f->differs;  // only the host values have no `differs`
-    try {
-      f->set(scratch, value);  // parse first: a bad value leaves `options` as it was
-    } catch (...) {
-      rethrow_with_context(where_text(what, at) + ": ");
+py::object call_fia(const FiaOp& op, py::handle q, py::handle k, py::handle v, const py::kwargs& kwargs) {
+  const Kind kind = kind_of(q, "query");
+  const Tensor query = to_tensor(q, "query"), key = to_tensor(k, "key"), value = to_tensor(v, "value");
+  const ops::FiaOptions o = parse_options(kwargs, op.name, op.names);
+  ops::FiaResult r;
+  std::shared_ptr<DispatchRecords> d = active_dispatch();
+  bool recorded = false;
+  if (d) {
+    py::gil_scoped_release release;  // captured into its own group and recorded
+    if (auto outs = record_fia(*d, query, key, value, o, op.names)) {
+      std::tie(r.attention_out, r.softmax_lse) = *outs;
+      recorded = true;
     }
-    if (f->differs && f->differs(options, scratch)) [[unlikely]]
-      NG_THROW(ArgumentError, where_text(what, at), ": ", std::string(py::str(key)), " = ",
-               short_repr(value), ": not updatable (captured with ", f->describe(options),
-               "). An update may change actual_seq_lengths, actual_seq_lengths_kv, "
-               "actual_shared_prefix_len, scale, pre_tokens and next_tokens, and point a tensor argument "
-               "at other memory of the same shape and dtype; capture the graph again for anything else");
-    f->swap(options, scratch);  // scratch now holds the old value
-    undo.push_back(f->swap);
   }
-  return host_only;
+  if (!recorded) {
+    py::gil_scoped_release release;
+    r = ops::fused_infer_attention_score(query, key, value, o);
+    finish_eager(query.device());
+  }
+  return py::make_tuple(from_tensor(r.attention_out, kind), from_tensor(r.softmax_lse, kind));
+}
+
+// The .out form; without a workspace it uses one sized for the call (in a recorded call, the
+// graph's shared one).
+py::object call_fia_out(const FiaOp& op, py::handle q, py::handle k, py::handle v, py::handle workspace,
+                        py::handle out, const py::kwargs& kwargs) {
+  const Tensor query = to_tensor(q, "query"), key = to_tensor(k, "key"), value = to_tensor(v, "value");
+  FiaOutArgs given;
+  if (!workspace.is_none()) given.workspace = to_tensor(workspace, "workspace");
+  std::tie(given.attention_out, given.softmax_lse) = out_arg(out, op.out_name);
+  const ops::FiaOptions o = parse_options(kwargs, op.out_name, op.names);
+  std::shared_ptr<DispatchRecords> d = active_dispatch();
+  {
+    py::gil_scoped_release release;
+    if (d && record_fia(*d, query, key, value, o, op.names, &given)) {
+      // recorded: its task writes `out` on every replay
+    } else if (given.workspace.defined()) {
+      ops::fused_infer_attention_score_out(query, key, value, o, given.workspace, given.attention_out,
+                                           given.softmax_lse);
+      finish_eager(query.device());
+    } else {
+      const ops::FiaPlan plan = ops::fia_plan(query, key, value, o);
+      const Tensor ws = empty({plan.workspace_bytes()}, DType::u8, query.device());
+      ops::fused_infer_attention_score_out(plan, ws, given.attention_out, given.softmax_lse);
+      finish_eager(query.device());
+    }
+  }
+  return py::reinterpret_borrow<py::object>(out);
+}
+
+template <FiaNames N>
+void bind_fia_op(py::module_& m, const char* class_name, const char* get_workspace_name, FiaOpOf<N> op) {
+  const std::string doc = std::string("torch_npu's ") + op.name +
+                          "(query, key, value, **kwargs) -> (attention_out, softmax_lse); .out(..., "
+                          "workspace=None, out=[attention_out, softmax_lse])";
+  const std::string out_doc =
+      "out(query, key, value, *, workspace=None, out=[attention_out, softmax_lse], **keywords) -> out: "
+      "writes caller-owned outputs, with the caller's workspace (" + std::string(get_workspace_name) +
+      ") or, without one, a workspace sized for the call; the form task groups capture and updates "
+      "re-issue, recorded like the functional form under auto_dispatch_capture. Keywords and errors: "
+      "help(npugraph.npu_fused_infer_attention_score).";
+  py::class_<FiaOpOf<N>>(m, class_name, doc.c_str())
+      .def("__call__", [](const FiaOpOf<N>& self, py::handle q, py::handle k, py::handle v, py::kwargs kwargs) {
+             return call_fia(self, q, k, v, kwargs);
+           }, py::arg("query"), py::arg("key"), py::arg("value"))
+      .def("out", [](const FiaOpOf<N>& self, py::handle q, py::handle k, py::handle v, py::handle workspace,
+                     py::handle out, py::kwargs kwargs) {
+             return call_fia_out(self, q, k, v, workspace, out, kwargs);
+           }, py::arg("query"), py::arg("key"), py::arg("value"), py::kw_only(),
+           py::arg("workspace") = py::none(), py::arg("out"), out_doc.c_str())
+      .def("__repr__", [](const FiaOpOf<N>& self) { return std::string("<npugraph op ") + self.name + ">"; });
+  m.attr(op.name) = op;
+  m.def(get_workspace_name,
+        [get_workspace_name](py::handle q, py::handle k, py::handle v, py::kwargs kwargs) {
+          const Kind kind = kind_of(q, "query");
+          const Tensor ws = ops::fia_max_workspace(to_tensor(q, "query"), to_tensor(k, "key"), to_tensor(v, "value"),
+                                                   parse_options(kwargs, get_workspace_name, N));
+          return from_tensor(ws, kind);
+        }, py::arg("query"), py::arg("key"), py::arg("value"),
+        "The workspace (uint8) the .out form needs for the worst case of these shapes.");
 }
 
 }  // namespace
 
 std::optional<std::pair<Tensor, Tensor>> record_fia(DispatchRecords& d, const Tensor& query,
                                                     const Tensor& key, const Tensor& value,
-                                                    const ops::FiaOptions& options) {
+                                                    const ops::FiaOptions& options, FiaNames names,
+                                                    const FiaOutArgs* given) {
   std::lock_guard lock(d.mutex);
   mark_busy(d, "recording a call into");
   NG_CHECK_STATE(!d.dead, "npu_fused_infer_attention_score: graph ", d.graph_id,
@@ -250,19 +140,29 @@ std::optional<std::pair<Tensor, Tensor>> record_fia(DispatchRecords& d, const Te
   // One plan for the workspace size, the outputs and the launch.
   const ops::FiaPlan plan = ops::fia_plan(query, key, value, options);
   FiaRecord r{query, key, value, options, {}, {}, {}, {}, ExternalEvent("fia record " + std::to_string(d.records.size()))};
-  const std::int64_t need = plan.workspace_bytes();
-  auto it = std::find_if(d.workspaces.begin(), d.workspaces.end(),
-                         [&](const auto& w) { return w.first == s.id(); });
-  if (it == d.workspaces.end()) {
-    d.workspaces.emplace_back(s.id(), Tensor());
-    it = d.workspaces.end() - 1;
+  r.names = names;
+  if (given && given->workspace.defined()) {
+    r.workspace = given->workspace;
+  } else {
+    const std::int64_t need = plan.workspace_bytes();
+    auto it = std::find_if(d.workspaces.begin(), d.workspaces.end(),
+                           [&](const auto& w) { return w.first == s.id(); });
+    if (it == d.workspaces.end()) {
+      d.workspaces.emplace_back(s.id(), Tensor());
+      it = d.workspaces.end() - 1;
+    }
+    if (!it->second.defined() || it->second.numel() < need)  // earlier calls keep their smaller one
+      it->second = empty({need}, DType::u8, query.device());
+    r.workspace = it->second;
   }
-  if (!it->second.defined() || it->second.numel() < need)  // earlier calls keep their smaller one
-    it->second = empty({need}, DType::u8, query.device());
-  r.workspace = it->second;
-  r.attention_out = empty(plan.out_shape(), plan.out_dtype(), query.device());
-  r.softmax_lse = options.softmax_lse_flag ? empty(plan.lse_shape(), DType::f32, query.device())
-                                           : zeros({1}, DType::f32, query.device());
+  if (given) {  // a .out call: it writes the caller's outputs
+    r.attention_out = given->attention_out;
+    r.softmax_lse = given->softmax_lse;
+  } else {
+    r.attention_out = empty(plan.out_shape(), plan.out_dtype(), query.device());
+    r.softmax_lse = options.softmax_lse_flag ? empty(plan.lse_shape(), DType::f32, query.device())
+                                             : zeros({1}, DType::f32, query.device());
+  }
   r.event.wait(s);
   r.event.reset(s);
   task_group_begin(s);
@@ -299,7 +199,8 @@ void update_fia_records(DispatchRecords& d, py::handle cpu_update_input) {
       swaps.clear();
       try {
         d.host_only[i] = apply_fia_kwargs(d.records[i].options, d.staging[i],
-                                          inputs[given == 1 ? 0 : i], given == 1 ? 0 : i, swaps);
+                                          inputs[given == 1 ? 0 : i], given == 1 ? 0 : i, swaps,
+                                          d.records[i].names);
       } catch (...) {
         for (FieldSwap f : swaps) d.undo.emplace_back(i, f);
         throw;
@@ -331,64 +232,16 @@ void update_fia_records(DispatchRecords& d, py::handle cpu_update_input) {
 }
 
 void bind_fia(py::module_& m) {
-  py::class_<FiaOp>(m, "_FusedInferAttentionScore",
-                    "torch_npu's npu_fused_infer_attention_score(query, key, value, **kwargs) -> "
-                    "(attention_out, softmax_lse); .out(..., workspace=, out=[attention_out, softmax_lse])")
-      .def("__call__", [](const FiaOp&, py::handle q, py::handle k, py::handle v, py::kwargs kwargs) {
-             const Kind kind = kind_of(q, "query");
-             const Tensor query = to_tensor(q, "query"), key = to_tensor(k, "key"), value = to_tensor(v, "value");
-             const ops::FiaOptions o = parse_options(kwargs, kFia);
-             ops::FiaResult r;
-             std::shared_ptr<DispatchRecords> d = active_dispatch();
-             bool recorded = false;
-             if (d) {
-               py::gil_scoped_release release;  // captured into its own group and recorded
-               if (auto outs = record_fia(*d, query, key, value, o)) {
-                 std::tie(r.attention_out, r.softmax_lse) = *outs;
-                 recorded = true;
-               }
-             }
-             if (!recorded) {
-               py::gil_scoped_release release;
-               r = ops::fused_infer_attention_score(query, key, value, o);
-               finish_eager(query.device());
-             }
-             return py::make_tuple(from_tensor(r.attention_out, kind), from_tensor(r.softmax_lse, kind));
-           }, py::arg("query"), py::arg("key"), py::arg("value"))
-      .def("out", [](const FiaOp&, py::handle q, py::handle k, py::handle v, py::handle workspace,
-                     py::handle out, py::kwargs kwargs) {
-             const Tensor query = to_tensor(q, "query"), key = to_tensor(k, "key"), value = to_tensor(v, "value");
-             const Tensor ws = to_tensor(workspace, "workspace");
-             const auto [attention_out, lse] = out_arg(out);
-             const ops::FiaOptions o = parse_options(kwargs, kFiaOut);
-             {
-               py::gil_scoped_release release;
-               ops::fused_infer_attention_score_out(query, key, value, o, ws, attention_out, lse);
-               finish_eager(query.device());
-             }
-             return py::reinterpret_borrow<py::object>(out);
-           }, py::arg("query"), py::arg("key"), py::arg("value"), py::kw_only(), py::arg("workspace"),
-           py::arg("out"),
-           "out(query, key, value, *, workspace, out=[attention_out, softmax_lse], **keywords) -> out: "
-           "writes caller-owned outputs with a caller-owned workspace "
-           "(_npu_fused_infer_attention_score_get_max_workspace); the form task groups capture and "
-           "updates re-issue. Keywords and errors: help(npugraph.npu_fused_infer_attention_score).")
-      .def("__repr__", [](const FiaOp&) { return std::string("<npugraph op npu_fused_infer_attention_score>"); });
-  m.attr("npu_fused_infer_attention_score") = FiaOp{};
-  m.def("_fia_keywords", [] {
-    std::vector<std::string> names;
-    for (const auto& [name, field] : setters()) names.emplace_back(name);
-    std::sort(names.begin(), names.end());
-    return names;
-  }, "The keywords the FIA parser accepts (sorted), for the docs' check.");
-  m.def(kFiaWorkspace,
-        [](py::handle q, py::handle k, py::handle v, py::kwargs kwargs) {
-          const Kind kind = kind_of(q, "query");
-          const Tensor ws = ops::fia_max_workspace(to_tensor(q, "query"), to_tensor(k, "key"),
-                                                   to_tensor(v, "value"), parse_options(kwargs, kFiaWorkspace));
-          return from_tensor(ws, kind);
-        }, py::arg("query"), py::arg("key"), py::arg("value"),
-        "The workspace (uint8) the .out form needs for the worst case of these shapes.");
+  bind_fia_op<FiaNames::v1>(
+      m, "_FusedInferAttentionScore", "_npu_fused_infer_attention_score_get_max_workspace",
+      {{FiaNames::v1, "npu_fused_infer_attention_score", "npu_fused_infer_attention_score.out"}});
+  bind_fia_op<FiaNames::v2>(
+      m, "_FusedInferAttentionScoreV2", "_npu_fused_infer_attention_score_v2_get_max_workspace",
+      {{FiaNames::v2, "npu_fused_infer_attention_score_v2", "npu_fused_infer_attention_score_v2.out"}});
+  m.def("_fia_keywords", [](bool v2) { return fia_keywords(v2 ? FiaNames::v2 : FiaNames::v1); },
+        py::arg("v2") = false,
+        "The keywords the FIA parser accepts (sorted; v2=True: npu_fused_infer_attention_score_v2's), "
+        "for the docs' check.");
 }
 
 }  // namespace npugraph::python

@@ -82,6 +82,9 @@ void bind_graph(py::module_& m, py::module_& npu) {
       .def("__eq__", [](const PoolHandle& a, py::handle b) {
         return py::isinstance<PoolHandle>(b) && a == b.cast<const PoolHandle&>();
       });
+  npu.def("_set_replay_blocking_default", &set_replay_blocks_by_default, py::arg("blocking"),
+          "Whether NPUGraph.replay() waits when blocking is not given (npugraph.compat.install() sets "
+          "False: asynchronous, as on the device; Note [Blocking replays from Python]).");
   npu.def("graph_pool_handle", [] { return graph_pool_handle(); },
           "A new pool handle: pass it as pool= to captures that should share memory.");
 
@@ -116,9 +119,10 @@ void bind_graph(py::module_& m, py::module_& npu) {
            "Ends the capture begun on the current stream and instantiates the graph.")
       .def("replay", [](const PyGraph& g, py::object stream, py::object blocking) {
              const Stream s = stream_arg(stream);
-             const bool block = bool_arg(blocking, "blocking");
+             const bool block = blocking.is_none() ? replay_blocks_by_default() : bool_arg(blocking, "blocking");
              const std::shared_ptr<DispatchRecords> d = g.auto_dispatch_capture ? g.dispatch : nullptr;
              py::gil_scoped_release release;
+             if (d) wait_for_updates_in_flight(*d);  // Note [Updates after replays]
              std::unique_lock<std::mutex> order;  // Note [Updates after replays]
              if (d) order = std::unique_lock(d->order);
              const bool marked = take_replay_mark(g, d.get());
@@ -134,8 +138,11 @@ void bind_graph(py::module_& m, py::module_& npu) {
              }
              if (order.owns_lock()) order.unlock();
              if (block) s.synchronize();
-           }, py::arg("stream") = py::none(), py::arg("blocking") = true,
-           "Replays the graph on `stream` (default: the current one); blocking=True waits for it.")
+           }, py::arg("stream") = py::none(), py::arg("blocking") = py::none(),
+           "Replays the graph on `stream` (default: the current one); blocking=True waits for it, "
+           "blocking=False returns once it is launched. The default (None) waits, except under the "
+           "torch_npu shim (npugraph.compat), where replays are asynchronous as on the device (Note "
+           "[Blocking replays from Python]).")
       .def("reset", &reset_graph,
            "Frees the graph, its pool and its task groups (their handles go stale). Waits for an update "
            "of the graph running on another thread.")

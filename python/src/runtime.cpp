@@ -4,9 +4,15 @@
 // Note [Blocking replays from Python]
 // On the CPU backend a "device" tensor is host memory that numpy and torch read directly, with no
 // copy that could synchronize. So from Python, replay() and eager ops return once their work has run
-// (blocking=True, the default), as torch's CPU ops do; pass blocking=False for the asynchronous form
-// and synchronize yourself. Capture and update are unaffected (nothing runs then). The GIL is
-// released around everything that may block: capture, replay, update, synchronize, and op calls.
+// (blocking=None, the default, means True), as torch's CPU ops do; pass blocking=False for the
+// asynchronous form and synchronize yourself. Under the torch_npu shim (npugraph.compat.install())
+// the default becomes asynchronous, as torch_npu's replay is: vllm-ascend replays first and updates
+// after, the replay's ExternalEvent waits released by the update's records, which a blocking replay
+// would wait for forever. There torch ops are what reads results, and the shim orders the installing
+// thread's eager torch ops after its current stream's pending work (Note [Eager torch ops in stream
+// order] in npugraph/_torch_capture.py), so `g.replay(); torch.equal(out, expected)` sees the replay.
+// Capture and update are unaffected (nothing runs then). The GIL is released around everything that
+// may block: capture, replay, update, synchronize, and op calls.
 #include <pybind11/stl.h>
 
 #include <algorithm>

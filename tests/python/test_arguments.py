@@ -121,8 +121,8 @@ def test_out_form_and_get_max_workspace_arguments(q):
         fia.out(q, q, q, workspace=ws, out=[out], **OPTS)
     with pytest.raises(TypeError, match=r"out\[1\]: expected a numpy array or a torch tensor, got str"):
         fia.out(q, q, q, workspace=ws, out=[out, "lse"], **OPTS)
-    with pytest.raises(TypeError, match=r"workspace: expected a numpy array or a torch tensor, got NoneType"):
-        fia.out(q, q, q, workspace=None, out=[out, lse], **OPTS)
+    with pytest.raises(TypeError, match=r"workspace: expected a numpy array or a torch tensor, got str"):
+        fia.out(q, q, q, workspace="ws", out=[out, lse], **OPTS)
     with pytest.raises(TypeError, match="npu_fused_infer_attention_score.out: num_heads = '2': expected an int"):
         fia.out(q, q, q, workspace=ws, out=[out, lse], **dict(OPTS, num_heads="2"))
     with pytest.raises(TypeError, match="npu_fused_infer_attention_score.out\\(\\) got an unexpected keyword "
@@ -133,6 +133,10 @@ def test_out_form_and_get_max_workspace_arguments(q):
         get_ws(q, q, q, **dict(OPTS, scale="x"))
     fia.out(q, q, q, workspace=ws, out=(out, lse), **OPTS)  # a tuple is fine too
     assert torch.equal(out, fia(q, q, q, **OPTS)[0])
+    out2 = torch.empty_like(q)
+    fia.out(q, q, q, workspace=None, out=[out2, lse], **OPTS)  # optional, as in torch_npu: sized per call
+    fia.out(q, q, q, out=[out, lse], **OPTS)
+    assert torch.equal(out2, out) and torch.equal(out, fia(q, q, q, **OPTS)[0])
 
 
 def test_update_dict_values_are_checked(q):

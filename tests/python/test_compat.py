@@ -51,3 +51,25 @@ def test_install_and_uninstall():
     assert not compat.installed()
     assert torch.empty is empty and torch.Tensor.to is to and not hasattr(torch.Tensor, "npu")
     assert "torch_npu" not in sys.modules
+
+
+def test_module_npu_and_to_npu_under_the_shim():
+    """A model moved to the device as torch_npu code does (model.npu(), model.to("npu")) stays
+    where npugraph computes, its parameters untouched; uninstall() takes the names back."""
+    to = torch.nn.Module.to
+    model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU())
+    weight = model[0].weight
+    compat.install()
+    try:
+        assert model.npu() is model and model.npu(0) is model and model[0].weight is weight
+        assert model.to("npu") is model and model.to(device="npu:0", dtype=torch.float32) is model
+        assert model[0].weight.device.type == "cpu"
+        with pytest.raises(npugraph.ArgumentError, match="npu:1"):
+            model.to("npu:1")
+        with pytest.raises(npugraph.ArgumentError, match="npu:1"):
+            model.npu("npu:1")
+        half = torch.nn.Linear(2, 2).to("npu", torch.float16)  # other arguments pass through
+        assert half.weight.dtype == torch.float16
+    finally:
+        compat.uninstall()
+    assert torch.nn.Module.to is to and not hasattr(torch.nn.Module, "npu")

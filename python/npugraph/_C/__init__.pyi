@@ -7,7 +7,7 @@ from . import cuda
 from . import dist
 from . import llm
 from . import npu
-__all__: list[str] = ['ArgumentError', 'Error', 'QuantWeight', 'ResourceError', 'StateError', 'TaskError', 'UnsupportedError', 'WaitTimeoutError', 'cuda', 'dist', 'empty', 'empty_cache', 'llm', 'memory_stats', 'npu', 'npu_add_rms_norm', 'npu_argmax', 'npu_embedding', 'npu_fused_infer_attention_score', 'npu_linear', 'npu_rms_norm', 'npu_rotary_embedding', 'npu_sample', 'npu_silu_mul', 'npu_swiglu', 'npu_weight_quant_linear', 'reset_peak_memory_stats', 'set_log_level', 'start_trace', 'stop_trace', 'zeros']
+__all__: list[str] = ['ArgumentError', 'Error', 'QuantWeight', 'ResourceError', 'StateError', 'TaskError', 'UnsupportedError', 'WaitTimeoutError', 'cuda', 'dist', 'empty', 'empty_cache', 'llm', 'memory_stats', 'npu', 'npu_add_rms_norm', 'npu_argmax', 'npu_embedding', 'npu_fused_infer_attention_score', 'npu_fused_infer_attention_score_v2', 'npu_linear', 'npu_rms_norm', 'npu_rotary_embedding', 'npu_sample', 'npu_silu_mul', 'npu_swiglu', 'npu_weight_quant_linear', 'reset_peak_memory_stats', 'set_log_level', 'start_trace', 'stop_trace', 'zeros']
 class ArgumentError(Error, ValueError):
     """
     A bad argument: the message names the argument, the value and the rule.
@@ -147,20 +147,32 @@ class _FusedInferAttentionScore:
     (a check that needs device values, such as a block_table entry, failing when the kernel runs).
     Full reference: docs/fia.md.
     """
-    def __call__(self, query: typing.Any, key: typing.Any, value: typing.Any, **kwargs) -> tuple:
+    def __call__(self, query: typing.Any, key: typing.Any, value: typing.Any, **kwargs) -> typing.Any:
         ...
     def __repr__(self) -> str:
         ...
-    def out(self, query: typing.Any, key: typing.Any, value: typing.Any, *, workspace: typing.Any, out: typing.Any, **kwargs) -> typing.Any:
+    def out(self, query: typing.Any, key: typing.Any, value: typing.Any, *, workspace: typing.Any = None, out: typing.Any, **kwargs) -> typing.Any:
         """
-        out(query, key, value, *, workspace, out=[attention_out, softmax_lse], **keywords) -> out: writes caller-owned outputs with a caller-owned workspace (_npu_fused_infer_attention_score_get_max_workspace); the form task groups capture and updates re-issue. Keywords and errors: help(npugraph.npu_fused_infer_attention_score).
+        out(query, key, value, *, workspace=None, out=[attention_out, softmax_lse], **keywords) -> out: writes caller-owned outputs, with the caller's workspace (_npu_fused_infer_attention_score_get_max_workspace) or, without one, a workspace sized for the call; the form task groups capture and updates re-issue, recorded like the functional form under auto_dispatch_capture. Keywords and errors: help(npugraph.npu_fused_infer_attention_score).
         """
     @property
     def __signature__(self):
         ...
-def _fia_keywords() -> list[str]:
+class _FusedInferAttentionScoreV2:
     """
-    The keywords the FIA parser accepts (sorted), for the docs' check.
+    torch_npu's npu_fused_infer_attention_score_v2(query, key, value, **kwargs) -> (attention_out, softmax_lse); .out(..., workspace=None, out=[attention_out, softmax_lse])
+    """
+    def __call__(self, query: typing.Any, key: typing.Any, value: typing.Any, **kwargs) -> typing.Any:
+        ...
+    def __repr__(self) -> str:
+        ...
+    def out(self, query: typing.Any, key: typing.Any, value: typing.Any, *, workspace: typing.Any = None, out: typing.Any, **kwargs) -> typing.Any:
+        """
+        out(query, key, value, *, workspace=None, out=[attention_out, softmax_lse], **keywords) -> out: writes caller-owned outputs, with the caller's workspace (_npu_fused_infer_attention_score_v2_get_max_workspace) or, without one, a workspace sized for the call; the form task groups capture and updates re-issue, recorded like the functional form under auto_dispatch_capture. Keywords and errors: help(npugraph.npu_fused_infer_attention_score).
+        """
+def _fia_keywords(v2: bool = False) -> list[str]:
+    """
+    The keywords the FIA parser accepts (sorted; v2=True: npu_fused_infer_attention_score_v2's), for the docs' check.
     """
 def _in_internal_torch() -> bool:
     """
@@ -171,6 +183,10 @@ def _launch_callable(stream: typing.Any, fn: typing.Any) -> None:
     Enqueues fn() on `stream` (the task that replays a captured torch op; npugraph/_torch_capture.py).
     """
 def _npu_fused_infer_attention_score_get_max_workspace(query: typing.Any, key: typing.Any, value: typing.Any, **kwargs) -> typing.Any:
+    """
+    The workspace (uint8) the .out form needs for the worst case of these shapes.
+    """
+def _npu_fused_infer_attention_score_v2_get_max_workspace(query: typing.Any, key: typing.Any, value: typing.Any, **kwargs) -> typing.Any:
     """
     The workspace (uint8) the .out form needs for the worst case of these shapes.
     """
@@ -265,3 +281,4 @@ def zeros(*args, dtype: typing.Any = None, device: typing.Any = None) -> typing.
     A zero-filled tensor; inside a capture the fill is a graph task (replays zero it again).
     """
 npu_fused_infer_attention_score: _FusedInferAttentionScore  # value = <npugraph op npu_fused_infer_attention_score>
+npu_fused_infer_attention_score_v2: _FusedInferAttentionScoreV2  # value = <npugraph op npu_fused_infer_attention_score_v2>

@@ -124,9 +124,9 @@ class NPUGraph:
             .pdf; default graph.svg) and returns the path. Raises UnsupportedError when Graphviz's ``dot``
             is not installed (``g.debug_dump(path)`` still writes the DOT text).
         """
-    def replay(self, stream: typing.Any = None, blocking: typing.Any = True) -> None:
+    def replay(self, stream: typing.Any = None, blocking: typing.Any = None) -> None:
         """
-        Replays the graph on `stream` (default: the current one); blocking=True waits for it.
+        Replays the graph on `stream` (default: the current one); blocking=True waits for it, blocking=False returns once it is launched. The default (None) waits, except under the torch_npu shim (npugraph.compat), where replays are asynchronous as on the device (Note [Blocking replays from Python]).
         """
     def reset(self) -> None:
         """
@@ -254,6 +254,10 @@ class stream:
         ...
     def __init__(self, stream: typing.Any) -> None:
         ...
+def _set_replay_blocking_default(blocking: bool) -> None:
+    """
+    Whether NPUGraph.replay() waits when blocking is not given (npugraph.compat.install() sets False: asynchronous, as on the device; Note [Blocking replays from Python]).
+    """
 def current_device() -> int:
     """
     The current device's index: always 0 (the cpu).

@@ -1,0 +1,82 @@
+"""torch_npu's ``_npu_paged_attention`` (vllm-ascend's decode attention over a paged KV cache) and
+its ``_npu_paged_attention_get_workspace``, as the paged form of npu_fused_infer_attention_score.
+
+One query token per sequence: ``query`` ``[B, N, D]``, caches ``[blocks, block_size, KV_N, D]``
+(vLLM's layout), ``block_table`` int32 ``[B, max_blocks]``, ``context_lens`` ``[B]`` (a list or a
+CPU int tensor: the number of cached tokens each query attends to), ``out`` ``[B, N, D]`` written in
+place. The call is FIA's ``.out`` form on views of these tensors (BSND, the caches as
+``[blocks, block_size, KV_N * D]``), so inside ``graph_task_group_begin`` / ``_end`` it is one task
+whose ``context_lens`` an update re-issue changes (vllm-ascend's ``update_attn_params``), and its
+result is FIA's to the bit.
+"""
+from . import _C
+
+__all__ = ["_npu_paged_attention", "_npu_paged_attention_get_workspace"]
+
+_NAME = "_npu_paged_attention"
+
+
+def _dims(x, name, want, rule):
+    shape = tuple(x.shape) if hasattr(x, "shape") else None
+    if shape is None:
+        raise TypeError(f"{_NAME}: {name} must be a tensor, got {type(x).__name__}")
+    if len(shape) != want:
+        raise _C.ArgumentError(f"{_NAME}: {name} has shape {list(shape)}: must be {rule}")
+    return shape
+
+
+def _fia_args(query, key_cache, value_cache, num_kv_heads, num_heads, scale_value, block_table,
+              context_lens):
+    """The FIA call this paged attention is: (query, key, value, keywords)."""
+    b, n, d = _dims(query, "query", 3, "[num_tokens, num_heads, head_size]")
+    blocks, block_size, kv_n, kd = _dims(key_cache, "key_cache", 4,
+                                         "[num_blocks, block_size, num_kv_heads, head_size]")
+    vshape = _dims(value_cache, "value_cache", 4, "[num_blocks, block_size, num_kv_heads, head_size]")
+    if n != num_heads:
+        raise _C.ArgumentError(f"{_NAME}: num_heads = {num_heads}: query has {n} heads "
+                               f"(query shape {[b, n, d]})")
+    if kv_n != num_kv_heads:
+        raise _C.ArgumentError(f"{_NAME}: num_kv_heads = {num_kv_heads}: key_cache has {kv_n} "
+                               f"(key_cache shape {[blocks, block_size, kv_n, kd]})")
+    if tuple(vshape) != (blocks, block_size, kv_n, kd):
+        raise _C.ArgumentError(f"{_NAME}: value_cache has shape {list(vshape)}: must equal key_cache's "
+                               f"{[blocks, block_size, kv_n, kd]}")
+    bt = _dims(block_table, "block_table", 2, "[num_tokens, max_blocks_per_sequence]")
+    if bt[0] != b:
+        raise _C.ArgumentError(f"{_NAME}: block_table has {bt[0]} rows for {b} query tokens: "
+                               f"one token per sequence (decode) needs one row per token")
+    q = query.reshape(b, 1, n, d)
+    k = key_cache.reshape(blocks, block_size, kv_n * kd)
+    v = value_cache.reshape(blocks, block_size, kv_n * kd)
+    keywords = dict(num_heads=num_heads, num_key_value_heads=num_kv_heads, scale=scale_value,
+                    input_layout="BSND", block_table=block_table, block_size=block_size,
+                    actual_seq_lengths_kv=context_lens)
+    return q, k, v, keywords
+
+
+def _npu_paged_attention(query, key_cache, value_cache, num_kv_heads, num_heads, scale_value,
+                         block_table, context_lens, out, workspace=None):
+    """torch_npu._npu_paged_attention: writes ``out`` ``[B, N, D]`` (one query token per sequence
+    attending to its first ``context_lens[b]`` cached tokens); returns None, as torch_npu's does.
+    ``workspace`` (from _npu_paged_attention_get_workspace) is optional; without it the call
+    sizes its own (inside a capture, from the graph's pool)."""
+    q, k, v, keywords = _fia_args(query, key_cache, value_cache, num_kv_heads, num_heads, scale_value,
+                                  block_table, context_lens)
+    oshape = tuple(out.shape) if hasattr(out, "shape") else None
+    if oshape != tuple(query.shape):
+        raise _C.ArgumentError(f"{_NAME}: out has shape {list(oshape) if oshape else type(out).__name__}: "
+                               f"must be the query's {list(query.shape)}")
+    attention_out = out.view(q.shape) if hasattr(out, "view") else out.reshape(q.shape)
+    lse = _C.empty(1, dtype="float32")  # never written: softmax_lse_flag is off
+    _C.npu_fused_infer_attention_score.out(q, k, v, workspace=workspace, out=[attention_out, lse],
+                                           **keywords)
+
+
+def _npu_paged_attention_get_workspace(query, key_cache, value_cache, num_kv_heads, num_heads,
+                                       scale_value, block_table, context_lens, out=None):
+    """The workspace (uint8) _npu_paged_attention needs for the worst case of these shapes (any
+    context_lens within the block table's capacity)."""
+    del out
+    q, k, v, keywords = _fia_args(query, key_cache, value_cache, num_kv_heads, num_heads, scale_value,
+                                  block_table, context_lens)
+    return _C._npu_fused_infer_attention_score_get_max_workspace(q, k, v, **keywords)

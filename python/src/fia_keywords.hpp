@@ -1,0 +1,32 @@
+// The keyword arguments of npu_fused_infer_attention_score(_v2): parsed from a call, or applied
+// from an update dict to a recorded call's options (fia_keywords.cpp).
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include <pybind11/pybind11.h>
+
+#include "dispatch.hpp"
+#include "npugraph/npugraph.hpp"
+
+namespace npugraph::python {
+
+namespace py = pybind11;
+
+// Applies keyword arguments to a fresh FiaOptions; `what` names the call in errors.
+ops::FiaOptions parse_options(const py::kwargs& kwargs, const char* what, FiaNames names);
+
+// Applies one update dict (the recorded op's keyword names) to `options` without copying them: each
+// value is parsed into `scratch` and swapped in, and the swap is appended to `undo` — applying it
+// again to (options, scratch) restores the old value. Throws TypeError/ValueError for a bad key or
+// value, and ArgumentError ("not updatable") for a value that changes what the captured task cannot
+// change. Returns whether it set host values only (no tensor, no static option).
+bool apply_fia_kwargs(ops::FiaOptions& options, ops::FiaOptions& scratch, py::handle dict,
+                      std::size_t index, std::vector<FieldSwap>& undo, FiaNames names);
+
+// The keywords the parser accepts under `names`, sorted (for the docs' check).
+std::vector<std::string> fia_keywords(FiaNames names);
+
+}  // namespace npugraph::python
