@@ -7,6 +7,9 @@
   BM_Python_ReplayBlocking      replay() of the 1-FIA seed graph (waits for it to run)
   BM_Python_ReplayAsync         replay(blocking=False)
   BM_Python_EagerFia            an eager FIA call of the seed's decode shape
+  BM_Python_TorchOpEager        one small torch op (64 floats: y * a, then y.add_(1)), eager, per op
+  BM_Python_TorchOpReplay       the same ops captured (Note [Torch ops in a capture]) and replayed
+                                (blocking), per op: the host task, the GIL and the recorded call
 
     PYTHONPATH=build/python /usr/bin/python3 bench/bench_python.py [--out results.json]
 
@@ -94,6 +97,26 @@ def bench_graph_update(calls=80):
     return timed_update(per_call), timed_update(one)
 
 
+def bench_torch_ops(ops=64, size=64):
+    """Per-op cost of torch ops eager and replayed from a capture: tiny tensors, so the figure is
+    the host path, not the arithmetic."""
+    x, a = torch.randn(size), torch.randn(size)
+
+    def step():
+        y = x
+        for _ in range(ops // 2):
+            y = y * a  # functional: replayed as aten.mul.out into its pool output
+            y.add_(1.0)  # in place: replayed as called
+        return y
+
+    eager = median_us(step, reps=100, inner=5)
+    g = npu.NPUGraph()
+    with npu.graph(g):
+        step()
+    replay = median_us(lambda: g.replay(blocking=True), reps=100, inner=5)
+    return eager / ops, replay / ops
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", help="write Google Benchmark JSON here")
@@ -106,6 +129,7 @@ def main():
     npu.synchronize()
     q, k, v = seed_tensors()
     t_eager = median_us(lambda: fia(q, k, v, **OPTS))
+    t_op_eager, t_op_replay = bench_torch_ops()
     results = {
         "BM_Python_UpdateTriple": t_update,
         "BM_Python_GraphUpdate80": t_graph_update,
@@ -113,6 +137,8 @@ def main():
         "BM_Python_ReplayBlocking": t_replay,
         "BM_Python_ReplayAsync": t_replay_async,
         "BM_Python_EagerFia": t_eager,
+        "BM_Python_TorchOpEager": t_op_eager,
+        "BM_Python_TorchOpReplay": t_op_replay,
     }
     for name, us in results.items():
         print(f"{name:32s} {us:10.2f} us")

@@ -54,6 +54,11 @@ class Stream {
 
   bool is_capturing() const;
   bool is_updating() const;
+  // While capturing: a value that changes whenever the capture records something the stream's next
+  // task would follow (a task, an event record or wait on this stream); equal values mean nothing
+  // was recorded on the stream in between, so a host task recorded last may be extended instead of
+  // followed (the Python torch-op recorder batches consecutive ops so). 0 when not capturing.
+  std::uint64_t capture_mark() const;
   std::string str() const;  // "cpu stream 3"
 
   friend bool operator==(const Stream& a, const Stream& b) { return a.state_ == b.state_; }

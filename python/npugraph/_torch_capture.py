@@ -26,7 +26,10 @@ runs at capture time:
   capture is invalid (ending it discards it and raises again if the error was caught meanwhile).
 
 A replay calls each recorded op on the thread that runs the graph's task, holding the GIL (Note
-[Python callables on stream workers] in python/src/host_func.cpp). Ops drawing random numbers
+[Python callables on stream workers] in python/src/host_func.cpp). Consecutive ops of one stream
+with nothing else recorded on it between them (``Stream.capture_mark()`` unchanged) share one task:
+one executor task and one GIL acquisition for the run, not per op (a host task costs several
+microseconds, more than a small op). Ops drawing random numbers
 (``rand``, ``dropout``) draw new ones on every replay. The tensors a recorded op reads stay alive
 as long as the graph does.
 
@@ -187,13 +190,29 @@ class _Replay:
                                f"{type(e).__name__}: {e}") from None
 
 
-class Capture:
-    """One capture running on this thread: its graph and the first op it refused."""
+class _Batch:
+    """Consecutive torch ops recorded on one stream with nothing between them: one graph task
+    calling each in order."""
 
-    __slots__ = ("graph_id", "violation", "recorded")
+    __slots__ = ("calls",)
+
+    def __init__(self, call):
+        self.calls = [call]
+
+    def __call__(self):
+        for call in self.calls:
+            call()
+
+
+class Capture:
+    """One capture running on this thread: its graph, the first op it refused, and the task its
+    next op may join (while the stream's capture mark is still `batch_mark`)."""
+
+    __slots__ = ("graph_id", "violation", "recorded", "batch", "batch_mark")
 
     def __init__(self, graph_id):
         self.graph_id, self.violation, self.recorded = graph_id, None, 0
+        self.batch, self.batch_mark = None, 0
 
 
 def _make_mode(torch):
@@ -272,7 +291,14 @@ def _make_mode(torch):
                 else:
                     task = _Replay(func, args, kwargs, outs)
             try:
-                _C._launch_callable(stream, task)
+                if capture is None:
+                    _C._launch_callable(stream, task)
+                elif capture.batch is not None and capture.batch_mark == stream._capture_mark():
+                    capture.batch.calls.append(task)  # nothing recorded on the stream since
+                else:
+                    batch = _Batch(task)
+                    _C._launch_callable(stream, batch)
+                    capture.batch, capture.batch_mark = batch, stream._capture_mark()
             except _C.Error as e:
                 if capture is not None and capture.violation is None:
                     capture.violation = f"torch op {name}: {e}"

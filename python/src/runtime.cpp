@@ -143,6 +143,9 @@ void bind_runtime(py::module_& m, py::module_& npu) {
            py::arg("stream"), "Orders later work on this stream after all work issued so far on `stream`.")
       .def_property_readonly("id", &Stream::id)
       .def("is_capturing", &Stream::is_capturing, "True while the stream records into a graph.")
+      .def("_capture_mark", &Stream::capture_mark,
+           "While capturing, a value that changes whenever something is recorded on the stream (0 "
+           "otherwise): the torch-op recorder extends its last task while it is unchanged.")
       .def("is_updating", &Stream::is_updating,
            "True between graph_task_update_begin and graph_task_update_end on this stream.")
       .def_property_readonly("device", [](const Stream& s) { return s.device().str(); })

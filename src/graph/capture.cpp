@@ -11,8 +11,16 @@
 namespace npugraph::detail {
 namespace {
 
+std::atomic<std::uint64_t> g_capture_marks{0};
+
+void new_capture_mark(StreamState& s) {
+  s.capture_mark.store(g_capture_marks.fetch_add(1, std::memory_order_relaxed) + 1,
+                       std::memory_order_release);
+}
+
 void leave_capture(StreamState& s) {
   s.mode.store(StreamMode::normal, std::memory_order_release);
+  new_capture_mark(s);
   defer_release(std::move(s.capture));  // the capture holds streams: never destroy it locked
   defer_release(std::move(s.alloc_pool));
   s.frontier.clear();
@@ -69,6 +77,7 @@ void begin_capture(const std::shared_ptr<StreamState>& stream, const std::shared
   s.alloc_pool = c->pool;
   s.frontier.clear();
   s.open_group = -1;
+  new_capture_mark(s);
   s.mode.store(StreamMode::capturing, std::memory_order_release);
   register_capture(c.get());
   core->state = Graph::State::capturing;
@@ -138,6 +147,7 @@ void CaptureState::record(StreamState& s, Task&& task) {
   node.group = s.open_group;
   const std::uint32_t id = c.def.add(std::move(node));
   s.frontier.assign(1, id);
+  new_capture_mark(s);
   if (s.open_group >= 0) c.def.groups[static_cast<std::size_t>(s.open_group)].push_back(id);
 }
 
@@ -147,6 +157,7 @@ void CaptureState::event_record(StreamState& s, EventState& event) {
   NG_CHECK_STATE(s.open_group < 0, "task group on ", s.str(),
                  ": only kernel launches may be issued inside a task group; 'event_record' was not "
                  "recorded (the capture is still valid)");
+  new_capture_mark(s);
   std::lock_guard lock(event.mu);
   event.captured = true;
   event.capture = s.capture;
@@ -171,6 +182,7 @@ void CaptureState::event_wait(const std::shared_ptr<StreamState>& stream,
       s.alloc_pool = capture->pool;
       s.frontier = nodes;
       s.open_group = -1;
+      new_capture_mark(s);
       s.mode.store(StreamMode::capturing, std::memory_order_release);
       capture->streams.push_back(stream);
       return;
@@ -184,6 +196,7 @@ void CaptureState::event_wait(const std::shared_ptr<StreamState>& stream,
       for (std::uint32_t n : nodes)
         if (std::find(s.frontier.begin(), s.frontier.end(), n) == s.frontier.end())
           s.frontier.push_back(n);
+      new_capture_mark(s);
       return;
   }
 }

@@ -246,6 +246,11 @@ bool Stream::is_capturing() const {
   return state_of(*this).mode.load() == detail::StreamMode::capturing;
 }
 
+std::uint64_t Stream::capture_mark() const {
+  const detail::StreamState& s = state_of(*this);
+  return s.mode.load() == detail::StreamMode::capturing ? s.capture_mark.load(std::memory_order_acquire) : 0;
+}
+
 bool Stream::is_updating() const {
   return state_of(*this).mode.load() == detail::StreamMode::updating;
 }

@@ -93,6 +93,9 @@ struct StreamState {
   // the objects and the fields below.
   std::shared_ptr<CaptureLink> capture;
   std::vector<std::uint32_t> frontier;  // captured nodes the stream's next task depends on
+  // Stream::capture_mark(): a value never seen before, set by every change to what the stream's
+  // next captured task would follow (a task, an event record or wait, a capture begun or left).
+  std::atomic<std::uint64_t> capture_mark{0};
   int open_group = -1;                   // index of the capture's open task group on this stream
   std::shared_ptr<MemPool> alloc_pool;   // while capturing: the capture's pool (memory.cpp)
   std::unique_ptr<UpdateLink> update;

@@ -24,7 +24,7 @@ def test_capture_simple_runs_nothing_at_capture_and_everything_on_replay():
         b = a
         for _ in range(10):
             b = b + 1
-    assert g.num_tasks >= 10
+    assert g.num_tasks == 1  # the run of ten ops is one host task (nothing else recorded between)
     g.replay()
     assert torch.equal(b, torch.full((1000,), 11.0))
     a.fill_(5.0)  # a static input changed in place: the next replay reads it
@@ -115,6 +115,43 @@ def test_torch_ops_keep_stream_order_with_npugraph_ops(rng):
         expected = fia(src * 2, k, k, **opts)[0].float() + 1
         assert torch.equal(final, expected)
         src.copy_(randn((1, 2, 1, 16), torch.float16, rng))
+
+
+def test_consecutive_ops_share_a_task_and_anything_recorded_between_splits_them():
+    """A run of torch ops on one stream is one graph task (one GIL acquisition per run); an event
+    record between two runs ends the first, so the graph has two host tasks."""
+    x = torch.zeros(4)
+    event = npu.Event()
+    g = npu.NPUGraph()
+    with npu.graph(g):
+        for _ in range(10):
+            x.add_(1)
+        event.record()
+        for _ in range(5):
+            x.mul_(2)
+    assert g.dot().count("host_func") == 2, g.dot()
+    g.replay()
+    assert torch.equal(x, torch.full((4,), 320.0))
+
+
+def test_torch_ops_across_forked_streams_keep_their_joins():
+    """s1: a = x + 1; s2 (forked after a): b = a * 3; s1 waits for s2, then c = b + a. The join
+    splits s1's run, so c runs after b on every replay."""
+    x = torch.ones(8)
+    g = npu.NPUGraph()
+    with npu.graph(g):
+        s1 = npu.current_stream()
+        a = x + 1
+        s2 = npu.Stream()
+        s2.wait_stream(s1)
+        with npu.stream(s2):
+            b = a * 3
+        s1.wait_stream(s2)
+        c = b + a
+    for value in (1.0, 5.0, -2.0):
+        x.fill_(value)
+        g.replay()
+        assert torch.equal(c, torch.full((8,), (value + 1) * 4)), value
 
 
 @pytest.mark.parametrize("op, pattern", [

@@ -166,6 +166,10 @@ class Stream:
         ...
     def __repr__(self) -> str:
         ...
+    def _capture_mark(self) -> int:
+        """
+        While capturing, a value that changes whenever something is recorded on the stream (0 otherwise): the torch-op recorder extends its last task while it is unchanged.
+        """
     def is_capturing(self) -> bool:
         """
         True while the stream records into a graph.
