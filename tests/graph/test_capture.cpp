@@ -87,6 +87,45 @@ TEST(Capture, ForkJoinAcrossTwoStreamsReplaysBothBranches) {
   EXPECT_NE(dot.find("stream " + std::to_string(side.id())), std::string::npos);
 }
 
+// Stream::capture_mark(): unchanged exactly while nothing is recorded on the stream (what lets the
+// torch-op recorder extend its last host task), 0 outside a capture, never reused by a new capture.
+TEST(Capture, CaptureMarkChangesWithEverythingRecordedOnTheStream) {
+  Tensor x = ngtest::f32_tensor({1, 2}), y = empty({2}, f32);
+  Stream side = Stream::create();
+  EXPECT_EQ(side.capture_mark(), 0u);
+  std::uint64_t first_capture_last = 0;
+  for (int round = 0; round < 2; ++round) {
+    Graph g;
+    CaptureScope c(g);
+    Stream main = current_stream();
+    std::uint64_t m = main.capture_mark();
+    EXPECT_NE(m, 0u);
+    EXPECT_NE(m, first_capture_last);  // a new capture never starts at an old capture's mark
+    EXPECT_EQ(main.capture_mark(), m);  // reading it changes nothing
+    ops::scale_out(x, 2.0, y);
+    EXPECT_NE(main.capture_mark(), m);
+    m = main.capture_mark();
+    Event e;
+    e.record(main);
+    EXPECT_NE(main.capture_mark(), m);
+    m = main.capture_mark();
+    side.wait(e);  // side joins: its mark is set, main's unchanged
+    EXPECT_NE(side.capture_mark(), 0u);
+    EXPECT_EQ(main.capture_mark(), m);
+    {
+      StreamGuard on(side);
+      ops::scale_out(x, 3.0, y);
+    }
+    EXPECT_EQ(main.capture_mark(), m);  // work on another stream leaves main's mark
+    Event join;
+    join.record(side);
+    main.wait(join);
+    EXPECT_NE(main.capture_mark(), m);
+    first_capture_last = main.capture_mark();
+  }
+  EXPECT_EQ(side.capture_mark(), 0u);
+}
+
 TEST(Capture, UnjoinedWorkFailsWithAClearMessage) {
   Stream side = Stream::create();
   Tensor t = empty({4}, f32);
