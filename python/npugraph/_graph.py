@@ -8,11 +8,24 @@ from . import _torch_capture
 __all__ = ["graph", "capture_begin", "capture_end"]
 
 
+_EMPTY = ("The NPU Graph is empty: graph {} recorded no task (torch_npu's warning). Work issued on "
+          "another stream than the capturing one, or on another thread, is not captured.")
+
+
+def _warn_if_empty(npu_graph):
+    if npu_graph.num_tasks == 0:
+        import warnings
+
+        warnings.warn(_EMPTY.format(npu_graph.id), UserWarning, stacklevel=3)
+
+
 def _finish(npu_graph, capture):
-    """After the C++ capture ended: a capture that refused a torch op is discarded, and raises."""
+    """After the C++ capture ended: a capture that refused a torch op is discarded, and raises; an
+    empty one warns, as torch_npu's does."""
     if capture is not None and capture.violation is not None:
         npu_graph.reset()
         raise _C.StateError(capture.violation + "; the capture was discarded")
+    _warn_if_empty(npu_graph)
 
 
 _cpp_capture_begin = _C.npu.NPUGraph.capture_begin
@@ -77,4 +90,7 @@ class graph:
             if capture.violation is not None and exc_type is None:  # raised, then caught in the block
                 self._capture.__exit__(_C.StateError, None, None)  # abandons the capture
                 raise _C.StateError(capture.violation + "; the capture was discarded")
-        return self._capture.__exit__(exc_type, exc, tb)
+        suppressed = self._capture.__exit__(exc_type, exc, tb)
+        if exc_type is None:
+            _warn_if_empty(self._graph)
+        return suppressed

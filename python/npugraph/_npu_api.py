@@ -9,9 +9,12 @@ import platform as _platform
 from . import _C
 
 __all__ = [
-    "device", "empty_cache", "get_device_name", "is_current_stream_capturing",
-    "make_graphed_callables", "max_memory_allocated", "max_memory_reserved", "memory_allocated",
-    "memory_reserved", "memory_stats", "reset_peak_memory_stats",
+    "_launch_host_func", "_sleep", "_subscribe_report", "_unsubscribe_report", "device",
+    "empty_cache", "get_device_name", "get_device_properties", "get_rng_state", "initial_seed", "is_bf16_supported",
+    "is_current_stream_capturing", "make_graphed_callables", "manual_seed", "manual_seed_all",
+    "max_memory_allocated", "max_memory_reserved", "memory_allocated", "memory_reserved",
+    "memory_stats", "reset_peak_memory_stats", "seed", "seed_all", "set_compile_mode",
+    "set_rng_state",
 ]
 
 
@@ -88,6 +91,32 @@ def get_device_name(device=None):
     """The name of the device: ``"npugraph cpu (<CPU model>)"`` (npugraph has one device, the CPU)."""
     _check_device(device, "get_device_name")
     return f"npugraph cpu ({_cpu_model()})"
+
+
+class _DeviceProperties:
+    """What torch.npu.get_device_properties returns, for npugraph's one device (the CPU)."""
+
+    __slots__ = ("name", "total_memory", "multi_processor_count")
+
+    def __init__(self, name, total_memory, multi_processor_count):
+        self.name, self.total_memory, self.multi_processor_count = name, total_memory, multi_processor_count
+
+    def __repr__(self):
+        return (f"_NPUDeviceProperties(name='{self.name}', total_memory={self.total_memory >> 20}MB, "
+                f"multi_processor_count={self.multi_processor_count})")
+
+
+def get_device_properties(device=None):
+    """torch.npu.get_device_properties: ``name`` (get_device_name()), ``total_memory`` (the
+    machine's physical memory in bytes) and ``multi_processor_count`` (its CPU cores)."""
+    _check_device(device, "get_device_properties")
+    import os
+
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        total = 0
+    return _DeviceProperties(get_device_name(), total, os.cpu_count() or 1)
 
 
 class device(_contextlib.AbstractContextManager):
@@ -182,3 +211,99 @@ def make_graphed_callables(callables, sample_args, num_warmup_iters=3, allow_unu
         run.graph = g
         graphed.append(run)
     return graphed[0] if single else tuple(graphed)
+
+
+# --- torch_npu's housekeeping names that graph-mode code calls ---
+
+def set_compile_mode(jit_compile=False):
+    """torch_npu.npu.set_compile_mode: chooses between CANN's JIT-compiled and binary kernels.
+    npugraph's kernels are compiled ahead of time, so the choice changes nothing; the argument is
+    checked (a bool) and accepted."""
+    if not isinstance(jit_compile, bool):
+        raise TypeError(f"set_compile_mode: jit_compile = {jit_compile!r}: expected a bool")
+
+
+def _stream_checked(stream, call):
+    if not isinstance(stream, _C.npu.Stream):
+        raise TypeError(f"{call}: stream = {stream!r}: expected an npugraph.npu.Stream")
+    return stream
+
+
+def _subscribe_report(stream):
+    """torch_npu.npu._subscribe_report: binds a report thread to `stream` so that host functions
+    launched on it can run. npugraph runs them on the stream's own worker, so nothing is needed."""
+    _stream_checked(stream, "_subscribe_report")
+
+
+def _unsubscribe_report(stream):
+    """torch_npu.npu._unsubscribe_report: the counterpart of _subscribe_report (nothing to undo)."""
+    _stream_checked(stream, "_unsubscribe_report")
+
+
+def _launch_host_func(stream, fn, args=None):
+    """torch_npu.npu._launch_host_func: launch_host_func under its private name."""
+    _C.npu.launch_host_func(stream, fn, args)
+
+
+def _sleep(cycles):
+    """torch.cuda._sleep / torch_npu.npu._sleep: keeps the current stream busy for about `cycles`
+    device cycles (taken as nanoseconds: a 1 GHz clock), so that work queued behind it waits."""
+    if not isinstance(cycles, int) or isinstance(cycles, bool) or cycles < 0:
+        raise TypeError(f"_sleep: cycles = {cycles!r}: expected an int >= 0")
+    import time
+
+    seconds = cycles / 1e9
+    _C.npu.launch_host_func(_C.npu.current_stream(), lambda _: time.sleep(seconds))
+
+
+def manual_seed(seed):
+    """torch.npu.manual_seed: npugraph's device is the CPU, so this seeds torch's CPU generator
+    (torch.manual_seed), the one torch ops on npu tensors draw from."""
+    import torch
+
+    torch.manual_seed(seed)
+
+
+def manual_seed_all(seed):
+    """torch.npu.manual_seed_all: as manual_seed (one device)."""
+    manual_seed(seed)
+
+
+def seed():
+    """torch.npu.seed: seeds the generator from a non-deterministic source."""
+    import torch
+
+    torch.seed()
+
+
+def seed_all():
+    """torch.npu.seed_all: as seed (one device)."""
+    seed()
+
+
+def initial_seed():
+    """torch.npu.initial_seed: the generator's initial seed."""
+    import torch
+
+    return torch.initial_seed()
+
+
+def get_rng_state(device="npu"):
+    """torch.npu.get_rng_state: the CPU generator's state (a uint8 tensor)."""
+    _check_device(device, "get_rng_state")
+    import torch
+
+    return torch.get_rng_state()
+
+
+def set_rng_state(new_state, device="npu"):
+    """torch.npu.set_rng_state: restores a state from get_rng_state()."""
+    _check_device(device, "set_rng_state")
+    import torch
+
+    torch.set_rng_state(new_state)
+
+
+def is_bf16_supported():
+    """torch.npu.is_bf16_supported: True (npugraph's kernels and torch's CPU ops take bfloat16)."""
+    return True

@@ -2,9 +2,11 @@
 its ``_npu_paged_attention_get_workspace``, as the paged form of npu_fused_infer_attention_score.
 
 One query token per sequence: ``query`` ``[B, N, D]``, caches ``[blocks, block_size, KV_N, D]``
-(vLLM's layout), ``block_table`` int32 ``[B, max_blocks]``, ``context_lens`` ``[B]`` (a list or a
-CPU int tensor: the number of cached tokens each query attends to), ``out`` ``[B, N, D]`` written in
-place. The call is FIA's ``.out`` form on views of these tensors (BSND, the caches as
+and ``[blocks, block_size, KV_N, Dv]`` (vLLM's layout; Dv may differ, as in MLA), ``block_table``
+int32 ``[B, max_blocks]``, ``context_lens`` ``[B]`` (a list or a CPU int tensor: the number of
+cached tokens each query attends to), ``out`` ``[B, N, Dv]`` written in place. Under
+``auto_dispatch_capture`` the call is recorded and ``g.update(cpu_update_input=[{"context_lens":
+...}])`` changes its lengths (also ``block_table``, ``scale_value``). The call is FIA's ``.out`` form on views of these tensors (BSND, the caches as
 ``[blocks, block_size, KV_N * D]``), so inside ``graph_task_group_begin`` / ``_end`` it is one task
 whose ``context_lens`` an update re-issue changes (vllm-ascend's ``update_attn_params``), and its
 result is FIA's to the bit.
@@ -31,23 +33,23 @@ def _fia_args(query, key_cache, value_cache, num_kv_heads, num_heads, scale_valu
     b, n, d = _dims(query, "query", 3, "[num_tokens, num_heads, head_size]")
     blocks, block_size, kv_n, kd = _dims(key_cache, "key_cache", 4,
                                          "[num_blocks, block_size, num_kv_heads, head_size]")
-    vshape = _dims(value_cache, "value_cache", 4, "[num_blocks, block_size, num_kv_heads, head_size]")
+    vshape = _dims(value_cache, "value_cache", 4, "[num_blocks, block_size, num_kv_heads, head_size_v]")
     if n != num_heads:
         raise _C.ArgumentError(f"{_NAME}: num_heads = {num_heads}: query has {n} heads "
                                f"(query shape {[b, n, d]})")
     if kv_n != num_kv_heads:
         raise _C.ArgumentError(f"{_NAME}: num_kv_heads = {num_kv_heads}: key_cache has {kv_n} "
                                f"(key_cache shape {[blocks, block_size, kv_n, kd]})")
-    if tuple(vshape) != (blocks, block_size, kv_n, kd):
-        raise _C.ArgumentError(f"{_NAME}: value_cache has shape {list(vshape)}: must equal key_cache's "
-                               f"{[blocks, block_size, kv_n, kd]}")
+    if tuple(vshape[:3]) != (blocks, block_size, kv_n):
+        raise _C.ArgumentError(f"{_NAME}: value_cache has shape {list(vshape)}: must be key_cache's "
+                               f"{[blocks, block_size, kv_n]} with any head size")
     bt = _dims(block_table, "block_table", 2, "[num_tokens, max_blocks_per_sequence]")
     if bt[0] != b:
         raise _C.ArgumentError(f"{_NAME}: block_table has {bt[0]} rows for {b} query tokens: "
                                f"one token per sequence (decode) needs one row per token")
     q = query.reshape(b, 1, n, d)
     k = key_cache.reshape(blocks, block_size, kv_n * kd)
-    v = value_cache.reshape(blocks, block_size, kv_n * kd)
+    v = value_cache.reshape(blocks, block_size, kv_n * vshape[3])
     keywords = dict(num_heads=num_heads, num_key_value_heads=num_kv_heads, scale=scale_value,
                     input_layout="BSND", block_table=block_table, block_size=block_size,
                     actual_seq_lengths_kv=context_lens)
@@ -62,14 +64,18 @@ def _npu_paged_attention(query, key_cache, value_cache, num_kv_heads, num_heads,
     sizes its own (inside a capture, from the graph's pool)."""
     q, k, v, keywords = _fia_args(query, key_cache, value_cache, num_kv_heads, num_heads, scale_value,
                                   block_table, context_lens)
+    want = (query.shape[0], query.shape[1], value_cache.shape[3])
     oshape = tuple(out.shape) if hasattr(out, "shape") else None
-    if oshape != tuple(query.shape):
+    if oshape != want:
         raise _C.ArgumentError(f"{_NAME}: out has shape {list(oshape) if oshape else type(out).__name__}: "
-                               f"must be the query's {list(query.shape)}")
-    attention_out = out.view(q.shape) if hasattr(out, "view") else out.reshape(q.shape)
-    lse = _C.empty(1, dtype="float32")  # never written: softmax_lse_flag is off
-    _C.npu_fused_infer_attention_score.out(q, k, v, workspace=workspace, out=[attention_out, lse],
-                                           **keywords)
+                               f"must be [num_tokens, num_heads, value_cache's head size] = {list(want)}")
+    if hasattr(out, "flags"):  # numpy: a view, or an error when out is not contiguous enough
+        attention_out = out.view()
+        attention_out.shape = (want[0], 1, want[1], want[2])
+    else:
+        attention_out = out.view(want[0], 1, want[1], want[2])
+    lse = _C.empty(1, dtype="float32")  # softmax_lse_flag is off: its first element is set to 0
+    _C._paged_attention_fia.out(q, k, v, workspace=workspace, out=[attention_out, lse], **keywords)
 
 
 def _npu_paged_attention_get_workspace(query, key_cache, value_cache, num_kv_heads, num_heads,

@@ -73,7 +73,7 @@ def _refusal(func, torch):
         return "its output depends on the tensors' values (a host sync or a data-dependent shape)"
     for r in func._schema.returns:
         t = str(r.type)
-        if t not in ("Tensor", "Tensor[]"):
+        if t not in ("Tensor", "Tensor[]", "List[Tensor]"):
             return f"it returns a host value ({t}) computed from the data, which a replay cannot return"
     return None
 

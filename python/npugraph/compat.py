@@ -11,8 +11,8 @@ the tensor is already where npugraph computes), and lets torch's tensor factorie
 ``zeros``, ``ones``, ``full``, ``rand``, ``randn``, ``randint``, ``arange``, ``tensor``, ``eye``,
 ``linspace``, ``*_like``), ``Tensor.to`` and ``nn.Module.to`` take ``device="npu"`` / ``"npu:0"`` (as
 the CPU), and ``nn.Module.npu()`` returns the module as it is. Other device values pass through to
-torch unchanged. ``torch.device("npu")`` objects are not supported
-(torch 1.13 cannot name a new device type); use the strings. ``uninstall()`` restores torch.
+torch unchanged. ``torch.device("npu")`` / ``torch.device("npu", 0)`` give ``device(type='cpu')``:
+torch 1.13 cannot name a new device type, so the name resolves to npugraph's device. ``uninstall()`` restores torch.
 """
 import functools as _functools
 import sys as _sys
@@ -75,6 +75,32 @@ def _wrap_to(to):
     return tensor_to
 
 
+def _device_class(real):
+    """torch.device under the shim: ``torch.device("npu")``, ``("npu:0")``, ``("npu", 0)`` and
+    ``(type="npu", index=0)`` give ``device(type='cpu')`` (npugraph's device), any other argument
+    torch's own device; ``isinstance(d, torch.device)`` holds for torch's device objects. torch 1.13
+    has no device type to name "npu" (its parser knows a fixed list, and renaming
+    ``privateuseone`` came with torch 2.0), so the name resolves to the CPU, as ``device="npu"``
+    strings do."""
+
+    class _DeviceMeta(type):
+        def __instancecheck__(cls, obj):
+            return isinstance(obj, real)
+
+        def __subclasscheck__(cls, sub):
+            return issubclass(sub, real)
+
+        def __call__(cls, *args, **kwargs):
+            kind = args[0] if args else kwargs.get("type")
+            if isinstance(kind, str) and (kind == "npu" or kind.startswith("npu:")):
+                index = args[1] if len(args) > 1 else kwargs.get("index")
+                _npu_device(kind if index is None else f"{kind}:{index}")
+                return real("cpu")
+            return real(*args, **kwargs)
+
+    return _DeviceMeta("device", (), {"__doc__": _device_class.__doc__, "__module__": "torch"})
+
+
 def _module_npu(self, device=None):
     """nn.Module.npu(): the module itself (its parameters are where npugraph computes)."""
     if device is not None:
@@ -84,8 +110,26 @@ def _module_npu(self, device=None):
     return self
 
 
+_TESTING = ("torch_npu.testing", "torch_npu.testing.testcase", "torch_npu.testing.common_utils")
+
+
+def _testing_modules():
+    """torch_npu.testing and the two modules torch_npu's test files import from it."""
+    from . import _torch_npu_testing as t
+
+    testing = _types.ModuleType("torch_npu.testing", "npugraph's stand-in for torch_npu.testing.")
+    testing.__path__ = []
+    testcase = _types.ModuleType("torch_npu.testing.testcase", t.__doc__)
+    testcase.TestCase, testcase.run_tests = t.TestCase, t.run_tests
+    common = _types.ModuleType("torch_npu.testing.common_utils", t.__doc__)
+    common.SupportedDevices, common.freeze_rng_state = t.SupportedDevices, t.freeze_rng_state
+    testing.testcase, testing.common_utils = testcase, common
+    return dict(zip(_TESTING, (testing, testcase, common)))
+
+
 def _torch_npu_module(npugraph):
     mod = _types.ModuleType("torch_npu", "npugraph standing in for torch_npu (npugraph.compat).")
+    mod.__path__ = []  # a package: torch_npu.testing is importable
     mod.npu = npugraph.npu
     for name in dir(npugraph):
         if name.startswith(("npu_", "_npu_")):
@@ -103,19 +147,24 @@ def install():
     import npugraph
 
     mod = _torch_npu_module(npugraph)
-    _saved["modules"] = {k: _sys.modules.get(k) for k in ("torch_npu", "torch_npu.npu")}
+    testing = _testing_modules()
+    mod.testing = testing["torch_npu.testing"]
+    _saved["modules"] = {k: _sys.modules.get(k) for k in ("torch_npu", "torch_npu.npu") + _TESTING}
     _saved["torch.npu"] = getattr(torch, "npu", None)
     _saved["Tensor.npu"] = getattr(torch.Tensor, "npu", None)
     _saved["Tensor.to"] = torch.Tensor.to
     _saved["Module.npu"] = getattr(torch.nn.Module, "npu", None)
     _saved["Module.to"] = torch.nn.Module.to
+    _saved["device"] = torch.device
     _saved["factories"] = {n: getattr(torch, n) for n in _FACTORIES if hasattr(torch, n)}
     _sys.modules["torch_npu"] = mod
     _sys.modules["torch_npu.npu"] = npugraph.npu
+    _sys.modules.update(testing)
     torch.npu = npugraph.npu
     torch.Tensor.npu = _tensor_npu
     torch.Tensor.to = _wrap_to(_saved["Tensor.to"])
     torch.nn.Module.npu = _module_npu
+    torch.device = _device_class(_saved["device"])
     torch.nn.Module.to = _wrap_to(_saved["Module.to"])
     for name, fn in _saved["factories"].items():
         setattr(torch, name, _wrap_factory(fn))
@@ -151,6 +200,7 @@ def uninstall():
     else:
         torch.nn.Module.npu = _saved["Module.npu"]
     torch.nn.Module.to = _saved["Module.to"]
+    torch.device = _saved["device"]
     for name, fn in _saved["factories"].items():
         setattr(torch, name, fn)
     from . import _C

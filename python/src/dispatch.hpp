@@ -61,8 +61,9 @@ namespace npugraph::python {
 using FieldSwap = void (*)(ops::FiaOptions&, ops::FiaOptions&);
 
 // Which op a call was made with, whose keyword names its update dicts use:
-// npu_fused_infer_attention_score's or npu_fused_infer_attention_score_v2's (fia_keywords.cpp).
-enum class FiaNames : bool { v1, v2 };
+// npu_fused_infer_attention_score's, npu_fused_infer_attention_score_v2's, or _npu_paged_attention's
+// (context_lens; its calls are parsed with v1's names) (fia_keywords.cpp).
+enum class FiaNames : unsigned char { v1, v2, paged };
 
 struct FiaRecord {
   Tensor query, key, value;

@@ -93,13 +93,15 @@ py::object call_fia_out(const FiaOp& op, py::handle q, py::handle k, py::handle 
 }
 
 template <FiaNames N>
-void bind_fia_op(py::module_& m, const char* class_name, const char* get_workspace_name, FiaOpOf<N> op) {
+void bind_fia_op(py::module_& m, const char* class_name, const char* attr_name, const char* get_workspace_name,
+                 FiaOpOf<N> op) {
   const std::string doc = std::string("torch_npu's ") + op.name +
                           "(query, key, value, **kwargs) -> (attention_out, softmax_lse); .out(..., "
                           "workspace=None, out=[attention_out, softmax_lse])";
   const std::string out_doc =
       "out(query, key, value, *, workspace=None, out=[attention_out, softmax_lse], **keywords) -> out: "
-      "writes caller-owned outputs, with the caller's workspace (" + std::string(get_workspace_name) +
+      "writes caller-owned outputs, with the caller's workspace (" +
+      std::string(get_workspace_name ? get_workspace_name : "get_max_workspace") +
       ") or, without one, a workspace sized for the call; the form task groups capture and updates "
       "re-issue, recorded like the functional form under auto_dispatch_capture. Keywords and errors: "
       "help(npugraph.npu_fused_infer_attention_score).";
@@ -113,7 +115,8 @@ void bind_fia_op(py::module_& m, const char* class_name, const char* get_workspa
            }, py::arg("query"), py::arg("key"), py::arg("value"), py::kw_only(),
            py::arg("workspace") = py::none(), py::arg("out"), out_doc.c_str())
       .def("__repr__", [](const FiaOpOf<N>& self) { return std::string("<npugraph op ") + self.name + ">"; });
-  m.attr(op.name) = op;
+  m.attr(attr_name) = op;
+  if (!get_workspace_name) return;
   m.def(get_workspace_name,
         [get_workspace_name](py::handle q, py::handle k, py::handle v, py::kwargs kwargs) {
           const Kind kind = kind_of(q, "query");
@@ -233,11 +236,17 @@ void update_fia_records(DispatchRecords& d, py::handle cpu_update_input) {
 
 void bind_fia(py::module_& m) {
   bind_fia_op<FiaNames::v1>(
-      m, "_FusedInferAttentionScore", "_npu_fused_infer_attention_score_get_max_workspace",
+      m, "_FusedInferAttentionScore", "npu_fused_infer_attention_score",
+      "_npu_fused_infer_attention_score_get_max_workspace",
       {{FiaNames::v1, "npu_fused_infer_attention_score", "npu_fused_infer_attention_score.out"}});
   bind_fia_op<FiaNames::v2>(
-      m, "_FusedInferAttentionScoreV2", "_npu_fused_infer_attention_score_v2_get_max_workspace",
+      m, "_FusedInferAttentionScoreV2", "npu_fused_infer_attention_score_v2",
+      "_npu_fused_infer_attention_score_v2_get_max_workspace",
       {{FiaNames::v2, "npu_fused_infer_attention_score_v2", "npu_fused_infer_attention_score_v2.out"}});
+  // _npu_paged_attention (npugraph/_paged_attention.py) reaches FIA through this one: v1's keywords
+  // in the call, recorded under auto_dispatch_capture with update dicts in its own (context_lens).
+  bind_fia_op<FiaNames::paged>(m, "_PagedAttentionFia", "_paged_attention_fia", nullptr,
+                               {{FiaNames::paged, "_npu_paged_attention", "_npu_paged_attention"}});
   m.def("_fia_keywords", [](bool v2) { return fia_keywords(v2 ? FiaNames::v2 : FiaNames::v1); },
         py::arg("v2") = false,
         "The keywords the FIA parser accepts (sorted; v2=True: npu_fused_infer_attention_score_v2's), "

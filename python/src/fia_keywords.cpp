@@ -188,21 +188,55 @@ const std::unordered_map<std::string_view, Field>& v2_setters() {
 }
 #undef NG_UNSUPPORTED
 
-const std::unordered_map<std::string_view, Field>& table_of(FiaNames names) {
-  return names == FiaNames::v2 ? v2_setters() : setters();
+// _npu_paged_attention's update keywords (its call reaches FIA with v1's names).
+const std::unordered_map<std::string_view, Field>& paged_setters() {
+  static const std::unordered_map<std::string_view, Field> table = [] {
+    const auto& v1 = setters();
+    return std::unordered_map<std::string_view, Field>{{"context_lens", v1.at("actual_seq_lengths_kv")},
+                                                       {"block_table", v1.at("block_table")},
+                                                       {"scale_value", v1.at("scale")}};
+  }();
+  return table;
 }
 
-// The field of keyword `key` (a str), or null. Looks the name up without copying it.
-const Field* find_field(py::handle key, FiaNames names) {
+using Table = std::unordered_map<std::string_view, Field>;
+
+// The keywords of a call made with `names`...
+const Table& call_table(FiaNames names) { return names == FiaNames::v2 ? v2_setters() : setters(); }
+// ...and of its update dicts.
+const Table& update_table(FiaNames names) {
+  switch (names) {
+    case FiaNames::v2: return v2_setters();
+    case FiaNames::paged: return paged_setters();
+    case FiaNames::v1: break;
+  }
+  return setters();
+}
+
+std::string_view key_text(py::handle key) {
   Py_ssize_t size = 0;
   const char* text = PyUnicode_Check(key.ptr()) ? PyUnicode_AsUTF8AndSize(key.ptr(), &size) : nullptr;
   if (!text) {
     PyErr_Clear();
-    return nullptr;
+    return {};
   }
-  const auto& table = table_of(names);
-  auto it = table.find(std::string_view(text, static_cast<std::size_t>(size)));
+  return {text, static_cast<std::size_t>(size)};
+}
+
+// The field of keyword `key` (a str) in `table`, or null. Looks the name up without copying it.
+const Field* find_field(py::handle key, const Table& table) {
+  const std::string_view text = key_text(key);
+  if (text.empty()) return nullptr;
+  auto it = table.find(text);
   return it == table.end() ? nullptr : &it->second;
+}
+
+// A keyword of one of the other ops: an update dict may carry it (torch_npu ignores the keys a
+// recorded call lacks), and it is skipped.
+bool other_ops_keyword(py::handle key) {
+  const std::string_view text = key_text(key);
+  return !text.empty() && (setters().contains(text) || v2_setters().contains(text) ||
+                           paged_setters().contains(text));
 }
 
 // "NPUGraph.update: cpu_update_input[3]", or the plain call's name (index < 0); built only for errors.
@@ -218,14 +252,14 @@ std::string where_text(const char* what, long index) {
 // "what: " for v1 (its setters name the keyword); "what: softmax_scale: " for v2, whose keyword the
 // setter's message names by v1's name.
 std::string context_of(const std::string& what, FiaNames names, py::handle key) {
-  return names == FiaNames::v2 ? what + ": " + std::string(py::str(key)) + ": " : what + ": ";
+  return names == FiaNames::v1 ? what + ": " : what + ": " + std::string(py::str(key)) + ": ";
 }
 
 }  // namespace
 
 std::vector<std::string> fia_keywords(FiaNames names) {
   std::vector<std::string> out;
-  for (const auto& [name, field] : table_of(names)) out.emplace_back(name);
+  for (const auto& [name, field] : call_table(names)) out.emplace_back(name);
   std::sort(out.begin(), out.end());
   return out;
 }
@@ -235,7 +269,7 @@ ops::FiaOptions parse_options(const py::kwargs& kwargs, const char* what, FiaNam
   PyObject *key, *value;
   Py_ssize_t pos = 0;
   while (PyDict_Next(kwargs.ptr(), &pos, &key, &value)) {
-    const Field* f = find_field(key, names);
+    const Field* f = find_field(key, call_table(names));
     if (!f) unexpected_keyword((std::string(what) + "()").c_str(), -1, key);
     try {
       f->set(o, value);
@@ -258,8 +292,11 @@ bool apply_fia_kwargs(ops::FiaOptions& options, ops::FiaOptions& scratch, py::ha
   Py_ssize_t pos = 0;
   bool host_only = true;
   while (PyDict_Next(dict.ptr(), &pos, &key, &value)) {
-    const Field* f = find_field(key, names);
-    if (!f) unexpected_keyword(what, at, key);
+    const Field* f = find_field(key, update_table(names));
+    if (!f) {
+      if (other_ops_keyword(key)) continue;  // as torch_npu, which ignores keys its record lacks
+      unexpected_keyword(what, at, key);
+    }
     host_only = host_only && !f->differs;  // only the host values have no `differs`
     try {
       f->set(scratch, value);  // parse first: a bad value leaves `options` as it was

@@ -19,6 +19,7 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -120,10 +121,29 @@ std::chrono::milliseconds deadline_arg(py::handle v) {
 
 double seconds_of(std::chrono::milliseconds ms) { return static_cast<double>(ms.count()) / 1000.0; }
 
+// Note [Streams die without the GIL]
+// The last reference to a stream joins its worker, which first runs the work still queued, and
+// that work may be Python (a torch op queued behind pending work under the shim, a
+// launch_host_func callable) that takes the GIL. A Stream object dropped by Python
+// (`_eager(x, torch.npu.Stream())`) is destroyed in its dealloc, holding the GIL: the join would
+// wait for a task that waits for the GIL, forever. So the Python object's holder destroys the
+// stream with the GIL released.
+struct DeleteWithoutGil {
+  void operator()(Stream* s) const {
+    if (PyGILState_Check()) {
+      py::gil_scoped_release release;
+      delete s;
+    } else {
+      delete s;
+    }
+  }
+};
+using StreamHolder = std::unique_ptr<Stream, DeleteWithoutGil>;
+
 }  // namespace
 
 void bind_runtime(py::module_& m, py::module_& npu) {
-  py::class_<Stream> stream_class(npu, "Stream", "An asynchronous in-order queue of work (torch.npu.Stream).");
+  py::class_<Stream, StreamHolder> stream_class(npu, "Stream", "An asynchronous in-order queue of work (torch.npu.Stream).");
   stream_class
       .def(py::init([](py::object device, py::object priority) {
              (void)int_arg(priority, "priority");  // one priority on the cpu backend

@@ -8,6 +8,7 @@
 #include "npugraph/error.hpp"
 #include "ops/attention/fia_plan.hpp"
 #include "ops/fia_case.hpp"
+#include "support/throws.hpp"
 
 namespace fia_test {
 namespace {
@@ -149,19 +150,27 @@ TEST(FiaRows, NanPropagates) {
   EXPECT_TRUE(std::isnan(read_back(r.lse)[0]));
 }
 
-TEST(FiaLse, UntouchedWithoutFlagAndEagerZero) {
+TEST(FiaLse, FirstElementZeroedWithoutFlagAndEagerZero) {
   std::vector<double> qv, kv, vv;
   const Tensor q = random_tensor(qv, {1, 3, 16}, DType::bf16, 21);
   const Tensor k = random_tensor(kv, {1, 5, 16}, DType::bf16, 22);
   const Tensor v = random_tensor(vv, {1, 5, 16}, DType::bf16, 23);
   const FiaOptions opt{.num_heads = 2};
-  // `.out` form: a float16 [1] lse, as in the seed, keeps its sentinel.
-  const Tensor lse = filled_tensor({1}, DType::f16, 42.0);
+  // `.out` form: the first element of the caller's lse (a float16 [3] here) becomes 0, as torch_npu's
+  // placeholder holds 0; the rest keep their sentinel.
+  const Tensor lse = filled_tensor({3}, DType::f16, 42.0);
   const Tensor out = filled_tensor(q.shape(), DType::bf16, 0.0);
   ng::ops::fused_infer_attention_score_out(q, k, v, opt, ng::ops::fia_max_workspace(q, k, v, opt),
                                            out, lse);
   ng::current_stream().synchronize();
-  EXPECT_EQ(read_back(lse)[0], 42.0);
+  EXPECT_EQ(read_back(lse), (std::vector<double>{0.0, 42.0, 42.0}));
+  // An lse that overlaps the output is refused (it is written).
+  EXPECT_TRUE(ngtest::throws<ng::ArgumentError>(
+      [&] {
+        ng::ops::fused_infer_attention_score_out(q, k, v, opt, ng::ops::fia_max_workspace(q, k, v, opt),
+                                                 out, out);
+      },
+      {"softmax_lse", "overlap"}));
   // Eager form: a 1-element float32 0.
   const auto r = ng::ops::fused_infer_attention_score(q, k, v, opt);
   ng::current_stream().synchronize();
@@ -232,7 +241,7 @@ TEST(FiaDeterminism, EagerTwiceAndSerialKernelAreBitwiseEqual) {
   const Tensor lse = filled_tensor({2, 8, 32, 1}, DType::f32, 0);
   const Tensor ws = filled_tensor({plan.total_bytes}, DType::u8, 0);
   ng::ops::attention::FiaParamBuffer block;
-  ng::ops::attention::build_fia_params(q, k, v, opt, ws, out, lse, nullptr, block);
+  ng::ops::attention::build_fia_params(q, k, v, opt, ws, out, lse, block);
   const auto bytes = block.bytes();
   ng::ops::fia_kernel().cpu(bytes.data(), bytes.size(), ng::ExecContext(nullptr, 1));
   EXPECT_TRUE(bitwise_equal(r1.attention_out, out));

@@ -99,7 +99,7 @@ void emulate_op(const Tensor& q, const Tensor& k, const Tensor& v, const ng::ops
   e.out = filled_tensor(ng::ops::fia_output_shape(q, k, v, opt), q.dtype(), NAN);
   e.lse = filled_tensor(ng::ops::fia_lse_shape(q, k, v, opt), DType::f32, NAN);
   const Tensor ws = ng::ops::fia_max_workspace(q, k, v, opt);
-  att::build_fia_params(q, k, v, opt, ws, e.out, e.lse, nullptr, e.block);
+  att::build_fia_params(q, k, v, opt, ws, e.out, e.lse, e.block);
   e.stats = emulate(e.block.bytes());
 }
 
@@ -242,7 +242,7 @@ TEST(FiaCudaEmulationSplits, AnUpdatedBlockKeepsTheGridAndTakesEffect) {
   f.out = e.out;
   f.lse = e.lse;
   const Tensor ws = ng::ops::fia_max_workspace(u.q, u.k, u.v, u.opt);
-  att::build_fia_params(u.q, u.k, u.v, u.opt, ws, f.out, f.lse, nullptr, f.block);
+  att::build_fia_params(u.q, u.k, u.v, u.opt, ws, f.out, f.lse, f.block);
   const att::FiaParams& after = f.block.header();
   const cc::Geometry g0 = cc::geometry(before.key, before.plan), g1 = cc::geometry(after.key, after.plan);
   EXPECT_EQ(g0.grid_x(), g1.grid_x());

@@ -22,7 +22,7 @@ TEST(FiaPagedKernel, BadBlockIdInTheTableIsATaskError) {
   const Tensor lse = filled_tensor({3, 4, 1, 1}, DType::f32, 0);
   const Tensor ws = ng::ops::fia_max_workspace(b.q, b.k, b.v, b.opt);
   att::FiaParamBuffer block;
-  att::build_fia_params(b.q, b.k, b.v, b.opt, ws, out, lse, nullptr, block);
+  att::build_fia_params(b.q, b.k, b.v, b.opt, ws, out, lse, block);
   const auto bytes = block.bytes();
   const ng::ExecContext serial(nullptr, 1);
   EXPECT_NO_THROW(ng::ops::fia_kernel().cpu(bytes.data(), bytes.size(), serial));

@@ -52,13 +52,13 @@ TEST(FiaReplan, TheBlockIsTheFreshPlansBlockByteForByte) {
     att::plan_fia(captured);
     att::FiaParamBuffer bound_block;
     bound_block.start(captured.header);
-    att::bind_outputs(captured, o.ws, o.out, o.lse, nullptr, bound_block.header());
+    att::bind_outputs(captured, o.ws, o.out, o.lse, bound_block.header());
     const att::FiaParams bound = bound_block.header();
 
     for (const FiaOptions& next : {b.opt, next_host_values(b)}) {
       ASSERT_TRUE(att::same_plan_inputs(captured, b.q, b.k, b.v, next));
       att::FiaParamBuffer fresh;
-      att::build_fia_params(b.q, b.k, b.v, next, o.ws, o.out, o.lse, nullptr, fresh);
+      att::build_fia_params(b.q, b.k, b.v, next, o.ws, o.out, o.lse, fresh);
       att::FiaParamBuffer replanned, rebound;
       const ng::ops::FiaHostValues host = ng::ops::FiaHostValues::of(next);
       att::replan_block(captured, nullptr, host, o.ws, o.out, o.lse, rebound);

@@ -42,9 +42,9 @@ Args make_args(std::int64_t q_seq, std::uint32_t seed = 1) {
 std::string check(const Args& captured, const Args& updated) {
   att::FiaParamBuffer a, b;
   att::build_fia_params(captured.q, captured.k, captured.v, captured.opt, captured.ws,
-                        captured.out, captured.lse, nullptr, a);
+                        captured.out, captured.lse, a);
   att::build_fia_params(updated.q, updated.k, updated.v, updated.opt, updated.ws, updated.out,
-                        updated.lse, nullptr, b);
+                        updated.lse, b);
   return ng::ops::fia_kernel().check_update(a.bytes(), b.bytes());
 }
 
@@ -69,7 +69,7 @@ TEST(FiaCheckUpdate, AcceptsHostValuesAndNewBuffers) {
 TEST(FiaCheckUpdate, ABlockWithoutDimensionsIsRefusedAndDescribedFromTheCapturedOne) {
   const Args a = make_args(1);
   att::FiaParamBuffer full;
-  att::build_fia_params(a.q, a.k, a.v, a.opt, a.ws, a.out, a.lse, nullptr, full);
+  att::build_fia_params(a.q, a.k, a.v, a.opt, a.ws, a.out, a.lse, full);
   const std::span<const std::byte> with = full.bytes();
   std::vector<std::byte> without(with.begin(), with.end() - att::kFiaDimsBytes);
   const std::uint32_t none = 0;

@@ -233,3 +233,30 @@ def nonblocking_replays_after_updates():
         want = _eager(qs[i], k, v, actual_seq_lengths_kv=[lengths[-1]])
         assert torch.equal(out, want), i
     _ok()
+
+
+def stream_dropped_while_python_work_is_queued():
+    """Under the shim a temporary side stream gets torch ops queued behind its pending work and is
+    dropped at once: its destruction joins a worker that needs the GIL, which the dealloc held (a
+    hang before Note [Streams die without the GIL]). Exits through faulthandler if it hangs."""
+    import faulthandler
+
+    import npugraph.compat as compat
+
+    faulthandler.dump_traceback_later(60, exit=True)
+    compat.install()
+    x = torch.ones(4, 4)
+
+    def side_work(side):
+        npu.launch_host_func(side, lambda _: time.sleep(0.05))  # pending: the ops below queue behind it
+        with npu.stream(side):
+            b = x / x
+            b = b + x
+        return b
+
+    b = side_work(npu.Stream())  # the stream object is dropped here, its work still queued
+    npu.synchronize()
+    assert torch.equal(b, torch.full((4, 4), 2.0)), b
+    compat.uninstall()
+    faulthandler.cancel_dump_traceback_later()
+    _ok()

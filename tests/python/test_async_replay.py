@@ -159,3 +159,9 @@ def test_a_replay_waits_for_another_threads_update_in_flight(rng):
         sys.setswitchinterval(interval)
     assert not errors, errors
     assert torch.equal(out, fia(q, k, v, actual_seq_lengths_kv=[1 + (steps - 1) % 32], **opts)[0])
+
+
+def test_a_stream_dropped_with_python_work_queued_does_not_hang():
+    from conftest import run_isolated
+
+    run_isolated("stream_dropped_while_python_work_is_queued", timeout=120)

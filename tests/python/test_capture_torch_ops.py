@@ -236,6 +236,21 @@ def test_multi_output_ops_and_dtype_conversions_replay_in_place():
     assert torch.equal(values, torch.tensor([-1.0, 1.0])) and torch.equal(indices, torch.tensor([1, 2]))
 
 
+def test_ops_returning_tensor_lists_are_captured():
+    """unsafe_split (an LSTM's gates) returns List[Tensor] without alias annotations: recorded as a
+    functional op, its results written on every replay."""
+    x = torch.arange(8.0)
+    g = npu.NPUGraph()
+    with npu.graph(g):
+        a, b = x.unsafe_split(4)
+        y = a * b
+    for shift in (0.0, 3.0):
+        x.copy_(torch.arange(8.0) + shift)
+        g.replay()
+        want = (torch.arange(4.0) + shift) * (torch.arange(4.0, 8.0) + shift)
+        assert torch.equal(y, want), shift
+
+
 def test_other_threads_and_non_capturing_streams_run_eagerly():
     x = torch.zeros(2)
     g = npu.NPUGraph()
@@ -251,12 +266,17 @@ def test_other_threads_and_non_capturing_streams_run_eagerly():
     assert torch.equal(y, torch.full((2,), 22.0))
 
 
-def test_numpy_work_in_a_capture_is_not_torch():
+def test_numpy_work_in_a_capture_is_not_torch_and_an_empty_graph_warns_as_torch_npu():
     a = np.zeros(2, np.float32)
     g = npu.NPUGraph()
-    with npu.graph(g):
-        a += 1
+    with pytest.warns(UserWarning, match=r"The NPU Graph is empty: graph \d+ recorded no task"):
+        with npu.graph(g):
+            a += 1
     assert (a == 1).all()
+    g2 = npu.NPUGraph()
+    with npu.stream(npu.Stream()), pytest.warns(UserWarning, match="The NPU Graph is empty"):
+        g2.capture_begin()
+        g2.capture_end()
 
 
 def test_a_replayed_op_that_fails_raises_task_error_naming_it():

@@ -73,3 +73,87 @@ def test_module_npu_and_to_npu_under_the_shim():
     finally:
         compat.uninstall()
     assert torch.nn.Module.to is to and not hasattr(torch.nn.Module, "npu")
+
+
+def test_torch_device_npu_under_the_shim():
+    real = torch.device
+    compat.install()
+    try:
+        for made in (torch.device("npu"), torch.device("npu:0"), torch.device("npu", 0),
+                     torch.device(type="npu", index=0)):
+            assert made == real("cpu") and isinstance(made, torch.device)
+        assert torch.device("cpu") == real("cpu") and torch.device("meta").type == "meta"
+        assert torch.ones(2, device=torch.device("npu:0")).device.type == "cpu"
+        with pytest.raises(npugraph.ArgumentError, match="npu:1"):
+            torch.device("npu:1")
+        with pytest.raises(npugraph.ArgumentError, match="npu:3"):
+            torch.device("npu", 3)
+    finally:
+        compat.uninstall()
+    assert torch.device is real
+
+
+def test_torch_npu_testing_helpers_under_the_shim():
+    """torch_npu's test files import TestCase/run_tests/SupportedDevices from torch_npu.testing; the
+    shim's versions check what torch_npu's do (they fail on wrong values) and run every test."""
+    compat.install()
+    try:
+        from torch_npu.testing.common_utils import SupportedDevices, freeze_rng_state
+        from torch_npu.testing.testcase import TestCase, run_tests  # noqa: F401
+
+        ran = []
+
+        class Probe(TestCase):
+            @SupportedDevices(["Ascend910B", "Ascend910_93"])
+            def runTest(self):
+                ran.append(True)
+                x = torch.tensor([1.0, 2.0, 3.0])
+                self.assertEqual(x, x + 1e-6)
+                self.assertRtolEqual(x.half(), (x * (1 + 5e-4)).half())
+                with self.assertRaises(AssertionError):
+                    self.assertEqual(x, x + 1e-3)
+                with self.assertRaises(AssertionError):
+                    self.assertRtolEqual(x, x * 1.01)
+                with self.assertRaises(AssertionError):
+                    self.assertRtolEqual(x, x.double())  # dtype error
+                self.assertEqual(torch.zeros(1, dtype=torch.float16), torch.zeros(1))  # values, not dtypes
+                self.assertEqual([1, 2.0], (1, 2.0 + 1e-7))
+
+        result = Probe().run()
+        assert ran and result.wasSuccessful(), result.failures + result.errors
+        with freeze_rng_state():
+            a = torch.rand(3)
+        assert torch.equal(a, torch.rand(3))
+    finally:
+        compat.uninstall()
+    assert "torch_npu.testing" not in sys.modules
+
+
+def test_torch_npu_housekeeping_names():
+    stream = npugraph.npu.Stream()
+    npugraph.npu.set_compile_mode(jit_compile=False)
+    with pytest.raises(TypeError, match="jit_compile = 'no': expected a bool"):
+        npugraph.npu.set_compile_mode(jit_compile="no")
+    npugraph.npu._subscribe_report(stream)
+    with pytest.raises(TypeError, match=r"_subscribe_report: stream = 3: expected an npugraph.npu.Stream"):
+        npugraph.npu._subscribe_report(3)
+    seen = []
+    with npugraph.npu.stream(stream):
+        npugraph.npu._sleep(1_000_000)  # 1 ms of stream time, then the host function behind it
+        npugraph.npu._launch_host_func(stream, seen.append, "after sleep")
+    npugraph.npu._unsubscribe_report(stream)
+    stream.synchronize()
+    assert seen == ["after sleep"]
+    npugraph.npu.manual_seed(5)
+    a = torch.rand(2)
+    torch.manual_seed(5)
+    assert torch.equal(a, torch.rand(2)) and npugraph.npu.initial_seed() == 5
+    state = npugraph.npu.get_rng_state()
+    b = torch.rand(2)
+    npugraph.npu.set_rng_state(state)
+    assert torch.equal(b, torch.rand(2)) and npugraph.npu.is_bf16_supported()
+    props = npugraph.npu.get_device_properties(0)
+    assert props.name == npugraph.npu.get_device_name() and props.total_memory > 2**26
+    assert props.multi_processor_count >= 1 and "total_memory=" in repr(props)
+    with pytest.raises(npugraph.ArgumentError, match="npu:1"):
+        npugraph.npu.get_device_properties("npu:1")

@@ -123,8 +123,12 @@ def test_v2_recorded_calls_update_by_v2_names(qkv):
     with npu.graph(g, auto_dispatch_capture=True):
         out, _ = fia_v2(q, k, v, num_query_heads=2, input_layout="BNSD", actual_seq_kvlen=[32])
     with pytest.raises(TypeError, match=r"cpu_update_input\[0\] got an unexpected keyword argument "
-                                        r"'actual_seq_lengths_kv'"):
-        g.update(cpu_update_input=[{"actual_seq_lengths_kv": [3]}])
+                                        r"'actual_seq_kv_len'"):
+        g.update(cpu_update_input=[{"actual_seq_kv_len": [3]}])  # no op's keyword: a typo
+    # Another op's keyword is skipped, as torch_npu skips the keys a recorded call lacks.
+    g.update(cpu_update_input=[{"actual_seq_lengths_kv": [3], "actual_seq_kvlen": [5], "context_lens": [9]}])
+    g.replay()
+    assert torch.equal(out, fia(q, k, v, actual_seq_lengths_kv=[5], **OPTS)[0])
     with pytest.raises(npugraph.ArgumentError, match=r"num_query_heads = 1: not updatable"):
         g.update(cpu_update_input=[{"num_query_heads": 1}])
     for n, scale in ((3, 0.5), (32, 0.25), (11, 1.0)):
@@ -152,7 +156,7 @@ def _paged_reference(query, key_cache, value_cache, block_table, context_lens, s
     """Slow and obvious: gather each sequence's tokens block by block, attend in float64."""
     q = query.double().numpy()
     kc, vc = key_cache.double().numpy(), value_cache.double().numpy()
-    out = np.zeros_like(q)
+    out = np.zeros(q.shape[:2] + vc.shape[-1:])  # [B, N, Dv]
     for b, length in enumerate(context_lens):
         rows = [block_table[b, t // BLOCK].item() for t in range(length)]
         k = np.stack([kc[rows[t], t % BLOCK] for t in range(length)])  # [L, KV_N, D]
@@ -227,14 +231,66 @@ def test_paged_attention_errors_name_the_argument(paged_inputs):
         _call((query.reshape(B, N * D), key_cache, value_cache, block_table), lens, out)
     with pytest.raises(npugraph.ArgumentError, match=r"num_heads = 4: query has 2 heads"):
         _call((query[:, :2], key_cache, value_cache, block_table), lens, out[:, :2])
-    with pytest.raises(npugraph.ArgumentError, match=r"value_cache has shape \[12, 16, 1, 32\]"):
+    with pytest.raises(npugraph.ArgumentError, match=r"value_cache has shape \[12, 16, 1, 32\]: must be "
+                                                     r"key_cache's \[12, 16, 2\] with any head size"):
         _call((query, key_cache, value_cache[:, :, :1], block_table), lens, out)
     with pytest.raises(npugraph.ArgumentError, match=r"block_table has 2 rows for 3 query tokens"):
         _call((query, key_cache, value_cache, block_table[:2]), lens, out)
-    with pytest.raises(npugraph.ArgumentError, match=r"out has shape \[3, 4, 16\]: must be the query's"):
+    with pytest.raises(npugraph.ArgumentError, match=r"out has shape \[3, 4, 16\]: must be \[num_tokens"):
         _call(paged_inputs, lens, out[..., :16])
     with pytest.raises(TypeError, match=r"key_cache must be a tensor, got str"):
         _call((query, "k", value_cache, block_table), lens, out)
     with pytest.raises(npugraph.ArgumentError, match=r"actual_seq_lengths_kv"):  # FIA's own check
         _call(paged_inputs, [1, 2, 65], out)  # past the table's 4 blocks of 16
     _call(paged_inputs, lens, out)  # still usable
+
+
+# --- softmax_lse without softmax_lse_flag: the .out form sets its first element to 0 ---
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32])
+def test_out_without_lse_flag_zeroes_the_callers_lse_like_torch_npu(qkv, dtype):
+    """torch_npu's tests compare the .out form's softmax_lse with the eager form's zeros([1])."""
+    q, k, v = qkv
+    out = torch.empty(1, 2, 1, 16, dtype=torch.float16)
+    lse = torch.full((1,), 7.0, dtype=dtype)
+    fia.out(q, k, v, out=[out, lse], actual_seq_lengths_kv=[32], **OPTS)
+    assert lse.item() == 0.0
+    lse.fill_(7.0)
+    longer = torch.full((3,), 7.0, dtype=dtype)
+    g = npu.NPUGraph()
+    with npu.graph(g):
+        s = npu.current_stream()
+        npu.graph_task_group_begin(s)
+        fia.out(q, k, v, out=[out, longer], actual_seq_lengths_kv=[32], **OPTS)
+        npu.graph_task_group_end(s)
+    assert longer.tolist() == [7.0, 7.0, 7.0]  # nothing ran at capture
+    g.replay()
+    assert longer.tolist() == [0.0, 7.0, 7.0]  # the first element, on every launch
+    with pytest.raises(npugraph.ArgumentError, match=r"softmax_lse.*overlap"):
+        fia.out(q, k, v, out=[out, out.view(-1)[:1]], actual_seq_lengths_kv=[32], **OPTS)
+
+
+def test_paged_attention_value_head_size_may_differ_and_auto_dispatch_updates_context_lens(rng):
+    """MLA-style caches (value head size 16, key 32), captured with auto_dispatch_capture and
+    updated with g.update(cpu_update_input=[{"context_lens": ...}]), as torch_npu's test does."""
+    query = randn((B, N, D), torch.float16, rng)
+    key_cache = randn((BLOCKS, BLOCK, KV_N, D), torch.float16, rng)
+    value_cache = randn((BLOCKS, BLOCK, KV_N, 16), torch.float16, rng)
+    block_table = torch.from_numpy(rng.permutation(BLOCKS)[:B * MAX_BLOCKS].reshape(B, MAX_BLOCKS)
+                                   .astype(np.int32))
+    inputs = (query, key_cache, value_cache, block_table)
+    out = torch.zeros(B, N, 16, dtype=torch.float16)
+    g = npu.NPUGraph()
+    with npu.graph(g, auto_dispatch_capture=True):
+        _call(inputs, torch.tensor([64, 64, 64], dtype=torch.int32), out)
+    for lens in ([5, 64, 31], [1, 2, 3]):
+        g.update(cpu_update_input=[{"context_lens": torch.tensor(lens, dtype=torch.int32)}])
+        g.replay()
+        want = _paged_reference(query, key_cache, value_cache, block_table, lens, 0.125)
+        np.testing.assert_allclose(out.double().numpy(), want, rtol=2e-3, atol=2e-3)
+        eager = torch.empty_like(out)
+        _call(inputs, lens, eager)
+        assert torch.equal(out, eager)
+    with pytest.raises(npugraph.ArgumentError, match=r"out has shape \[3, 4, 32\]: must be \[num_tokens, "
+                                                     r"num_heads, value_cache's head size\] = \[3, 4, 16\]"):
+        _call(inputs, [1, 2, 3], torch.empty(B, N, D, dtype=torch.float16))

@@ -107,11 +107,12 @@ struct FiaResult {
 FiaResult fused_infer_attention_score(const Tensor& query, const Tensor& key, const Tensor& value,
                                       const FiaOptions& options);
 
-// `.out` form: writes `attention_out` (and `softmax_lse` when softmax_lse_flag; it is left untouched
-// otherwise) using the caller's `workspace`, which must hold at least fia_workspace_bytes() bytes.
+// `.out` form: writes `attention_out` and `softmax_lse` using the caller's `workspace`, which must
+// hold at least fia_workspace_bytes() bytes.
 //   attention_out: fia_output_shape() and fia_output_dtype(), contiguous;
 //   softmax_lse:   with softmax_lse_flag, float32 fia_lse_shape() contiguous; without it, any
-//                  defined tensor (it is not touched);
+//                  defined tensor, whose first element is set to 0 (zero bytes; torch_npu's
+//                  placeholder holds 0) and the rest left as it was;
 //   workspace:     uint8, contiguous.
 // No output may overlap an input or another output.
 void fused_infer_attention_score_out(const Tensor& query, const Tensor& key, const Tensor& value,

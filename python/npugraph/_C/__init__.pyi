@@ -170,6 +170,18 @@ class _FusedInferAttentionScoreV2:
         """
         out(query, key, value, *, workspace=None, out=[attention_out, softmax_lse], **keywords) -> out: writes caller-owned outputs, with the caller's workspace (_npu_fused_infer_attention_score_v2_get_max_workspace) or, without one, a workspace sized for the call; the form task groups capture and updates re-issue, recorded like the functional form under auto_dispatch_capture. Keywords and errors: help(npugraph.npu_fused_infer_attention_score).
         """
+class _PagedAttentionFia:
+    """
+    torch_npu's _npu_paged_attention(query, key, value, **kwargs) -> (attention_out, softmax_lse); .out(..., workspace=None, out=[attention_out, softmax_lse])
+    """
+    def __call__(self, query: typing.Any, key: typing.Any, value: typing.Any, **kwargs) -> typing.Any:
+        ...
+    def __repr__(self) -> str:
+        ...
+    def out(self, query: typing.Any, key: typing.Any, value: typing.Any, *, workspace: typing.Any = None, out: typing.Any, **kwargs) -> typing.Any:
+        """
+        out(query, key, value, *, workspace=None, out=[attention_out, softmax_lse], **keywords) -> out: writes caller-owned outputs, with the caller's workspace (get_max_workspace) or, without one, a workspace sized for the call; the form task groups capture and updates re-issue, recorded like the functional form under auto_dispatch_capture. Keywords and errors: help(npugraph.npu_fused_infer_attention_score).
+        """
 def _fia_keywords(v2: bool = False) -> list[str]:
     """
     The keywords the FIA parser accepts (sorted; v2=True: npu_fused_infer_attention_score_v2's), for the docs' check.
@@ -280,5 +292,6 @@ def zeros(*args, dtype: typing.Any = None, device: typing.Any = None) -> typing.
     """
     A zero-filled tensor; inside a capture the fill is a graph task (replays zero it again).
     """
+_paged_attention_fia: _PagedAttentionFia  # value = <npugraph op _npu_paged_attention>
 npu_fused_infer_attention_score: _FusedInferAttentionScore  # value = <npugraph op npu_fused_infer_attention_score>
 npu_fused_infer_attention_score_v2: _FusedInferAttentionScoreV2  # value = <npugraph op npu_fused_infer_attention_score_v2>

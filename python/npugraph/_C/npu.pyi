@@ -3,19 +3,33 @@ streams, events, graphs, task groups (torch.npu names)
 """
 from __future__ import annotations
 from npugraph._graph import graph
+from npugraph._npu_api import _launch_host_func
+from npugraph._npu_api import _sleep
+from npugraph._npu_api import _subscribe_report
+from npugraph._npu_api import _unsubscribe_report
 from npugraph._npu_api import device
 from npugraph._npu_api import empty_cache
 from npugraph._npu_api import get_device_name
+from npugraph._npu_api import get_device_properties
+from npugraph._npu_api import get_rng_state
+from npugraph._npu_api import initial_seed
+from npugraph._npu_api import is_bf16_supported
 from npugraph._npu_api import is_current_stream_capturing
 from npugraph._npu_api import make_graphed_callables
+from npugraph._npu_api import manual_seed
+from npugraph._npu_api import manual_seed_all
 from npugraph._npu_api import max_memory_allocated
 from npugraph._npu_api import max_memory_reserved
 from npugraph._npu_api import memory_allocated
 from npugraph._npu_api import memory_reserved
 from npugraph._npu_api import memory_stats
 from npugraph._npu_api import reset_peak_memory_stats
+from npugraph._npu_api import seed
+from npugraph._npu_api import seed_all
+from npugraph._npu_api import set_compile_mode
+from npugraph._npu_api import set_rng_state
 import typing
-__all__: list[str] = ['Event', 'ExternalEvent', 'MAX_EXTERNAL_WAIT_DEADLINE', 'NPUGraph', 'Stream', 'current_device', 'current_stream', 'default_external_wait_deadline', 'default_stream', 'device', 'device_count', 'empty_cache', 'get_device_name', 'graph', 'graph_pool_handle', 'graph_task_group_begin', 'graph_task_group_end', 'graph_task_update_abort', 'graph_task_update_begin', 'graph_task_update_end', 'is_available', 'is_current_stream_capturing', 'launch_host_func', 'make_graphed_callables', 'max_memory_allocated', 'max_memory_reserved', 'memory_allocated', 'memory_reserved', 'memory_stats', 'reset_peak_memory_stats', 'set_default_external_wait_deadline', 'set_device', 'set_stream', 'stream', 'synchronize', 'total_collapsed_records']
+__all__: list[str] = ['Event', 'ExternalEvent', 'MAX_EXTERNAL_WAIT_DEADLINE', 'NPUGraph', 'Stream', 'current_device', 'current_stream', 'default_external_wait_deadline', 'default_stream', 'device', 'device_count', 'empty_cache', 'get_device_name', 'get_device_properties', 'get_rng_state', 'graph', 'graph_pool_handle', 'graph_task_group_begin', 'graph_task_group_end', 'graph_task_update_abort', 'graph_task_update_begin', 'graph_task_update_end', 'initial_seed', 'is_available', 'is_bf16_supported', 'is_current_stream_capturing', 'launch_host_func', 'make_graphed_callables', 'manual_seed', 'manual_seed_all', 'max_memory_allocated', 'max_memory_reserved', 'memory_allocated', 'memory_reserved', 'memory_stats', 'reset_peak_memory_stats', 'seed', 'seed_all', 'set_compile_mode', 'set_default_external_wait_deadline', 'set_device', 'set_rng_state', 'set_stream', 'stream', 'synchronize', 'total_collapsed_records']
 class Event:
     """
     A stream event (torch.npu.Event).

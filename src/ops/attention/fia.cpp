@@ -103,7 +103,7 @@ void launch_planned(const Stream& stream, const att::FiaPlan& plan,
                     const Tensor& attention_out, const Tensor& softmax_lse, att::FiaParamBuffer& block,
                     const FiaUses& uses) {
   att::check_scale(plan);
-  att::bind_outputs(plan, workspace, attention_out, softmax_lse, nullptr, block.header());
+  att::bind_outputs(plan, workspace, attention_out, softmax_lse, block.header());
   std::shared_ptr<const FiaCapture> capture;
   if (state && stream.is_capturing())
     capture = std::make_shared<const FiaCapture>(
@@ -189,8 +189,7 @@ void fused_infer_attention_score_out(const Tensor& query, const Tensor& key, con
       return launch_planned(stream, plan, std::move(state), workspace, attention_out, softmax_lse,
                             block, uses);
     }
-    att::build_fia_params(query, key, value, options, workspace, attention_out, softmax_lse,
-                          nullptr, block);
+    att::build_fia_params(query, key, value, options, workspace, attention_out, softmax_lse, block);
     launch(stream, kFiaKernel, block.bytes(), uses.span());
   } catch (...) {  // a try block costs nothing on the update path (every FIA task of every step)
     abandon_update_on_error(stream);
@@ -242,8 +241,7 @@ FiaResult fused_infer_attention_score(const Tensor& query, const Tensor& key, co
   r.attention_out = empty(plan.out_shape, plan.out_dtype, device);
   r.softmax_lse = empty(options.softmax_lse_flag ? plan.lse_shape : Shape{1}, DType::f32, device);
   const Tensor workspace = empty({plan.workspace().total_bytes}, DType::u8, device);
-  att::build_block(plan, workspace, r.attention_out, r.softmax_lse,
-                   options.softmax_lse_flag ? nullptr : r.softmax_lse.data_ptr<float>(), block);
+  att::build_block(plan, workspace, r.attention_out, r.softmax_lse, block);
   launch(stream, kFiaKernel, block.bytes(),
          fia_uses(query, key, value, options, workspace, r.attention_out, r.softmax_lse).span());
   return r;

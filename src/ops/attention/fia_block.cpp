@@ -310,8 +310,10 @@ void check_memory(const FiaPlan& c, const Tensor& workspace, const Tensor& out, 
     in_range[n_in++] = byte_range(*x.t);
   }
   const Named outputs[] = {{&out, "attention_out"}, {&lse, "softmax_lse"}, {&workspace, "workspace"}};
-  const std::size_t n_out = o.softmax_lse_flag ? 3 : 2;
-  const Named* outs[] = {&outputs[0], o.softmax_lse_flag ? &outputs[1] : &outputs[2], &outputs[2]};
+  // softmax_lse is written also without softmax_lse_flag (its first element is set to 0), unless empty.
+  const bool lse_written = o.softmax_lse_flag || lse.numel() > 0;
+  const std::size_t n_out = lse_written ? 3 : 2;
+  const Named* outs[] = {&outputs[0], lse_written ? &outputs[1] : &outputs[2], &outputs[2]};
   ByteRange out_range[3];
   for (std::size_t i = 0; i < n_out; ++i) {
     check_aligned(*outs[i]->t, outs[i]->name);
@@ -333,7 +335,7 @@ void check_memory(const FiaPlan& c, const Tensor& workspace, const Tensor& out, 
 }  // namespace
 
 void bind_outputs(const FiaPlan& c, const Tensor& workspace, const Tensor& attention_out,
-                  const Tensor& softmax_lse, float* lse_zero, FiaParams& p) {
+                  const Tensor& softmax_lse, FiaParams& p) {
   const FiaOptions& options = c.o;
   check_output(attention_out, "attention_out", c.q);
   NG_CHECK_ARG(attention_out.dtype() == c.out_dtype, kOp, "attention_out = ",
@@ -373,7 +375,10 @@ void bind_outputs(const FiaPlan& c, const Tensor& workspace, const Tensor& atten
       p.lse_stride[2] = 1;
     }
   }
-  p.lse_zero = options.softmax_lse_flag ? nullptr : lse_zero;
+  if (!options.softmax_lse_flag && softmax_lse.numel() > 0) {
+    p.lse_zero = static_cast<unsigned char*>(softmax_lse.data());
+    p.lse_zero_bytes = static_cast<std::int64_t>(softmax_lse.element_size());
+  }
   p.workspace = static_cast<std::byte*>(workspace.data());
   p.workspace_bytes = static_cast<std::int64_t>(workspace.nbytes());
 }
@@ -396,9 +401,9 @@ void resolve_host_values(const FiaPlan& c, FiaParamBuffer& buffer) {
 }
 
 void build_block(const FiaPlan& c, const Tensor& workspace, const Tensor& attention_out,
-                 const Tensor& softmax_lse, float* lse_zero, FiaParamBuffer& buffer) {
+                 const Tensor& softmax_lse, FiaParamBuffer& buffer) {
   check_scale(c);
-  bind_outputs(c, workspace, attention_out, softmax_lse, lse_zero, buffer.header());
+  bind_outputs(c, workspace, attention_out, softmax_lse, buffer.header());
   resolve_host_values(c, buffer);
   buffer.attach_dims(c.dims);
 }
@@ -411,7 +416,7 @@ void replan_block(const FiaPlan& captured, const FiaParams* bound, const FiaHost
   static_cast<FiaFindings&>(plan) = captured;
   plan.host = host;
   check_scale(plan);
-  if (!bound) bind_outputs(plan, workspace, attention_out, softmax_lse, nullptr, buffer.header());
+  if (!bound) bind_outputs(plan, workspace, attention_out, softmax_lse, buffer.header());
   resolve_host_values(plan, buffer);
 }
 

@@ -195,7 +195,8 @@ NG_FIA_HD void attention_block(const void* block, Coord c, Shared& sh, Exec& ex)
   const std::int64_t nsplit = split_count(g, L);
   if (p.lse_zero && c.x == 0 && c.y == 0 && c.z == 0)
     ex.phase([&](int tid, float*) {
-      if (tid == 0) *p.lse_zero = 0.0f;
+      if (tid == 0)
+        for (std::int64_t i = 0; i < p.lse_zero_bytes; ++i) p.lse_zero[i] = 0;
     });
   if (split >= nsplit) return;  // past the batch's actual KV length (the whole block)
   std::int64_t split_lo = 0, split_hi = 0;

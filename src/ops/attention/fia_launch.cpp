@@ -59,7 +59,7 @@ FiaLaunch::FiaLaunch(const void* params, std::size_t size) : p(header_), key(hea
   if (B == 0) NG_THROW(TaskError, kOp, "malformed parameter block (", size, " bytes)");
   std::memcpy(&header_, params, sizeof(FiaParams));
   // The eager form's placeholder softmax_lse first: it holds 0 even when a check below fails.
-  if (header_.lse_zero) *header_.lse_zero = 0.0f;
+  if (header_.lse_zero) std::memset(header_.lse_zero, 0, static_cast<std::size_t>(header_.lse_zero_bytes));
   // The tail (4*B int64) is copied when it is not aligned; it is small next to the work.
   const std::byte* tail = block.data() + sizeof(FiaParams);
   const auto* values = reinterpret_cast<const std::int64_t*>(tail);

@@ -183,7 +183,10 @@ struct FiaParams {
   FiaView block_table;  // (b, -, i, -) int32
   float* lse = nullptr;       // (b, n, s) via lse_stride; null: softmax_lse not written
   std::int64_t lse_stride[3] = {};
-  float* lse_zero = nullptr;  // eager form without softmax_lse_flag: the 1-element lse, set to 0
+  // Without softmax_lse_flag: softmax_lse's first element, set to 0 (zero bytes) by every launch, as
+  // torch_npu's outputs hold 0 there (the eager form's 1-element lse; the .out form's given tensor).
+  unsigned char* lse_zero = nullptr;
+  std::int64_t lse_zero_bytes = 0;
   const std::int64_t* q_padding = nullptr;   // effective left padding (1 element), else null
   const std::int64_t* kv_padding = nullptr;
   std::byte* workspace = nullptr;

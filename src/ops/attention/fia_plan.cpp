@@ -179,11 +179,11 @@ bool same_plan_inputs(const FiaPlan& planned, const Tensor& q, const Tensor& k, 
 
 void build_fia_params(const Tensor& query, const Tensor& key, const Tensor& value,
                       const FiaOptions& options, const Tensor& workspace,
-                      const Tensor& attention_out, const Tensor& softmax_lse, float* lse_zero,
+                      const Tensor& attention_out, const Tensor& softmax_lse,
                       FiaParamBuffer& buffer) {
   FiaPlan plan(query, key, value, options, buffer.start());
   plan_fia(plan);
-  build_block(plan, workspace, attention_out, softmax_lse, lse_zero, buffer);
+  build_block(plan, workspace, attention_out, softmax_lse, buffer);
 }
 
 }  // namespace npugraph::ops::attention

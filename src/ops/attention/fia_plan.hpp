@@ -177,10 +177,10 @@ bool same_plan_inputs(const FiaPlan& planned, const Tensor& q, const Tensor& k, 
                       const FiaOptions& o);
 
 // Plans the call and fills `buffer` with the launch's block: everything the `.out` form does
-// before it launches. `lse_zero`: see FiaParams::lse_zero (only the eager form passes one).
+// before it launches.
 void build_fia_params(const Tensor& query, const Tensor& key, const Tensor& value,
                       const FiaOptions& options, const Tensor& workspace,
-                      const Tensor& attention_out, const Tensor& softmax_lse, float* lse_zero,
+                      const Tensor& attention_out, const Tensor& softmax_lse,
                       FiaParamBuffer& buffer);
 
 // fia_block.cpp: checks the outputs and the workspace against `plan` and writes the rest of the
@@ -188,13 +188,13 @@ void build_fia_params(const Tensor& query, const Tensor& key, const Tensor& valu
 // what they decide (Note [FIA plan]), and the dimension trailer. `buffer`'s header must hold the plan's static part (the plan
 // was built into it, or it is a copy).
 void build_block(const FiaPlan& plan, const Tensor& workspace, const Tensor& attention_out,
-                 const Tensor& softmax_lse, float* lse_zero, FiaParamBuffer& buffer);
+                 const Tensor& softmax_lse, FiaParamBuffer& buffer);
 // build_block's stages, in order: scale; the outputs and the workspace (checked, and their views
 // written into `header`; nothing here depends on a host value); every other host value (the tail,
 // sized here, and what the values decide).
 void check_scale(const FiaPlan& plan);
 void bind_outputs(const FiaPlan& plan, const Tensor& workspace, const Tensor& attention_out,
-                  const Tensor& softmax_lse, float* lse_zero, FiaParams& header);
+                  const Tensor& softmax_lse, FiaParams& header);
 void resolve_host_values(const FiaPlan& plan, FiaParamBuffer& buffer);
 // build_block for a call that reads what `captured` read (same_plan_inputs(), or the captured call
 // itself: Note [FIA re-plan], Note [FIA host-value update]) with the host values `host`: the block
