@@ -165,3 +165,50 @@ def test_a_stream_dropped_with_python_work_queued_does_not_hang():
     from conftest import run_isolated
 
     run_isolated("stream_dropped_while_python_work_is_queued", timeout=120)
+
+
+class _LengthsThatWaitForAReplay:
+    """An update value whose parsing (inside g.update, the update already in flight) lets the
+    replaying thread call g.replay first: it says the update is in flight, waits until that thread
+    is about to replay, then gives it a moment to enter (widening the window; the result is
+    asserted either way)."""
+
+    def __init__(self, lengths, in_flight, about_to_replay):
+        self.lengths, self.in_flight, self.about_to_replay = lengths, in_flight, about_to_replay
+
+    def tolist(self):
+        import time
+
+        self.in_flight.set()
+        if not self.about_to_replay.wait(DEADLINE):
+            raise TimeoutError("the replaying thread never came")
+        time.sleep(0.02)  # GIL released: the replay is entered while this update is in flight
+        return self.lengths
+
+
+def test_a_replay_entered_during_an_update_waits_for_it(rng):
+    q, k, v = _tiny_attention(rng)
+    opts = dict(num_heads=2, input_layout="BNSD")
+    g = npu.NPUGraph()
+    with npu.graph(g, auto_dispatch_capture=True):
+        out, _ = fia(q, k, v, actual_seq_lengths_kv=[32], **opts)
+    for n in (3, 17):
+        in_flight, about_to_replay = threading.Event(), threading.Event()
+        errors = []
+
+        def replayer():
+            try:
+                if not in_flight.wait(DEADLINE):
+                    raise TimeoutError("the update never began")
+                about_to_replay.set()
+                g.replay(blocking=True)
+            except BaseException as e:  # noqa: BLE001 - asserted below
+                errors.append(e)
+
+        t = threading.Thread(target=replayer)
+        t.start()
+        lengths = _LengthsThatWaitForAReplay([n], in_flight, about_to_replay)
+        g.update(cpu_update_input=[{"actual_seq_lengths_kv": lengths}])
+        t.join(DEADLINE)
+        assert not t.is_alive() and not errors, errors
+        assert torch.equal(out, fia(q, k, v, actual_seq_lengths_kv=[n], **opts)[0])
