@@ -23,6 +23,13 @@
 //                                the same fraction against it (this VM's bandwidth drifts with load)
 //     load1                      the 1-minute load average when the case started
 //     capture_ms                 (graph) capturing the bucket's decode step, once, in iteration 1
+//   engine/interleaved/B:<b>     graph ÷ eager without the drift between two cases: a graph Engine and an
+//                                eager Engine (loaded and warmed up first) generate in turn, the order
+//                                alternating, $NPUGRAPH_BENCH_ROUNDS rounds (default 9) of the same
+//                                requests as above; reported time = the graph's median decode step.
+//     graph_tps, eager_tps       median decode tokens/s of each over the rounds
+//     ratio, ratio_min, ratio_max   graph ÷ eager per round (the same round's pair): median and range
+//     ratio_q1, ratio_q3         its quartiles (the spread the issue asks a conclusion to survive)
 //   recapture/decode_step/B:<b>  the peer of the per-step update: a new Engine per iteration (not
 //                                timed) whose first step captures + instantiates the decode step of
 //                                bucket b (RunStats::capture_seconds; reported time), then 32
@@ -37,6 +44,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -188,6 +196,62 @@ double median(std::vector<double> v) {
   return n == 0 ? 0 : n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
+double quantile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const double at = q * static_cast<double>(v.size() - 1);
+  const auto lo = static_cast<std::size_t>(at);
+  const std::size_t hi = std::min(lo + 1, v.size() - 1);
+  return v[lo] + (v[hi] - v[lo]) * (at - static_cast<double>(lo));
+}
+
+int rounds() {
+  const char* r = std::getenv("NPUGRAPH_BENCH_ROUNDS");
+  const int n = r && *r ? std::atoi(r) : 9;
+  return std::max(1, n);
+}
+
+void BM_interleaved(benchmark::State& state, std::int64_t batch) {
+  if (!model_or_skip(state)) return;
+  const double load = load1();
+  const int threads = roofline_threads();
+  auto make = [&](llm::StepMode mode) {
+    return std::make_unique<llm::Engine>(llm::EngineOptions{.model = model_path(), .threads = threads,
+                                                            .max_batch = batch, .max_context = 512, .mode = mode});
+  };
+  const auto graph = make(llm::StepMode::graph), eager = make(llm::StepMode::eager);
+  const auto tps = [&](llm::Engine& e) {
+    e.generate(requests(batch));
+    const llm::RunStats& s = e.stats();
+    return s.decode_tokens / s.decode_seconds;
+  };
+  tps(*graph), tps(*eager);  // warm-up: the capture, the caches, the pages
+  std::vector<double> g, e, ratio;
+  for (auto _ : state) {
+    for (int r = 0; r < rounds(); ++r) {
+      double gt, et;
+      if (r % 2 == 0) {
+        gt = tps(*graph), et = tps(*eager);
+      } else {
+        et = tps(*eager), gt = tps(*graph);
+      }
+      g.push_back(gt), e.push_back(et), ratio.push_back(gt / et);
+    }
+    state.SetIterationTime(static_cast<double>(batch) / median(g));
+  }
+  auto& c = state.counters;
+  c["graph_tps"] = median(g);
+  c["eager_tps"] = median(e);
+  c["ratio"] = median(ratio);
+  c["ratio_q1"] = quantile(ratio, 0.25);
+  c["ratio_q3"] = quantile(ratio, 0.75);
+  c["ratio_min"] = quantile(ratio, 0);
+  c["ratio_max"] = quantile(ratio, 1);
+  c["rounds"] = static_cast<double>(ratio.size());
+  c["threads"] = threads;
+  c["load1"] = load;
+}
+
 void BM_recapture(benchmark::State& state, std::int64_t batch) {
   if (!model_or_skip(state)) return;
   const double load = load1();
@@ -223,6 +287,10 @@ const bool registered = [] {
       benchmark::RegisterBenchmark(name.c_str(), [mode, b](benchmark::State& s) { BM_engine(s, mode, b); })
           ->Iterations(3)->UseManualTime()->Unit(benchmark::kMillisecond);
     }
+  for (std::int64_t b : {1, 8})
+    benchmark::RegisterBenchmark(("engine/interleaved/B:" + std::to_string(b)).c_str(),
+                                 [b](benchmark::State& s) { BM_interleaved(s, b); })
+        ->Iterations(1)->UseManualTime()->Unit(benchmark::kMillisecond);
   for (std::int64_t b : {1, 8})
     benchmark::RegisterBenchmark(("recapture/decode_step/B:" + std::to_string(b)).c_str(),
                                  [b](benchmark::State& s) { BM_recapture(s, b); })
