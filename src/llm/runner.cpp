@@ -133,8 +133,6 @@ ModelRunner::ModelRunner(std::shared_ptr<const LlamaModel> model, const EngineOp
   k_ = empty({max_rows_, kv_dim_}, DType::f32, d);
   v_ = empty({max_rows_, kv_dim_}, DType::f32, d);
   attn_ = empty({max_rows_, q_dim_}, DType::f32, d);
-  gate_ = empty({max_rows_, ffn_}, DType::f32, d);
-  up_ = empty({max_rows_, ffn_}, DType::f32, d);
   act_ = empty({max_rows_, ffn_}, DType::f32, d);
   last_ = empty({max_batch_, c.hidden}, DType::f32, d);
   logits_ = empty({max_batch_, c.vocab}, DType::f32, d);
@@ -144,7 +142,10 @@ ModelRunner::ModelRunner(std::shared_ptr<const LlamaModel> model, const EngineOp
   const LayerWeights& first = layers_.front();
   if (options.fuse_projections && first.qkv.defined() && first.gate_up.defined()) {
     qkv1_ = empty({q_dim_ + 2 * kv_dim_}, DType::f32, d);
-    gate_up1_ = empty({2 * ffn_}, DType::f32, d);
+    gate_up_ = empty({max_rows_, 2 * ffn_}, DType::f32, d);
+  } else {
+    gate_ = empty({max_rows_, ffn_}, DType::f32, d);
+    up_ = empty({max_rows_, ffn_}, DType::f32, d);
   }
   // One workspace for every pass: FIA sizes it from the shapes only (not the lengths).
   std::int64_t ws = 0;
@@ -278,8 +279,8 @@ void ModelRunner::issue_step(const Rows& r, Bucket* capture) {
   const Tensor x = rows(x_, n), h = rows(h_, n), y = rows(y_, n), q = q_rows(n);
   const Tensor k = stacked ? part(qkv1_, q_dim_, kv_dim_) : rows(k_, n);
   const Tensor v = stacked ? part(qkv1_, q_dim_ + kv_dim_, kv_dim_) : rows(v_, n);
-  const Tensor gate = stacked ? part(gate_up1_, 0, ffn_) : rows(gate_, n);
-  const Tensor up = stacked ? part(gate_up1_, ffn_, ffn_) : rows(up_, n);
+  // gate|up as one GEMV for any number of rows (the fused weights are loaded).
+  const bool gate_up_stacked = gate_up_.defined();
   const Tensor attn = rows(attn_, n), act = rows(act_, n);
   const Tensor pos = rows(positions_, n);
   const ops::RopeOptions rope{.theta = c.rope_theta, .style = ops::RopeStyle::norm};
@@ -303,13 +304,16 @@ void ModelRunner::issue_step(const Rows& r, Bucket* capture) {
     reduce(h);
     // x += attention; y = rmsnorm(x)
     ops::add_rms_norm_out(x, h, w.ffn_norm, c.rms_eps, y, Tensor(), x);
-    if (stacked) {
-      matmul(y, w.gate_up, gate_up1_.view({1, 2 * ffn_}), linear_);
+    if (gate_up_stacked) {
+      const Tensor gate_up = rows(gate_up_, n);
+      matmul(y, w.gate_up, gate_up, linear_);
+      ops::swiglu_out(gate_up, act);  // each row's halves: the same elementwise silu(gate) * up
     } else {
+      const Tensor gate = rows(gate_, n), up = rows(up_, n);
       matmul(y, w.gate, gate, linear_);
       matmul(y, w.up, up, linear_);
+      ops::swiglu_out(gate, up, act);
     }
-    ops::swiglu_out(gate, up, act);
     matmul(act, w.down, h, linear_);
     reduce(h);
     ops::add_out(x, h, x);

@@ -125,9 +125,11 @@ class ModelRunner {
   // Activations, sized for max_rows_ tokens.
   // y_: the MLP's normed input (hidden wide; q_ is only q_dim_ wide under tensor parallelism).
   Tensor x_, h_, y_, q_, k_, v_, attn_, gate_, up_, act_, last_, logits_, lse_, workspace_, mask_;
-  // One token's q|k|v and gate|up rows side by side, for the stacked projections (undefined when
-  // they are not used): q_row(1) etc. are views of them.
-  Tensor qkv1_, gate_up1_;
+  // The stacked projections' outputs (undefined when they are not used): one token's q|k|v side by
+  // side (q_rows(1) etc. are views of it), and every row's gate|up, which npu_swiglu's one-input
+  // form reads as the halves of each row — so gate/up is one GEMV for any number of rows, while
+  // q/k/v is stacked for one token only (rope, the KV write and FIA read them as contiguous rows).
+  Tensor qkv1_, gate_up_;
   Tensor q_rows(std::int64_t n) const;
   std::vector<std::unique_ptr<Bucket>> buckets_;
 };

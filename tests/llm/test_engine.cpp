@@ -58,14 +58,18 @@ TEST(LlmEngine, GraphAndEagerLogitsAreBitwiseEqualAtBatchOne) {
 }
 
 TEST(LlmEngine, StackedProjectionsGiveTheSameLogitsBitwise) {
-  // One token's q/k/v and gate/up as one GEMV each (EngineOptions::fuse_projections) against the
-  // separate GEMVs: the same per-row arithmetic, so the same logits at every step.
+  // gate/up as one GEMV for any number of rows (prefill chunks, batched decode) and one token's
+  // q/k/v as one GEMV (EngineOptions::fuse_projections) against the separate GEMVs: the same
+  // per-row arithmetic, so the same logits at every step.
   const std::vector<llm::Request> req{{.prompt = "the tall cat", .max_tokens = 16}};
   for (llm::StepMode mode : {llm::StepMode::eager, llm::StepMode::graph}) {
     const auto stacked = run({.max_batch = 1, .mode = mode}, req);
     const auto separate = run({.max_batch = 1, .mode = mode, .fuse_projections = false}, req);
     ASSERT_EQ(stacked[0].tokens.size(), 16u);
     expect_same(separate, stacked);
+    const auto batch = ragged(6);
+    expect_same(run({.max_batch = 4, .mode = mode, .fuse_projections = false}, batch),
+                run({.max_batch = 4, .mode = mode}, batch));
   }
 }
 

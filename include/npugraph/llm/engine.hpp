@@ -48,7 +48,7 @@ struct EngineOptions {
   double top_p = 1.0;
   bool keep_logits = false;              // keep a hash of every step's logits (graph vs eager checks)
   bool keep_full_logits = false;         // keep every step's logits row (reference checks; vocab floats each)
-  bool fuse_projections = true;          // one token: q/k/v and gate/up as one GEMV each (the same logits, bitwise)
+  bool fuse_projections = true;          // gate/up as one GEMV, and q/k/v for one token (the same logits, bitwise)
   // Tensor-parallel decode (Note [Tensor-parallel split]): this process is rank tensor_parallel->rank()
   // of size(); it loads only its part of the weights and all-reduces after w.o and w.down. Every rank
   // must make the same Engine calls with the same options and requests. Null: the whole model here.
