@@ -44,7 +44,10 @@ value first synchronizes the stream. With nothing pending, an op runs at once (t
 sooner). Other threads' torch ops are not seen (torch's dispatch modes are per thread): they run at
 once, so a thread that reads what another thread's stream writes must synchronize that stream first.
 Reading a tensor without a torch op (``.numpy()``, the buffer protocol) is not seen either: call
-``torch.npu.synchronize()`` first, as on the device before a host copy.
+``torch.npu.synchronize()`` first, as on the device before a host copy. The cost: while the shim is installed every torch op of
+the installing thread passes through this Python dispatch mode — about 3 µs per op on top of
+torch's own (64-float ops: 4.4 µs instead of 1.3 µs on a Zen 5 core), which matters for models of
+many small ops and not for large ones.
 """
 import threading as _threading
 
@@ -218,6 +221,8 @@ class Capture:
 def _make_mode(torch):
     from torch.utils._python_dispatch import TorchDispatchMode
 
+    _route = _C._torch_op_route
+
     def pool_like(meta):
         return _pool_like(meta, torch)
 
@@ -236,14 +241,11 @@ def _make_mode(torch):
 
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
-            if _C._in_internal_torch():
-                return func(*args, **kwargs)
+            route = _route(self.ordering)  # one C++ call on the path every op takes
+            if route == 0:
+                return func(*args, **kwargs)  # not capturing, nothing pending: run it now
             stream = _C.npu.current_stream()
-            if stream.is_capturing():
-                return self._issue(func, args, kwargs, stream, self._capture())
-            if self.ordering and not stream.query():
-                return self._issue(func, args, kwargs, stream, None)
-            return func(*args, **kwargs)  # nothing pending on this stream: run it now
+            return self._issue(func, args, kwargs, stream, self._capture() if route == 1 else None)
 
         def _capture(self):
             if not self.captures:  # a stream of a capture begun on another thread (joined by an event)

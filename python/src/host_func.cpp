@@ -20,6 +20,7 @@
 
 #include "args.hpp"
 #include "bindings.hpp"
+#include "convert.hpp"
 #include "npugraph/npugraph.hpp"
 
 namespace npugraph::python {
@@ -102,6 +103,16 @@ void bind_host_func(py::module_& m, py::module_& npu) {
           "once the work issued before it has run, holding the GIL; inside a capture it becomes a graph "
           "task that every replay calls. An exception in fn is raised as TaskError by the next "
           "synchronizing call on the stream.");
+  // The torch-op recorder's first question, per op, in one call (no Stream object is made): 0 run the
+  // op now, 1 record it (the current stream captures), 2 queue it behind the current stream's
+  // pending work (only asked with `ordering`, under the shim).
+  m.def("_torch_op_route", [](bool ordering) {
+          if (in_internal_torch()) return 0;
+          const Stream& s = current_stream_ref();
+          if (s.is_capturing()) return 1;
+          return ordering && !s.query() ? 2 : 0;
+        }, py::arg("ordering"),
+        "How npugraph/_torch_capture.py routes a torch op: 0 now, 1 into the capture, 2 behind pending work.");
   m.def("_launch_callable", [](py::handle stream, py::object fn) {
           const Stream s = stream_required(stream);
           if (!PyCallable_Check(fn.ptr()))

@@ -209,6 +209,10 @@ def _npu_reshape_and_cache(key: typing.Any, value: typing.Any, key_cache: typing
     slot_indices (int32, slot = block * block_size + offset; negative: skipped). A slot past the
     cache raises npugraph.TaskError naming it (nothing written).
     """
+def _torch_op_route(ordering: bool) -> int:
+    """
+    How npugraph/_torch_capture.py routes a torch op: 0 now, 1 into the capture, 2 behind pending work.
+    """
 def empty(*args, dtype: typing.Any = None, device: typing.Any = None) -> typing.Any:
     """
     An uninitialised tensor (numpy array, or torch tensor for a torch dtype); inside a capture it comes from the graph's pool.
