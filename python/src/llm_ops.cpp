@@ -4,6 +4,7 @@
 // on a capturing stream only recorded (so each is usable inside `with npu.graph(g):`; pass out= to
 // write into buffers the graph keeps using). Results come back as the kind of the first tensor
 // argument (numpy or torch).
+#include <cctype>
 #include <pybind11/stl.h>
 
 #include <optional>
@@ -38,16 +39,15 @@ ops::QuantType quant_type_arg(py::handle v) {
   if (PyLong_Check(v.ptr()) && !PyBool_Check(v.ptr())) {
     const std::int64_t n = int_arg(v, "type");
     NG_CHECK_ARG(n >= 0 && n <= 0xffffffffLL && ops::is_quant_type(static_cast<std::uint32_t>(n)),
-                 "type = ", n, ": must be 'Q4_0', 'Q4_1', 'Q8_0' or their ggml numbers 2, 3, 8");
+                 "type = ", n, ": must be one of ", ops::quant_type_names(), " or its ggml number");
     return static_cast<ops::QuantType>(n);
   }
-  std::string s = str_arg(v, "type");
-  const std::string given = s;
-  if (!s.empty() && s[0] == 'q') s[0] = 'Q';  // "q4_1" as well as "Q4_1"
-  for (ops::QuantType t : {ops::QuantType::q4_0, ops::QuantType::q4_1, ops::QuantType::q8_0})
-    if (s == ops::quant_type_name(t)) return t;
-  s = given;
-  NG_THROW(ArgumentError, "type = '", s, "': must be 'Q4_0', 'Q4_1' or 'Q8_0'");
+  const std::string given = str_arg(v, "type");
+  std::string s = given;
+  for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));  // "q4_k" too
+  for (const ops::QuantTraits& t : ops::kQuantTable)
+    if (s == t.name) return t.type;
+  NG_THROW(ArgumentError, "type = '", given, "': must be one of ", ops::quant_type_names());
 }
 
 ops::RopeStyle style_arg(py::handle v) {
@@ -67,10 +67,11 @@ struct PyQuantWeight {
 
 const char* kQuantWeightDoc =
     "QuantWeight(data, type, rows, cols, layout='rows'): a [rows, cols] matrix of ggml blocks.\n"
-    "data: a contiguous uint8/int8 numpy array or torch tensor of rows * cols / 32 blocks (shared,\n"
-    "not copied); type: 'Q4_0', 'Q4_1', 'Q8_0' or the ggml type number; cols a multiple of 32.\n"
-    "layout: 'rows' (GGUF's) or 'rows16' (pack_rows16's: groups of 16 rows interleaved for the cpu\n"
-    "GEMV with activations='q8'; ceil(rows / 16) * 16 rows of bytes).";
+    "data: a contiguous uint8/int8 numpy array or torch tensor of rows * cols / block blocks (shared,\n"
+    "not copied); type: 'Q4_0', 'Q4_1', 'Q5_0', 'Q8_0' (blocks of 32), 'Q4_K', 'Q5_K', 'Q6_K'\n"
+    "(blocks of 256) or the ggml type number; cols a multiple of the block.\n"
+    "layout: 'rows' (GGUF's) or 'rows16' (pack_rows16's, Q4_0/Q4_1/Q8_0: groups of 16 rows\n"
+    "interleaved for the cpu GEMV with activations='q8'; ceil(rows / 16) * 16 rows of bytes).";
 
 ops::QuantLayout layout_arg(const std::string& layout) {
   NG_CHECK_ARG(layout == "rows" || layout == "rows16", "QuantWeight: layout = '", layout,

@@ -1,4 +1,5 @@
-// ggml's tensor types as data, and dequantisation of the block formats to float32.
+// ggml's tensor types as data, and dequantisation of the block formats to float32: the types the
+// ops layer computes on through its quantisation table (npugraph/ops/quant.hpp), the others here.
 //
 // Each value is computed as ggml's reference dequantize_row_* computes it, one float multiply (and one
 // float add for the formats with a minimum), so results are bitwise equal to ggml's and to gguf-py's
@@ -11,6 +12,7 @@
 #include "npugraph/dtype.hpp"
 #include "npugraph/error.hpp"
 #include "npugraph/llm/gguf.hpp"
+#include "npugraph/ops/quant.hpp"
 
 namespace npugraph::llm {
 namespace {
@@ -70,62 +72,20 @@ Block load_block(const std::byte* p) {
   return b;
 }
 
-void q4_0(const std::byte* src, float* y, std::size_t blocks) {
-  for (std::size_t i = 0; i < blocks; ++i, y += kQK4_0) {
-    const auto b = load_block<BlockQ4_0>(src + i * sizeof(BlockQ4_0));
-    const float d = half(b.d);
-    for (int j = 0; j < kQK4_0 / 2; ++j) {
-      y[j] = static_cast<float>((b.qs[j] & 0x0f) - 8) * d;
-      y[j + kQK4_0 / 2] = static_cast<float>((b.qs[j] >> 4) - 8) * d;
-    }
-  }
-}
-
-void q4_1(const std::byte* src, float* y, std::size_t blocks) {
-  for (std::size_t i = 0; i < blocks; ++i, y += kQK4_1) {
-    const auto b = load_block<BlockQ4_1>(src + i * sizeof(BlockQ4_1));
-    const float d = half(b.d);
-    const float m = half(b.m);
-    for (int j = 0; j < kQK4_1 / 2; ++j) {
-      const float p0 = static_cast<float>(b.qs[j] & 0x0f) * d;
-      const float p1 = static_cast<float>(b.qs[j] >> 4) * d;
-      y[j] = p0 + m;
-      y[j + kQK4_1 / 2] = p1 + m;
-    }
-  }
-}
-
-template <class Block, bool kHasMin>
-void q5(const std::byte* src, float* y, std::size_t blocks) {
+void q5_1(const std::byte* src, float* y, std::size_t blocks) {
   for (std::size_t i = 0; i < blocks; ++i, y += 32) {
-    const auto b = load_block<Block>(src + i * sizeof(Block));
-    const float d = half(b.d);
+    const auto b = load_block<BlockQ5_1>(src + i * sizeof(BlockQ5_1));
+    const float d = half(b.d), m = half(b.m);
     std::uint32_t qh;
     std::memcpy(&qh, b.qh, 4);
     for (int j = 0; j < 16; ++j) {
-      const int h0 = static_cast<int>((qh >> j) & 1u) << 4;
-      const int h1 = static_cast<int>((qh >> (j + 16)) & 1u) << 4;
-      int x0 = (b.qs[j] & 0x0f) | h0;
-      int x1 = (b.qs[j] >> 4) | h1;
-      if constexpr (kHasMin) {
-        const float m = half(b.m);
-        const float p0 = static_cast<float>(x0) * d;
-        const float p1 = static_cast<float>(x1) * d;
-        y[j] = p0 + m;
-        y[j + 16] = p1 + m;
-      } else {
-        y[j] = static_cast<float>(x0 - 16) * d;
-        y[j + 16] = static_cast<float>(x1 - 16) * d;
-      }
+      const int x0 = (b.qs[j] & 0x0f) | (static_cast<int>((qh >> j) & 1u) << 4);
+      const int x1 = (b.qs[j] >> 4) | (static_cast<int>((qh >> (j + 16)) & 1u) << 4);
+      const float p0 = static_cast<float>(x0) * d;
+      const float p1 = static_cast<float>(x1) * d;
+      y[j] = p0 + m;
+      y[j + 16] = p1 + m;
     }
-  }
-}
-
-void q8_0(const std::byte* src, float* y, std::size_t blocks) {
-  for (std::size_t i = 0; i < blocks; ++i, y += kQK8_0) {
-    const auto b = load_block<BlockQ8_0>(src + i * sizeof(BlockQ8_0));
-    const float d = half(b.d);
-    for (int j = 0; j < kQK8_0; ++j) y[j] = static_cast<float>(b.qs[j]) * d;
   }
 }
 
@@ -169,58 +129,6 @@ void q3_k(const std::byte* src, float* y, std::size_t blocks) {
       const int low = (b.qs[32 * h + l] >> (2 * s)) & 3;
       const int bit = (b.hmask[l] >> (e / 32)) & 1;
       y[e] = dl[e / 16] * static_cast<float>(low - (bit ? 0 : 4));
-    }
-  }
-}
-
-// Q4_K and Q5_K: 8 sub-blocks of 32 with 6-bit scales and minimums packed in 12 bytes.
-void scale_min_k4(const std::uint8_t* sc, int j, int& scale, int& min) {
-  if (j < 4) {
-    scale = sc[j] & 63;
-    min = sc[j + 4] & 63;
-  } else {
-    scale = (sc[j + 4] & 0xf) | ((sc[j - 4] >> 6) << 4);
-    min = (sc[j + 4] >> 4) | ((sc[j] >> 6) << 4);
-  }
-}
-
-template <bool kFiveBits>
-void q45_k(const std::byte* src, float* y, std::size_t blocks) {
-  struct B4 { std::uint16_t d, dmin; std::uint8_t scales[12]; std::uint8_t qs[128]; };
-  struct B5 { std::uint16_t d, dmin; std::uint8_t scales[12]; std::uint8_t qh[32]; std::uint8_t qs[128]; };
-  using B = std::conditional_t<kFiveBits, B5, B4>;
-  static_assert(sizeof(B4) == 144 && sizeof(B5) == 176);
-  for (std::size_t i = 0; i < blocks; ++i, y += kQK_K) {
-    const auto b = load_block<B>(src + i * sizeof(B));
-    const float d = half(b.d), dmin = half(b.dmin);
-    for (int sub = 0; sub < 8; ++sub) {
-      int sc, mn;
-      scale_min_k4(b.scales, sub, sc, mn);
-      const float dl = d * static_cast<float>(sc);
-      const float ml = dmin * static_cast<float>(mn);
-      for (int l = 0; l < 32; ++l) {
-        int q = (b.qs[32 * (sub / 2) + l] >> (4 * (sub % 2))) & 0xf;
-        if constexpr (kFiveBits) q |= ((b.qh[l] >> sub) & 1) << 4;
-        const float p = dl * static_cast<float>(q);
-        y[32 * sub + l] = p - ml;
-      }
-    }
-  }
-}
-
-void q6_k(const std::byte* src, float* y, std::size_t blocks) {
-  struct B { std::uint8_t ql[128]; std::uint8_t qh[64]; std::int8_t scales[16]; std::uint16_t d; };
-  static_assert(sizeof(B) == 210);
-  for (std::size_t i = 0; i < blocks; ++i, y += kQK_K) {
-    const auto b = load_block<B>(src + i * sizeof(B));
-    const float d = half(b.d);
-    for (int e = 0; e < kQK_K; ++e) {
-      const int h = e / 128, r = e % 128;
-      const int low = (b.ql[64 * h + r % 64] >> (4 * (r / 64))) & 0xf;
-      const int high = (b.qh[32 * h + r % 32] >> (2 * (r / 32))) & 3;
-      const int q = (low | (high << 4)) - 32;
-      const float dl = d * static_cast<float>(b.scales[e / 16]);
-      y[e] = dl * static_cast<float>(q);
     }
   }
 }
@@ -269,18 +177,14 @@ void dequantize_row(GgmlType type, std::span<const std::byte> src, std::span<flo
         y[i] = bf16_bits_to_f32(h);
       }
       return;
-    case GgmlType::Q4_0: return q4_0(s, y, blocks);
-    case GgmlType::Q4_1: return q4_1(s, y, blocks);
-    case GgmlType::Q5_0: return q5<BlockQ5_0, false>(s, y, blocks);
-    case GgmlType::Q5_1: return q5<BlockQ5_1, true>(s, y, blocks);
-    case GgmlType::Q8_0: return q8_0(s, y, blocks);
+    case GgmlType::Q5_1: return q5_1(s, y, blocks);
     case GgmlType::Q2_K: return q2_k(s, y, blocks);
     case GgmlType::Q3_K: return q3_k(s, y, blocks);
-    case GgmlType::Q4_K: return q45_k<false>(s, y, blocks);
-    case GgmlType::Q5_K: return q45_k<true>(s, y, blocks);
-    case GgmlType::Q6_K: return q6_k(s, y, blocks);
     default: break;
   }
+  // The types the ops layer computes on: its table's dequantisers (Note [Quantisation table]).
+  if (ops::is_quant_type(static_cast<std::uint32_t>(type)))
+    return ops::dequantize_blocks(static_cast<ops::QuantType>(type), s, y, static_cast<std::int64_t>(dst.size()));
   NG_THROW(InternalError, "dequantize_row: no kernel for ", traits.name);
 }
 

@@ -25,15 +25,13 @@ Matrix matrix(const std::shared_ptr<GgufFile>& file, const std::string& name) {
   switch (t.type) {
     case GgmlType::F32: m.dense = file_view(file, bytes, {rows, cols}, DType::f32); break;
     case GgmlType::F16: m.dense = file_view(file, bytes, {rows, cols}, DType::f16); break;
-    case GgmlType::Q4_0:
-    case GgmlType::Q4_1:
-    case GgmlType::Q8_0:
+    default:  // LlamaConfig::from_gguf checked the types already
+      NG_CHECK_ARG(ops::is_quant_type(static_cast<std::uint32_t>(t.type)), file->name(), ": tensor '", name,
+                   "' is ", ggml_type_name(t.type), ": not a matrix type npugraph computes on (F32, F16, ",
+                   ops::quant_type_names(), ")");
       m.quant = ops::QuantWeight(file_view(file, bytes, {static_cast<std::int64_t>(bytes.size())}, DType::u8),
                                  static_cast<ops::QuantType>(t.type), rows, cols);
       break;
-    default:  // LlamaConfig::from_gguf checked the types already
-      NG_THROW(ArgumentError, file->name(), ": tensor '", name, "' is ", ggml_type_name(t.type),
-               ": not a matrix type npugraph computes on");
   }
   return m;
 }
@@ -144,14 +142,15 @@ Matrix slice_cols(const Matrix& m, std::int64_t col0, std::int64_t cols, const s
   Matrix r;
   const std::int64_t rows = m.rows();
   if (m.quant.defined()) {
-    NG_CHECK_ARG(col0 % ops::kQuantBlock == 0 && cols % ops::kQuantBlock == 0, name, " = ", m.quant.str(),
-                 ": columns [", col0, ", ", col0 + cols, ") cut its blocks of ", ops::kQuantBlock,
+    const std::int64_t be = m.quant.block_size();
+    NG_CHECK_ARG(col0 % be == 0 && cols % be == 0, name, " = ", m.quant.str(),
+                 ": columns [", col0, ", ", col0 + cols, ") cut its blocks of ", be,
                  " elements: a column slice of a ", ops::quant_type_name(m.quant.type()),
-                 " matrix must start and end on a multiple of ", ops::kQuantBlock);
+                 " matrix must start and end on a multiple of ", be);
     const auto block = static_cast<std::int64_t>(ops::quant_block_bytes(m.quant.type()));
-    const std::int64_t src_row = m.quant.row_bytes(), dst_row = cols / ops::kQuantBlock * block;
+    const std::int64_t src_row = m.quant.row_bytes(), dst_row = cols / be * block;
     const Tensor bytes = empty({rows * dst_row}, DType::u8);
-    const std::byte* src = m.quant.data() + col0 / ops::kQuantBlock * block;
+    const std::byte* src = m.quant.data() + col0 / be * block;
     auto* dst = static_cast<std::byte*>(bytes.data());
     for (std::int64_t i = 0; i < rows; ++i) std::memcpy(dst + i * dst_row, src + i * src_row, dst_row);
     r.quant = ops::QuantWeight(bytes, m.quant.type(), rows, cols);

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "npugraph/error.hpp"
+#include "npugraph/ops/quant.hpp"
 
 namespace npugraph::llm {
 namespace {
@@ -15,8 +16,7 @@ std::int64_t positive(const GgufFile& f, const char* key) {
 }
 
 bool matrix_type(GgmlType t) {
-  return t == GgmlType::F32 || t == GgmlType::F16 || t == GgmlType::Q4_0 || t == GgmlType::Q4_1 ||
-         t == GgmlType::Q8_0;
+  return t == GgmlType::F32 || t == GgmlType::F16 || ops::is_quant_type(static_cast<std::uint32_t>(t));
 }
 
 // Checks tensor `name`: its row-major shape and, for matrices, a type npugraph computes on.
@@ -33,7 +33,7 @@ void expect(const GgufFile& f, const std::string& name, std::initializer_list<st
                "metadata needs ", text(want));
   if (matrix)
     NG_CHECK_ARG(matrix_type(t.type), f.name(), ": tensor '", name, "' is ", ggml_type_name(t.type),
-                 ": npugraph computes on F32, F16, Q4_0, Q4_1 and Q8_0 matrices");
+                 ": npugraph computes on F32, F16, ", ops::quant_type_names(), " matrices");
   else
     NG_CHECK_ARG(t.type == GgmlType::F32, f.name(), ": tensor '", name, "' is ", ggml_type_name(t.type),
                  ": norm weights must be F32");

@@ -24,9 +24,13 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
+// Q8 activations where the weight's type has a q8 kernel (Note [Quantisation table]); the others
+// (Q5_0, the K-quants) take x as it is, in eager and captured steps alike.
 void matmul(const Tensor& x, const Matrix& w, const Tensor& out, const ops::QuantLinearOptions& o) {
-  if (w.quant.defined()) ops::weight_quant_linear_out(x, w.quant, Tensor(), out, o);
-  else ops::linear_out(x, w.dense, Tensor(), out);
+  if (!w.quant.defined()) return ops::linear_out(x, w.dense, Tensor(), out);
+  if (o.activations == ops::Activations::q8 && !ops::quant_traits(w.quant.type()).q8_kernel)
+    return ops::weight_quant_linear_out(x, w.quant, Tensor(), out, {.activations = ops::Activations::f32});
+  ops::weight_quant_linear_out(x, w.quant, Tensor(), out, o);
 }
 
 void embed(const Tensor& ids, const Matrix& table, const Tensor& out) {
@@ -187,7 +191,8 @@ Matrix ModelRunner::on_device(const Matrix& host) {
 // weight row per SIMD lane (Note [Packed weights]); a tied output stays the embeddings' rows.
 Matrix ModelRunner::for_linear(const Matrix& host) {
   Matrix m = on_device(host);
-  if (device_.is_cpu() && linear_.activations == ops::Activations::q8 && m.quant.defined())
+  if (device_.is_cpu() && linear_.activations == ops::Activations::q8 && m.quant.defined() &&
+      ops::quant_traits(m.quant.type()).rows16 && ops::quant_traits(m.quant.type()).q8_kernel)
     m.quant = ops::pack_rows16(m.quant);
   return m;
 }

@@ -120,6 +120,30 @@ TEST(LlmEngine, BadRequestsAndOptionsGiveNamedErrors) {
                                                    {"tiny_gpt2.gguf", "general.architecture = 'gpt2'", "llama"}));
 }
 
+// A model of K-quant matrices and a Q6_K embedding (Note [Quantisation table]): graph and eager
+// agree bitwise on a ragged batch, and the default activations (q8 where a type has a q8 kernel:
+// none of these has) give the bits of Activations::f32. A matrix type without a kernel (Q3_K) is
+// refused at load, naming the file, the tensor, its type and the types npugraph computes on.
+TEST(LlmEngine, KQuantModelsRunAndUnknownTypesAreRefused) {
+  const auto kq = ngtest::write_tiny_llama("tiny_q4k.gguf", {.hidden = 256, .ffn = 512, .matrix_type = 12, .embd_type = 14});
+  auto run_k = [&](llm::EngineOptions o, const std::vector<llm::Request>& r) {
+    o.model = kq;
+    o.keep_logits = true;
+    llm::Engine engine(o);
+    return engine.generate(r);
+  };
+  const auto eager = run_k({.mode = llm::StepMode::eager}, ragged(10));
+  const auto graph = run_k({.mode = llm::StepMode::graph}, ragged(10));
+  expect_same(eager, graph);
+  const auto f32 = run_k({.activations = npugraph::ops::Activations::f32}, ragged(10));
+  for (std::size_t i = 0; i < f32.size(); ++i) EXPECT_EQ(f32[i].logits_hashes, graph[i].logits_hashes) << i;
+  const auto q3 = ngtest::write_tiny_llama("tiny_q3k.gguf", {.hidden = 256, .ffn = 512, .matrix_type = 11});
+  EXPECT_TRUE(throws<npugraph::ArgumentError>(
+      [&] { llm::Engine e({.model = q3}); },
+      {"tiny_q3k.gguf", "tensor 'blk.0.attn_q.weight' is Q3_K",
+       "npugraph computes on F32, F16, Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q5_K, Q6_K matrices"}));
+}
+
 // EngineOptions::activations: unset is q8 on the cpu (the same logits as asking for it), f32 gives
 // other logits (x is not quantised), and graph and eager agree bitwise in both.
 TEST(LlmEngine, ActivationsDefaultToQ8OnTheCpuAndF32IsAvailable) {

@@ -11,6 +11,7 @@
 
 #include "llm/gguf_writer.hpp"
 #include "llm/tokenizer_file.hpp"
+#include "npugraph/llm/gguf.hpp"
 #include "npugraph/ops/quant.hpp"
 
 namespace ngtest {
@@ -20,6 +21,10 @@ struct TinyLlama {
   float rope_theta = 10000.0f, eps = 1e-5f;
   std::string architecture = "llama";
   std::uint32_t seed = 7;
+  // ggml type numbers of the layer matrices and of the (tied) embedding. Types without a quantiser
+  // in ops::quantize (Q3_K, 11) get zero blocks: for the loader's errors.
+  std::uint32_t matrix_type = 3;  // Q4_1
+  std::uint32_t embd_type = 8;    // Q8_0
 };
 
 // The file's bytes: metadata, the small vocabulary's tokenizer and weights (matrices Q4_1, the
@@ -55,11 +60,16 @@ inline Bytes tiny_llama_bytes(const TinyLlama& o = {}) {
   w.u32("tokenizer.ggml.padding_token_id", 2);
   w.boolean("tokenizer.ggml.add_bos_token", false);
   w.str("tokenizer.chat_template", kSmolTemplate);
-  auto quantized = [&](const std::string& name, std::int64_t rows, std::int64_t cols, ops::QuantType type,
+  auto quantized = [&](const std::string& name, std::int64_t rows, std::int64_t cols, std::uint32_t type,
                        float scale) {
     std::vector<float> values(static_cast<std::size_t>(rows * cols));
     for (float& v : values) v = scale * normal(rng);
-    const ops::QuantWeight q = ops::quantize(type, values, rows, cols);
+    if (!ops::is_quant_type(type)) {
+      const auto& t = npugraph::llm::ggml_type_traits(static_cast<npugraph::llm::GgmlType>(type));
+      w.tensor(name, {cols, rows}, type, Bytes(static_cast<std::size_t>(rows * cols / t.block_size) * t.block_bytes));
+      return;
+    }
+    const ops::QuantWeight q = ops::quantize(static_cast<ops::QuantType>(type), values, rows, cols);
     const auto* p = static_cast<const std::byte*>(q.bytes().data());
     w.tensor(name, {cols, rows}, static_cast<std::uint32_t>(type), Bytes(p, p + q.bytes().nbytes()));
   };
@@ -68,20 +78,20 @@ inline Bytes tiny_llama_bytes(const TinyLlama& o = {}) {
     for (float& v : g) v = 1.0f + 0.1f * normal(rng);
     w.tensor(name, {o.hidden}, 0, as_bytes(g));
   };
-  quantized("token_embd.weight", V, o.hidden, ops::QuantType::q8_0, 1.0f);
+  quantized("token_embd.weight", V, o.hidden, o.embd_type, 1.0f);
   norm("output_norm.weight");
   const float s = 1.0f / std::sqrt(static_cast<float>(o.hidden));
   for (std::int64_t l = 0; l < o.layers; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
     norm(p + "attn_norm.weight");
-    quantized(p + "attn_q.weight", o.hidden, o.hidden, ops::QuantType::q4_1, 2 * s);
-    quantized(p + "attn_k.weight", kv_dim, o.hidden, ops::QuantType::q4_1, 2 * s);
-    quantized(p + "attn_v.weight", kv_dim, o.hidden, ops::QuantType::q4_1, s);
-    quantized(p + "attn_output.weight", o.hidden, o.hidden, ops::QuantType::q4_1, s);
+    quantized(p + "attn_q.weight", o.hidden, o.hidden, o.matrix_type, 2 * s);
+    quantized(p + "attn_k.weight", kv_dim, o.hidden, o.matrix_type, 2 * s);
+    quantized(p + "attn_v.weight", kv_dim, o.hidden, o.matrix_type, s);
+    quantized(p + "attn_output.weight", o.hidden, o.hidden, o.matrix_type, s);
     norm(p + "ffn_norm.weight");
-    quantized(p + "ffn_gate.weight", o.ffn, o.hidden, ops::QuantType::q4_1, s);
-    quantized(p + "ffn_up.weight", o.ffn, o.hidden, ops::QuantType::q4_1, s);
-    quantized(p + "ffn_down.weight", o.hidden, o.ffn, ops::QuantType::q4_1, s);
+    quantized(p + "ffn_gate.weight", o.ffn, o.hidden, o.matrix_type, s);
+    quantized(p + "ffn_up.weight", o.ffn, o.hidden, o.matrix_type, s);
+    quantized(p + "ffn_down.weight", o.hidden, o.ffn, o.matrix_type, s);
   }
   return w.build();
 }

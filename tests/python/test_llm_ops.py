@@ -112,8 +112,10 @@ def test_quant_weight_shares_its_bytes_and_checks_them(rng):
     np.testing.assert_array_equal(again.dequantize(), w.dequantize())
     with pytest.raises(ValueError, match=r"QuantWeight: cols = 48: must be a positive multiple of the block size 32"):
         _C.QuantWeight(np.zeros(34 * 6, np.uint8), "Q8_0", 4, 48)
-    with pytest.raises(ValueError, match=r"type = 'Q5_K': must be 'Q4_0', 'Q4_1' or 'Q8_0'"):
-        _C.QuantWeight(w.data, "Q5_K", 4, 64)
+    with pytest.raises(ValueError, match=r"type = 'Q3_K': must be one of Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q5_K, Q6_K"):
+        _C.QuantWeight(w.data, "Q3_K", 4, 64)
+    with pytest.raises(ValueError, match=r"QuantWeight: cols = 64: must be a positive multiple of the block size 256 of Q4_K"):
+        _C.QuantWeight(w.data, "q4_k", 4, 64)
 
 
 @pytest.mark.parametrize("qtype", ["Q4_0", "Q4_1", "Q8_0"])

@@ -19,7 +19,7 @@
 
 namespace npugraph::llm {
 
-// A weight matrix [rows, cols]: block-quantised (Q4_0/Q4_1/Q8_0) or float (F32/F16).
+// A weight matrix [rows, cols]: block-quantised (a type of ops::kQuantTable) or float (F32/F16).
 struct Matrix {
   ops::QuantWeight quant;  // defined for block-quantised weights
   Tensor dense;            // defined for float weights, [rows, cols]

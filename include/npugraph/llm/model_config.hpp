@@ -23,7 +23,7 @@ struct LlamaConfig {
   bool tied_embeddings = false;     // no output.weight: the output projection is token_embd
 
   // Reads and checks the metadata and every tensor the forward pass needs (names, shapes, and types
-  // npugraph computes on: F32 norms; Q4_0/Q4_1/Q8_0/F32/F16 matrices). ArgumentError naming the file
+  // npugraph computes on: F32 norms; F32/F16 matrices and the ops layer's quantisation types, ops::kQuantTable). ArgumentError naming the file
   // and the key or tensor for anything else — an architecture other than llama included.
   static LlamaConfig from_gguf(const GgufFile& file);
 

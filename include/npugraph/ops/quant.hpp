@@ -1,20 +1,27 @@
-// Block-quantised weights: ggml's Q4_0, Q4_1 and Q8_0 formats as the ops layer sees them.
+// Block-quantised weights: ggml's block formats as the ops layer sees them, one row of a table
+// per type (Note [Quantisation table] in src/ops/linear/quant_formats.cpp).
 //
-// A QuantWeight is a [rows, cols] matrix stored row after row, each row cols / 32 blocks of 32
-// elements, byte for byte as ggml (ggml-common.h) and GGUF files lay them out. The ops layer defines
+// A QuantWeight is a [rows, cols] matrix stored row after row, each row cols / block elements of
+// blocks, byte for byte as ggml (ggml-common.h) and GGUF files lay them out. The ops layer defines
 // the blocks itself (it does not include the model-file reader, docs/architecture.md); the numbers of
 // QuantType are ggml's type numbers, so a reader can convert a file's type with a cast after
-// checking it is one of these.
+// checking it with is_quant_type.
 //
-// Dequantisation is ggml's dequantize_row_* bit for bit: the half-float scale converted exactly,
-// then one float multiply (and one float add for Q4_1). A quant (at most 8 bits) times a half scale
-// (11 significant bits) is exact in float32, so the add rounds once whether or not the compiler
-// fuses it into a multiply-add (GCC contracts in C++ even under -std=c++20): every implementation
-// here, scalar or SIMD, gives ggml's values.
-//   Q4_0  x[j] = float(nibble_j - 8) * d
-//   Q4_1  x[j] = float(nibble_j) * d + m
-//   Q8_0  x[j] = float(q_j) * d
-// where element j < 16 of a block is the low nibble of qs[j] and element j + 16 its high nibble.
+// Dequantisation is ggml's dequantize_row_* bit for bit: the half-float scales converted exactly,
+// then float products (and one float add or subtract for the formats with a minimum). Every product
+// here is exact in float32 (a half times a scale of at most 8 bits times a quant of at most 6 bits
+// fits 24 bits), so the one add rounds once whether or not the compiler fuses it into a multiply-add
+// (GCC contracts in C++ even under -std=c++20): every implementation here, scalar or SIMD, gives
+// ggml's values.
+//   Q4_0  x[j] = float(nibble_j - 8) * d                      blocks of 32, 18 bytes
+//   Q4_1  x[j] = float(nibble_j) * d + m                      blocks of 32, 20 bytes
+//   Q5_0  x[j] = float((nibble_j | bit_j << 4) - 16) * d      blocks of 32, 22 bytes
+//   Q8_0  x[j] = float(q_j) * d                               blocks of 32, 34 bytes
+//   Q4_K  x = (d * sc_s) * q - (dmin * m_s), 8 sub-blocks of 32 with 6-bit sc, m   256, 144 bytes
+//   Q5_K  as Q4_K with a fifth bit per quant                                        256, 176 bytes
+//   Q6_K  x = (d * sc_s) * (q - 32), 16 sub-blocks of 16 with int8 sc               256, 210 bytes
+// where, in the 32-element formats, element j < 16 of a block is the low nibble of qs[j] and
+// element j + 16 its high nibble (the K-quants' orders are in quant_formats.cpp).
 #pragma once
 
 #include <cstddef>
@@ -27,9 +34,14 @@
 
 namespace npugraph::ops {
 
-enum class QuantType : std::uint32_t { q4_0 = 2, q4_1 = 3, q8_0 = 8 };
+enum class QuantType : std::uint32_t {
+  q4_0 = 2, q4_1 = 3, q5_0 = 6, q8_0 = 8, q4_k = 12, q5_k = 13, q6_k = 14,
+};
 
-inline constexpr std::int64_t kQuantBlock = 32;  // elements per block, every format here
+// Elements per block of the 32-element formats (Q4_0, Q4_1, Q5_0, Q8_0); the K-quants' super-blocks
+// hold kQuantBlockK. A type's own size is quant_block_size(type).
+inline constexpr std::int64_t kQuantBlock = 32;
+inline constexpr std::int64_t kQuantBlockK = 256;
 
 struct BlockQ4_0 {               // x[j] = (nibble - 8) * d
   std::uint16_t d;               // IEEE half bits
@@ -44,29 +56,73 @@ struct BlockQ8_0 {               // x[j] = qs[j] * d
   std::uint16_t d;
   std::int8_t qs[kQuantBlock];
 };
+struct BlockQ5_0 {               // x[j] = ((nibble | bit j of qh << 4) - 16) * d
+  std::uint16_t d;
+  std::uint8_t qh[4];            // the fifth bits, element j in bit j (a little-endian uint32)
+  std::uint8_t qs[kQuantBlock / 2];
+};
+struct BlockQ4_K {               // quant_formats.cpp
+  std::uint16_t d, dmin;
+  std::uint8_t scales[12];       // 8 6-bit scales and 8 6-bit minimums
+  std::uint8_t qs[kQuantBlockK / 2];
+};
+struct BlockQ5_K {
+  std::uint16_t d, dmin;
+  std::uint8_t scales[12];
+  std::uint8_t qh[kQuantBlockK / 8];
+  std::uint8_t qs[kQuantBlockK / 2];
+};
+struct BlockQ6_K {
+  std::uint8_t ql[kQuantBlockK / 2];  // low 4 bits
+  std::uint8_t qh[kQuantBlockK / 4];  // high 2 bits
+  std::int8_t scales[kQuantBlockK / 16];
+  std::uint16_t d;
+};
 static_assert(sizeof(BlockQ4_0) == 18 && sizeof(BlockQ4_1) == 20 && sizeof(BlockQ8_0) == 34);
+static_assert(sizeof(BlockQ5_0) == 22 && sizeof(BlockQ4_K) == 144 && sizeof(BlockQ5_K) == 176 &&
+              sizeof(BlockQ6_K) == 210);
 
-// Bytes of one block of `type`; its name as ggml spells it ("Q4_1").
-constexpr std::size_t quant_block_bytes(QuantType type) noexcept {
-  switch (type) {
-    case QuantType::q4_0: return sizeof(BlockQ4_0);
-    case QuantType::q4_1: return sizeof(BlockQ4_1);
-    case QuantType::q8_0: return sizeof(BlockQ8_0);
-  }
-  return 0;
-}
-constexpr std::string_view quant_type_name(QuantType type) noexcept {
-  switch (type) {
-    case QuantType::q4_0: return "Q4_0";
-    case QuantType::q4_1: return "Q4_1";
-    case QuantType::q8_0: return "Q8_0";
-  }
-  return "?";
+// One row of the quantisation table: what the format is and what npugraph has for it. A new type
+// is a row here, its block functions in quant_formats.cpp and, for speed, its kernels.
+struct QuantTraits {
+  QuantType type;
+  std::string_view name;       // as ggml spells it: "Q4_K"
+  std::int64_t block;          // elements per block
+  std::size_t block_bytes;
+  bool q8_kernel;              // weight_quant_linear has a GEMV with q8 activations (Activations::q8)
+  bool rows16;                 // pack_rows16 lays it out (QuantLayout::rows16)
+  bool cuda;                   // the cuda kernels read it
+};
+
+inline constexpr QuantTraits kQuantTable[] = {
+    {QuantType::q4_0, "Q4_0", kQuantBlock, sizeof(BlockQ4_0), true, true, true},
+    {QuantType::q4_1, "Q4_1", kQuantBlock, sizeof(BlockQ4_1), true, true, true},
+    {QuantType::q5_0, "Q5_0", kQuantBlock, sizeof(BlockQ5_0), false, false, false},
+    {QuantType::q8_0, "Q8_0", kQuantBlock, sizeof(BlockQ8_0), true, true, true},
+    {QuantType::q4_k, "Q4_K", kQuantBlockK, sizeof(BlockQ4_K), false, false, false},
+    {QuantType::q5_k, "Q5_K", kQuantBlockK, sizeof(BlockQ5_K), false, false, false},
+    {QuantType::q6_k, "Q6_K", kQuantBlockK, sizeof(BlockQ6_K), false, false, false},
+};
+
+// The table's row for a ggml type number; nullptr when it is not one of the QuantTypes.
+constexpr const QuantTraits* find_quant_traits(std::uint32_t ggml_type) noexcept {
+  for (const QuantTraits& t : kQuantTable)
+    if (static_cast<std::uint32_t>(t.type) == ggml_type) return &t;
+  return nullptr;
 }
 // Whether a ggml type number is one of the QuantTypes.
-constexpr bool is_quant_type(std::uint32_t ggml_type) noexcept {
-  return ggml_type == 2 || ggml_type == 3 || ggml_type == 8;
+constexpr bool is_quant_type(std::uint32_t ggml_type) noexcept { return find_quant_traits(ggml_type) != nullptr; }
+// The row of a QuantType (a value outside the enum gets a row named "?" with no kernels).
+inline constexpr QuantTraits kUnknownQuant{QuantType{0}, "?", kQuantBlock, 0, false, false, false};
+constexpr const QuantTraits& quant_traits(QuantType type) noexcept {
+  const QuantTraits* t = find_quant_traits(static_cast<std::uint32_t>(type));
+  return t ? *t : kUnknownQuant;
 }
+constexpr std::size_t quant_block_bytes(QuantType type) noexcept { return quant_traits(type).block_bytes; }
+constexpr std::int64_t quant_block_size(QuantType type) noexcept { return quant_traits(type).block; }
+constexpr std::string_view quant_type_name(QuantType type) noexcept { return quant_traits(type).name; }
+// "Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q5_K, Q6_K" (messages)
+std::string quant_type_names();
 
 // How a QuantWeight's blocks are ordered.
 //   rows    ggml's: row after row, each row's blocks in order (what GGUF files hold).
@@ -85,10 +141,10 @@ class QuantWeight {
  public:
   QuantWeight() = default;
   // `bytes`: a contiguous uint8 or int8 tensor (on the cpu, or on a cuda device for the CUDA
-  // kernels; the host helpers below take cpu weights only) of exactly rows * (cols / 32) blocks
-  // (rows16: ceil(rows / 16) * 16 rows of them), any shape ([rows, row_bytes] or flat); cols a
-  // positive multiple of 32, rows positive. ArgumentError naming the argument, its value and the
-  // rule otherwise.
+  // kernels; the host helpers below take cpu weights only) of exactly rows * (cols / block)
+  // blocks (rows16: ceil(rows / 16) * 16 rows of them), any shape ([rows, row_bytes] or flat);
+  // cols a positive multiple of the type's block size, rows positive; rows16 only for the types
+  // whose table row says so. ArgumentError naming the argument, its value and the rule otherwise.
   QuantWeight(Tensor bytes, QuantType type, std::int64_t rows, std::int64_t cols,
               QuantLayout layout = QuantLayout::rows);
 
@@ -98,7 +154,8 @@ class QuantWeight {
   QuantLayout layout() const { return layout_; }
   std::int64_t rows() const { return rows_; }
   std::int64_t cols() const { return cols_; }
-  std::int64_t blocks_per_row() const { return cols_ / kQuantBlock; }
+  std::int64_t block_size() const { return quant_block_size(type_); }
+  std::int64_t blocks_per_row() const { return cols_ / block_size(); }
   std::int64_t row_bytes() const {
     return blocks_per_row() * static_cast<std::int64_t>(quant_block_bytes(type_));
   }
@@ -113,8 +170,8 @@ class QuantWeight {
   std::int64_t rows_ = 0, cols_ = 0;
 };
 
-// Host helpers (no stream work): ggml's dequantize_row_* of `n` elements (a multiple of 32) from
-// the blocks at `src` (any alignment) into dst.
+// Host helpers (no stream work): ggml's dequantize_row_* of `n` elements (a multiple of the type's
+// block size) from the blocks at `src` (any alignment) into dst.
 void dequantize_blocks(QuantType type, const std::byte* src, float* dst, std::int64_t n);
 // Rows [row0, row0 + count) of `w` as float32, row-major into dst (count * cols floats); either
 // layout.
@@ -129,8 +186,10 @@ void dequantize_rows(const QuantWeight& w, std::int64_t row0, std::int64_t count
 QuantWeight pack_rows16(const QuantWeight& w);
 QuantWeight unpack_rows(const QuantWeight& w);
 
-// ggml's reference quantisers (quantize_row_*_ref): `values` holds rows * cols floats (row-major,
-// cols a positive multiple of 32); returns a new QuantWeight over freshly allocated bytes. For
+// Quantisers: `values` holds rows * cols floats (row-major, cols a positive multiple of the type's
+// block size); returns a new QuantWeight over freshly allocated bytes. Q4_0, Q4_1, Q5_0 and Q8_0
+// are ggml's reference quantisers (quantize_row_*_ref) bit for bit; the K-quants are a plain
+// min/max quantiser (valid blocks within one step of each value, not ggml's searching one). For
 // tests, benchmarks and converting float weights; not a stream op.
 QuantWeight quantize(QuantType type, std::span<const float> values, std::int64_t rows,
                      std::int64_t cols);

@@ -19,10 +19,11 @@ class Error(RuntimeError):
 class QuantWeight:
     """
     QuantWeight(data, type, rows, cols, layout='rows'): a [rows, cols] matrix of ggml blocks.
-    data: a contiguous uint8/int8 numpy array or torch tensor of rows * cols / 32 blocks (shared,
-    not copied); type: 'Q4_0', 'Q4_1', 'Q8_0' or the ggml type number; cols a multiple of 32.
-    layout: 'rows' (GGUF's) or 'rows16' (pack_rows16's: groups of 16 rows interleaved for the cpu
-    GEMV with activations='q8'; ceil(rows / 16) * 16 rows of bytes).
+    data: a contiguous uint8/int8 numpy array or torch tensor of rows * cols / block blocks (shared,
+    not copied); type: 'Q4_0', 'Q4_1', 'Q5_0', 'Q8_0' (blocks of 32), 'Q4_K', 'Q5_K', 'Q6_K'
+    (blocks of 256) or the ggml type number; cols a multiple of the block.
+    layout: 'rows' (GGUF's) or 'rows16' (pack_rows16's, Q4_0/Q4_1/Q8_0: groups of 16 rows
+    interleaved for the cpu GEMV with activations='q8'; ceil(rows / 16) * 16 rows of bytes).
     """
     @staticmethod
     def quantize(values: typing.Any, type: typing.Any) -> QuantWeight:

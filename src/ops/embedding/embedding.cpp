@@ -85,6 +85,9 @@ void embedding_out(const Tensor& ids, const QuantWeight& table, const Tensor& ou
   check_io(ids, out, table.cols(), table.str());
   NG_CHECK_ARG(table.bytes().device() == ids.device(), "embedding: table is on ",
                table.bytes().device().str(), ": must be on ", ids.device().str());
+  if (ids.device().type() == DeviceType::cuda && !quant_traits(table.type()).cuda)
+    NG_THROW(UnsupportedError, "embedding: table = ", table.str(), " on ", ids.device().str(),
+             ": the cuda kernels read Q4_0, Q4_1 and Q8_0 tables only");
   EmbeddingParams p;
   p.ids = ids.data_ptr<std::int32_t>();
   p.table = table.data();

@@ -108,9 +108,13 @@ WeightFormat format_of(QuantType t) {
   switch (t) {
     case QuantType::q4_0: return WeightFormat::q4_0;
     case QuantType::q4_1: return WeightFormat::q4_1;
+    case QuantType::q5_0: return WeightFormat::q5_0;
     case QuantType::q8_0: return WeightFormat::q8_0;
+    case QuantType::q4_k: return WeightFormat::q4_k;
+    case QuantType::q5_k: return WeightFormat::q5_k;
+    case QuantType::q6_k: return WeightFormat::q6_k;
   }
-  return WeightFormat::q8_0;
+  NG_THROW(InternalError, "weight_quant_linear: quant type ", static_cast<std::uint32_t>(t), " has no weight format");
 }
 
 }  // namespace
@@ -131,6 +135,14 @@ void weight_quant_linear_out(const Tensor& x, const QuantWeight& weight, const T
                op, ": options.activations = ", static_cast<int>(options.activations),
                ": must be Activations::f32 or Activations::q8");
   const bool q8 = options.activations == Activations::q8;
+  const QuantTraits& traits = quant_traits(weight.type());
+  if (x.device().type() == DeviceType::cuda && !traits.cuda)
+    NG_THROW(UnsupportedError, op, ": weight = ", weight.str(), " on ", x.device().str(),
+             ": the cuda kernels read Q4_0, Q4_1 and Q8_0 weights only");
+  if (q8 && !traits.q8_kernel)
+    NG_THROW(UnsupportedError, op, ": options.activations = q8 with weight = ", weight.str(),
+             ": ", traits.name, " has no q8-activation kernel yet (Activations::f32 runs it; "
+             "quant_traits(type).q8_kernel says which types have one)");
   if (q8 && x.device().type() == DeviceType::cuda)
     NG_THROW(UnsupportedError, op, ": options.activations = q8 on ", x.device().str(),
              ": the cuda backend computes float32 activations only (Activations::f32)");

@@ -3,7 +3,8 @@
 //
 // Note [Linear kernels]
 // y[t, n] = sum_k x[t, k] * w[n, k] (+ bias[n]) for t < T, n < N: x float32 rows, w rows of
-// Q4_0 / Q4_1 / Q8_0 blocks or float32 / float16 / bfloat16 values, accumulated in float32.
+// Q4_0 / Q4_1 / Q8_0 / Q5_0 / Q4_K / Q5_K / Q6_K blocks or float32 / float16 / bfloat16 values,
+// accumulated in float32.
 //   - Every output is one chain of fused multiply-adds over the vectors of k in ascending order
 //     (lane i of the accumulator sums k = i mod L), then one horizontal sum, then the bias. The
 //     weight values entering the chain are the exact dequantised (or converted) values — ggml's
@@ -39,7 +40,9 @@ class ExecContext;  // npugraph/kernel.hpp (not included: nvcc compiles this hea
 
 namespace npugraph::ops::linear_impl {
 
-enum class WeightFormat : std::uint8_t { q4_0, q4_1, q8_0, f32, f16, bf16 };
+// q5_0 and the K-quants run the float32 paths only, each block dequantised by its table
+// function (Note [Quantisation table]); the others have SIMD sources of their own.
+enum class WeightFormat : std::uint8_t { q4_0, q4_1, q8_0, f32, f16, bf16, q5_0, q4_k, q5_k, q6_k };
 
 // The quantised activations of the GEMV with q8 activations (Note [Q8 activations] in
 // linear_q8_simd.cpp): row t, block b of x as 32 int8 quants (at q + (t * nb + b) * 32) and the

@@ -16,6 +16,7 @@
 #include "npugraph/kernel.hpp"
 #include "ops/linear/linear_common.hpp"
 #include "ops/linear/linear_params.hpp"
+#include "ops/linear/quant_formats.hpp"
 #include "ops/linear/quant_pack.hpp"
 
 HWY_BEFORE_NAMESPACE();
@@ -191,6 +192,34 @@ struct FloatSrc {
 template <> struct Src<WeightFormat::f32> : FloatSrc<float> {};
 template <> struct Src<WeightFormat::f16> : FloatSrc<half> {};
 template <> struct Src<WeightFormat::bf16> : FloatSrc<bfloat16> {};
+
+// The formats without a source of their own (q5_0, the K-quants): Prepare dequantises the whole
+// block with its table function (Note [Quantisation table]) into the state, Get loads from it.
+// Scalar dequantisation, but the same values and the same chain order as every other path.
+template <ops::QuantType kType>
+struct TableSrc {
+  static constexpr std::int64_t kElems = quant_block_size(kType);
+  static constexpr std::int64_t kBytes = static_cast<std::int64_t>(quant_block_bytes(kType));
+  static constexpr int kVecs = static_cast<int>(kElems / kL);
+  static_assert(kElems % kL == 0);
+  const float* table;
+  quant_formats::DequantizeFn dequantize = quant_formats::block_fns(kType).dequantize;
+  struct State {
+    HWY_ALIGN float v[kElems];
+  };
+  HWY_INLINE State Prepare(const std::byte* blk) const {
+    State st;
+    dequantize(blk, st.v, 1);
+    return st;
+  }
+  HWY_INLINE VF Get(const State& st, const std::byte*, int v) const {
+    return hn::Load(DF(), st.v + v * kL);
+  }
+};
+template <> struct Src<WeightFormat::q5_0> : TableSrc<ops::QuantType::q5_0> {};
+template <> struct Src<WeightFormat::q4_k> : TableSrc<ops::QuantType::q4_k> {};
+template <> struct Src<WeightFormat::q5_k> : TableSrc<ops::QuantType::q5_k> {};
+template <> struct Src<WeightFormat::q6_k> : TableSrc<ops::QuantType::q6_k> {};
 
 template <class S>
 constexpr bool kIsFloat = S::kVecs == 1 && S::kElems == kL;
@@ -416,6 +445,10 @@ void RunLinear(const LinearParams& p, const ExecContext& ctx) {
     case WeightFormat::f32: return RunFormat<WeightFormat::f32>(p, ctx);
     case WeightFormat::f16: return RunFormat<WeightFormat::f16>(p, ctx);
     case WeightFormat::bf16: return RunFormat<WeightFormat::bf16>(p, ctx);
+    case WeightFormat::q5_0: return RunFormat<WeightFormat::q5_0>(p, ctx);
+    case WeightFormat::q4_k: return RunFormat<WeightFormat::q4_k>(p, ctx);
+    case WeightFormat::q5_k: return RunFormat<WeightFormat::q5_k>(p, ctx);
+    case WeightFormat::q6_k: return RunFormat<WeightFormat::q6_k>(p, ctx);
   }
   NG_THROW(InternalError, "linear kernel: weight format ", static_cast<int>(p.format), " unknown");
 }

@@ -16,18 +16,23 @@ namespace llm_ops_test {
 
 inline std::uint16_t half_bits(float f) { return ng::f32_to_f16_bits(f); }
 
-// Random blocks of `type` with finite half scales (any bit pattern for the quants).
+// Random blocks of `type` with finite half scales (any bit pattern for the quants and the K-quants'
+// sub-block scales). The K-quants' scales are smaller: their values are d * (6- or 8-bit scale) * q.
 inline std::vector<std::byte> random_blocks(ng::ops::QuantType type, std::int64_t blocks, std::uint32_t seed) {
+  using ng::ops::QuantType;
   std::mt19937 gen(seed);
   const std::size_t bb = ng::ops::quant_block_bytes(type);
   std::vector<std::byte> out(static_cast<std::size_t>(blocks) * bb);
   for (auto& b : out) b = static_cast<std::byte>(gen() & 0xff);
+  const bool k = ng::ops::quant_block_size(type) == ng::ops::kQuantBlockK;
   std::uniform_real_distribution<float> scale(-0.05f, 0.05f);
   for (std::int64_t i = 0; i < blocks; ++i) {
     std::byte* blk = out.data() + i * static_cast<std::int64_t>(bb);
-    const std::uint16_t d = half_bits(scale(gen)), m = half_bits(scale(gen) * 10);
-    std::memcpy(blk, &d, 2);
-    if (type == ng::ops::QuantType::q4_1) std::memcpy(blk + 2, &m, 2);
+    const float f = k ? 1.0f / 64 : 1.0f;
+    const std::uint16_t d = half_bits(scale(gen) * f), m = half_bits(scale(gen) * 10 * f);
+    const std::size_t d_at = type == QuantType::q6_k ? bb - 2 : 0;  // Q6_K keeps d last
+    std::memcpy(blk + d_at, &d, 2);
+    if (type == QuantType::q4_1 || type == QuantType::q4_k || type == QuantType::q5_k) std::memcpy(blk + 2, &m, 2);
   }
   return out;
 }
@@ -42,7 +47,7 @@ inline ng::ops::QuantWeight weight_from(ng::ops::QuantType type, const void* byt
 
 inline ng::ops::QuantWeight random_weight(ng::ops::QuantType type, std::int64_t rows, std::int64_t cols,
                                           std::uint32_t seed) {
-  const std::vector<std::byte> b = random_blocks(type, rows * cols / 32, seed);
+  const std::vector<std::byte> b = random_blocks(type, rows * cols / ng::ops::quant_block_size(type), seed);
   return weight_from(type, b.data(), b.size(), rows, cols);
 }
 

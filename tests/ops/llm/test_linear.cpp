@@ -39,17 +39,8 @@ std::string name_of(QuantType t) { return std::string(ng::ops::quant_type_name(t
 
 // ---- dequantisation ----------------------------------------------------------------------------
 
-TEST(QuantDequant, BitwiseEqualToTheGgufReader) {
-  for (QuantType type : {QuantType::q4_0, QuantType::q4_1, QuantType::q8_0}) {
-    const std::int64_t n = 32 * 97;
-    const auto bytes = random_blocks(type, n / 32, 7 + static_cast<std::uint32_t>(type));
-    std::vector<float> ours(n), theirs(n);
-    ng::ops::dequantize_blocks(type, bytes.data(), ours.data(), n);
-    ng::llm::dequantize_row(static_cast<ng::llm::GgmlType>(static_cast<std::uint32_t>(type)), bytes,
-                            theirs);
-    EXPECT_EQ(0, std::memcmp(ours.data(), theirs.data(), n * sizeof(float))) << name_of(type);
-  }
-}
+// Every type's values against its layout element by element: test_quant_table.cpp (the GGUF reader
+// now dequantises through the same table, so comparing with it would compare a function with itself).
 
 TEST(QuantDequant, HandMadeBlocks) {
   // Q4_1, d = 0.5, m = -1: element j < 16 is the low nibble of qs[j], j + 16 the high one.
@@ -113,7 +104,7 @@ TEST(QuantWeight, ChecksItsArguments) {
                    "bytes = float32[40]", "uint8 or int8");
   EXPECT_ARG_ERROR(QuantWeight(Tensor(), QuantType::q4_1, 2, 32), "bytes is undefined");
   EXPECT_ARG_ERROR(QuantWeight(bytes, static_cast<QuantType>(9), 2, 32), "type = 9",
-                   "Q4_0 (2), Q4_1 (3) or Q8_0 (8)");
+                   "must be one of Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q5_K, Q6_K");
   const Tensor strided = Tensor::from_blob(bytes.data(), {2, 10}, {20, 1}, DType::u8, bytes.storage());
   EXPECT_ARG_ERROR(QuantWeight(strided, QuantType::q4_1, 1, 32), "must be contiguous");
 }

@@ -44,7 +44,24 @@ def byte_alphabet():
     return [out[b] for b in range(256)]
 
 
-def write_tiny_model(path, layers=2, hidden=64, heads=4, kv_heads=2, ffn=128, seed=3):
+def quantize(values, qtype):
+    """gguf's own quantisers where it has them; npugraph's for the K-quants (gguf 0.19 has none):
+    either way the reference reads the bytes back through gguf.quants.dequantize."""
+    try:
+        return gguf.quants.quantize(values, qtype)
+    except NotImplementedError:
+        return np.asarray(npugraph._C.QuantWeight.quantize(values, qtype.name).data)
+
+
+# A Q4_K_M-like mix (llama.cpp's default): K-quants where rows are whole 256-element blocks,
+# Q5_0 and Q6_K beside them, and no type with a q8-activation kernel.
+K_QUANT_MIX = {"token_embd": "Q6_K", "attn_q": "Q4_K", "attn_k": "Q4_K", "attn_v": "Q6_K",
+               "attn_output": "Q5_K", "ffn_gate": "Q5_0", "ffn_up": "Q5_0", "ffn_down": "Q4_K"}
+
+
+def write_tiny_model(path, layers=2, hidden=64, heads=4, kv_heads=2, ffn=128, seed=3, weight_types=None):
+    """weight_types: tensor kind ("attn_q", "token_embd", ...) -> ggml type name; default Q4_1 matrices
+    and a Q8_0 embedding."""
     rng = np.random.default_rng(seed)
     tokens = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"] + byte_alphabet() + ["he", "ll"]
     types = [3, 3, 3] + [1] * 258
@@ -72,8 +89,11 @@ def write_tiny_model(path, layers=2, hidden=64, heads=4, kv_heads=2, ffn=128, se
     qtypes = gguf.GGMLQuantizationType
 
     def matrix(name, rows, cols, scale, qtype=qtypes.Q4_1):
+        kind = name.split(".")[-2]
+        if weight_types and kind in weight_types:
+            qtype = getattr(qtypes, weight_types[kind])
         values = (scale * rng.standard_normal((rows, cols))).astype(np.float32)
-        w.add_tensor(name, gguf.quants.quantize(values, qtype), raw_dtype=qtype)
+        w.add_tensor(name, quantize(values, qtype), raw_dtype=qtype)
 
     def norm(name):
         w.add_tensor(name, (1.0 + 0.1 * rng.standard_normal(hidden)).astype(np.float32))
@@ -111,14 +131,16 @@ def q8_rows(prompt_len, total, chunk=256, gemv_rows=16):
     return rows
 
 
-def check_against_reference(model, prompt, steps, **engine_args):
-    """Generates `steps` greedy tokens; compares every step's logits with the reference forward."""
+def check_against_reference(model, prompt, steps, q8_reference=True, **engine_args):
+    """Generates `steps` greedy tokens; compares every step's logits with the reference forward
+    (quantising x where the engine takes q8 activations, unless q8_reference is False)."""
     engine = npugraph.llm.Engine(str(model), keep_full_logits=True, **engine_args)
     (result,) = engine.generate([prompt], max_tokens=steps)
     ref = LlamaReference(model)
     sequence = result["prompt_tokens"] + result["tokens"]
     prompt_len = len(result["prompt_tokens"])
-    rows = None if engine_args.get("activations") == "f32" else q8_rows(prompt_len, len(sequence) - 1)
+    q8 = q8_reference and engine_args.get("activations") != "f32"
+    rows = q8_rows(prompt_len, len(sequence) - 1) if q8 else None
     expected = ref.logits(sequence[:-1], q8_rows=rows)[prompt_len - 1:]
     ours = result["logits"].astype(np.float64)
     assert ours.shape == expected.shape
@@ -153,6 +175,30 @@ def test_tiny_model_logits_match_the_numpy_reference(tiny):
 def test_tiny_model_graph_and_eager_are_bitwise_equal_for_one_and_a_ragged_five(tiny):
     graph_equals_eager(tiny, ["hello"], 16, 1)
     graph_equals_eager(tiny, ["a", "hello there, how are you", "xyz", "the quick brown fox", "ok"], 12, 8)
+
+
+@pytest.fixture(scope="module")
+def tiny_k(tmp_path_factory):
+    return write_tiny_model(tmp_path_factory.mktemp("tiny_k") / "tiny_k.gguf", hidden=256, ffn=512,
+                            weight_types=K_QUANT_MIX)
+
+
+def test_tiny_k_quant_model_logits_match_the_numpy_reference(tiny_k):
+    """Q4_K / Q5_K / Q6_K / Q5_0 weights (issue 34's quantisation table): every product takes x
+    as it is (none of these types has a q8 kernel yet), so the default activations give the bits
+    of activations="f32"."""
+    runs = {}
+    for mode in ("graph", "eager"):
+        for activations in (None, "f32"):
+            result, _ = check_against_reference(tiny_k, "hello world", 16, q8_reference=False,
+                                                mode=mode, activations=activations)
+            runs[mode, activations] = result
+    first = runs["graph", None]["logits"].tobytes()
+    assert all(r["logits"].tobytes() == first for r in runs.values())
+
+
+def test_tiny_k_quant_model_graph_and_eager_are_bitwise_equal_for_a_ragged_five(tiny_k):
+    graph_equals_eager(tiny_k, ["a", "hello there, how are you", "xyz", "the quick brown fox", "ok"], 10, 8)
 
 
 @pytest.fixture(scope="module")
