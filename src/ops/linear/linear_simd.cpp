@@ -16,7 +16,6 @@
 #include "npugraph/kernel.hpp"
 #include "ops/linear/linear_common.hpp"
 #include "ops/linear/linear_params.hpp"
-#include "ops/linear/quant_formats.hpp"
 #include "ops/linear/quant_pack.hpp"
 
 HWY_BEFORE_NAMESPACE();
@@ -193,33 +192,109 @@ template <> struct Src<WeightFormat::f32> : FloatSrc<float> {};
 template <> struct Src<WeightFormat::f16> : FloatSrc<half> {};
 template <> struct Src<WeightFormat::bf16> : FloatSrc<bfloat16> {};
 
-// The formats without a source of their own (q5_0, the K-quants): Prepare dequantises the whole
-// block with its table function (Note [Quantisation table]) into the state, Get loads from it.
-// Scalar dequantisation, but the same values and the same chain order as every other path.
-template <ops::QuantType kType>
-struct TableSrc {
-  static constexpr std::int64_t kElems = quant_block_size(kType);
-  static constexpr std::int64_t kBytes = static_cast<std::int64_t>(quant_block_bytes(kType));
+// Q5_0 and the K-quants: each vector's quants assembled from their bytes in integer lanes, then
+// converted and scaled with the block's (sub-block's) float scale, the values of
+// quant_formats.cpp bit for bit (exact products; Q4_K / Q5_K subtract the minimum in one rounding).
+// A vector never straddles a 16-element half or sub-block: kL divides 16.
+static_assert(16 % kL == 0);
+
+inline VI LoadBytes(const std::byte* p) {
+  return hn::PromoteTo(DI(), hn::LoadU(DU8(), reinterpret_cast<const std::uint8_t*>(p)));
+}
+
+template <>
+struct Src<WeightFormat::q5_0> {
+  static constexpr std::int64_t kElems = 32;
+  static constexpr std::int64_t kBytes = 22;
   static constexpr int kVecs = static_cast<int>(kElems / kL);
-  static_assert(kElems % kL == 0);
   const float* table;
-  quant_formats::DequantizeFn dequantize = quant_formats::block_fns(kType).dequantize;
   struct State {
-    HWY_ALIGN float v[kElems];
+    VF d;
+    VI qh;  // the 32 fifth bits, broadcast
+  };
+  HWY_INLINE State Prepare(const std::byte* blk) const {
+    std::uint32_t qh;
+    std::memcpy(&qh, blk + 2, 4);
+    return State{hn::Set(DF(), table[load_u16(blk)]), hn::Set(DI(), static_cast<std::int32_t>(qh))};
+  }
+  HWY_INLINE VF Get(const State& s, const std::byte* blk, int v) const {
+    const DI di;
+    const int e0 = v * static_cast<int>(kL);
+    const VI q = LoadBytes(blk + 6 + e0 % 16);
+    const VI low = e0 < 16 ? hn::And(q, hn::Set(di, 15)) : hn::ShiftRight<4>(q);
+    const VI high = hn::And(hn::Shr(s.qh, hn::Iota(di, e0)), hn::Set(di, 1));  // bit e of qh
+    const VI n = hn::Or(low, hn::ShiftLeft<4>(high));
+    return hn::Mul(hn::ConvertTo(DF(), hn::Sub(n, hn::Set(di, 16))), s.d);
+  }
+};
+
+// Q4_K (kFive false) and Q5_K: 8 sub-blocks of 32, each x = (d * sc) * q - dmin * m.
+template <bool kFive>
+struct KQuant45Src {
+  static constexpr std::int64_t kElems = 256;
+  static constexpr std::int64_t kBytes = kFive ? 176 : 144;
+  static constexpr int kVecs = static_cast<int>(kElems / kL);
+  static constexpr std::int64_t kQs = kFive ? 48 : 16;  // where the nibbles start
+  const float* table;
+  struct State {
+    float dl[8], ml[8];
   };
   HWY_INLINE State Prepare(const std::byte* blk) const {
     State st;
-    dequantize(blk, st.v, 1);
+    const float d = table[load_u16(blk)], dmin = table[load_u16(blk + 2)];
+    const auto* sc = reinterpret_cast<const std::uint8_t*>(blk + 4);
+    for (int j = 0; j < 8; ++j) {
+      const int scale = j < 4 ? sc[j] & 63 : (sc[j + 4] & 0xf) | ((sc[j - 4] >> 6) << 4);
+      const int min = j < 4 ? sc[j + 4] & 63 : (sc[j + 4] >> 4) | ((sc[j] >> 6) << 4);
+      st.dl[j] = d * static_cast<float>(scale);
+      st.ml[j] = dmin * static_cast<float>(min);
+    }
     return st;
   }
-  HWY_INLINE VF Get(const State& st, const std::byte*, int v) const {
-    return hn::Load(DF(), st.v + v * kL);
+  HWY_INLINE VF Get(const State& st, const std::byte* blk, int v) const {
+    const DI di;
+    const int e0 = v * static_cast<int>(kL), sub = e0 / 32, l0 = e0 % 32;
+    const VI q = LoadBytes(blk + kQs + 32 * (sub / 2) + l0);
+    VI n = sub % 2 == 0 ? hn::And(q, hn::Set(di, 15)) : hn::ShiftRight<4>(q);
+    if constexpr (kFive) {
+      const VI h = LoadBytes(blk + 16 + l0);  // qh[l]: bit `sub` is element (sub, l)'s fifth bit
+      n = hn::Or(n, hn::ShiftLeft<4>(hn::And(hn::ShiftRightSame(h, sub), hn::Set(di, 1))));
+    }
+    const VF p = hn::Mul(hn::ConvertTo(DF(), n), hn::Set(DF(), st.dl[sub]));
+    return hn::Sub(p, hn::Set(DF(), st.ml[sub]));
   }
 };
-template <> struct Src<WeightFormat::q5_0> : TableSrc<ops::QuantType::q5_0> {};
-template <> struct Src<WeightFormat::q4_k> : TableSrc<ops::QuantType::q4_k> {};
-template <> struct Src<WeightFormat::q5_k> : TableSrc<ops::QuantType::q5_k> {};
-template <> struct Src<WeightFormat::q6_k> : TableSrc<ops::QuantType::q6_k> {};
+
+// Q6_K: 16 sub-blocks of 16, x = (d * sc) * (q - 32), q = 4 low bits | 2 high bits << 4.
+template <>
+struct Src<WeightFormat::q6_k> {
+  static constexpr std::int64_t kElems = 256;
+  static constexpr std::int64_t kBytes = 210;
+  static constexpr int kVecs = static_cast<int>(kElems / kL);
+  const float* table;
+  struct State {
+    float dl[16];
+  };
+  HWY_INLINE State Prepare(const std::byte* blk) const {
+    State st;
+    const float d = table[load_u16(blk + 208)];
+    const auto* sc = reinterpret_cast<const std::int8_t*>(blk + 192);
+    for (int j = 0; j < 16; ++j) st.dl[j] = d * static_cast<float>(sc[j]);
+    return st;
+  }
+  HWY_INLINE VF Get(const State& st, const std::byte* blk, int v) const {
+    const DI di;
+    const int e0 = v * static_cast<int>(kL), h = e0 / 128, r0 = e0 % 128;
+    const VI lo = LoadBytes(blk + 64 * h + r0 % 64);
+    const VI hi = LoadBytes(blk + 128 + 32 * h + r0 % 32);
+    const VI low = r0 < 64 ? hn::And(lo, hn::Set(di, 15)) : hn::ShiftRight<4>(lo);
+    const VI high = hn::And(hn::ShiftRightSame(hi, 2 * (r0 / 32)), hn::Set(di, 3));
+    const VI q = hn::Sub(hn::Or(low, hn::ShiftLeft<4>(high)), hn::Set(di, 32));
+    return hn::Mul(hn::ConvertTo(DF(), q), hn::Set(DF(), st.dl[e0 / 16]));
+  }
+};
+template <> struct Src<WeightFormat::q4_k> : KQuant45Src<false> {};
+template <> struct Src<WeightFormat::q5_k> : KQuant45Src<true> {};
 
 template <class S>
 constexpr bool kIsFloat = S::kVecs == 1 && S::kElems == kL;

@@ -235,6 +235,29 @@ TEST(QuantTableLinear, MatchesTheReferenceGemvAndGemm) {
   }
 }
 
+// The SIMD sources see exactly the table's values: x = unit rows e_k give y[k, n] = w[n, k] bitwise
+// (one product by 1, the rest by 0), through the GEMV (16 rows at a time) and the GEMM (all K).
+TEST(QuantTableLinear, UnitRowsReadBackTheDequantisedWeights) {
+  for (QuantType type : kTableOnly) {
+    const std::int64_t N = 5, K = 2 * ng::ops::quant_block_size(type);
+    const QuantWeight w = random_weight(type, N, K, 71);
+    const std::vector<float> want = dequantized(w);
+    Tensor eye = ng::empty({K, K}, DType::f32);
+    for (std::int64_t i = 0; i < K * K; ++i) eye.data_ptr<float>()[i] = i / K == i % K ? 1.0f : 0.0f;
+    for (std::int64_t T : {std::int64_t{16}, K}) {
+      for (std::int64_t k0 = 0; k0 < K; k0 += T) {
+        const Tensor x = Tensor::from_blob(eye.data_ptr<float>() + k0 * K, {T, K}, DType::f32, eye.storage());
+        const Tensor y = ng::ops::weight_quant_linear(x, w);
+        ng::device_synchronize();
+        for (std::int64_t t = 0; t < T; ++t)
+          for (std::int64_t n = 0; n < N; ++n)
+            ASSERT_EQ(at(y, t * N + n), want[n * K + k0 + t])
+                << name_of(type) << " T=" << T << " row " << n << " element " << k0 + t;
+      }
+    }
+  }
+}
+
 // Note [Linear kernels]: each output row is its own row of x's chain, so GEMV (T <= 16) and GEMM
 // (T > 16) rows equal single-row calls bitwise.
 TEST(QuantTableLinear, RowsAreBatchInvariant) {
