@@ -58,14 +58,15 @@ void BM_fma_peak(benchmark::State& state) {
 }
 
 struct Spec {
-  const char* fmt;  // "Q4_1", "Q8_0", "Q4_0", "F16"
+  const char* fmt;  // a quantisation table type ("Q4_1", "Q4_K", ...) or "F16"
   std::int64_t N, K;
 };
 
 bool is_quant(const Spec& s) { return std::strcmp(s.fmt, "F16") != 0; }
 QuantType quant_of(const Spec& s) {
-  return std::strcmp(s.fmt, "Q4_1") == 0 ? QuantType::q4_1
-         : std::strcmp(s.fmt, "Q4_0") == 0 ? QuantType::q4_0 : QuantType::q8_0;
+  for (const ng::ops::QuantTraits& t : ng::ops::kQuantTable)
+    if (t.name == s.fmt) return t.type;
+  return QuantType::q8_0;
 }
 
 // Copies of one random weight (quantised with ggml's reference quantiser) totalling >= `bytes`.
@@ -216,13 +217,17 @@ const bool registered = [] {
   // [49152, 576] in Q8_0; q/o [576, 576] and k/v [192, 576]; a float16 weight for the plain linear.
   const std::vector<Spec> gemv = {{"Q4_1", 1536, 576}, {"Q4_1", 576, 1536}, {"Q8_0", 49152, 576},
                                   {"Q4_1", 576, 576},  {"Q4_1", 192, 576},  {"Q4_0", 1536, 576},
-                                  {"F16", 1536, 576}};
+                                  {"F16", 1536, 576},
+                                  // What Q4_K_M files hold (issue 34): Q5_0 where rows are not whole
+                                  // 256-element blocks, the K-quants where they are.
+                                  {"Q5_0", 1536, 576}, {"Q4_K", 576, 1536}, {"Q5_K", 576, 1536},
+                                  {"Q6_K", 576, 1536}};
   for (bool avx2 : {false, true}) {
     const std::string sfx = avx2 ? "/avx2" : "";
     const char* prefix[] = {"gemv", "gemv_q8", "gemv_q8p"};
     for (const Spec& s : gemv)
       for (Variant v : {Variant::f32, Variant::q8, Variant::q8_packed}) {
-        if (v != Variant::f32 && !is_quant(s)) continue;
+        if (v != Variant::f32 && (!is_quant(s) || !ng::ops::quant_traits(quant_of(s)).q8_kernel)) continue;
         for (std::int64_t T : {1, 8})
           benchmark::RegisterBenchmark(
               (std::string(prefix[static_cast<int>(v)]) + "/" + shape_name(s) + "/T:" + std::to_string(T) + sfx).c_str(),

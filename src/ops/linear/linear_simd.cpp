@@ -202,6 +202,24 @@ inline VI LoadBytes(const std::byte* p) {
   return hn::PromoteTo(DI(), hn::LoadU(DU8(), reinterpret_cast<const std::uint8_t*>(p)));
 }
 
+#if HWY_ARCH_X86 && (HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL)
+// 32-entry lookups on AVX-512: vpermt2ps reads bits 4:0 of each index (lo for 0-15, hi for 16-31).
+constexpr bool kLut32 = true;
+HWY_INLINE VF Lookup32(VF lo, VF hi, VI idx) { return VF{_mm512_permutex2var_ps(lo.raw, idx.raw, hi.raw)}; }
+// idx | 16 in the lanes whose bit is set in `bits`.
+HWY_INLINE VI OrBit4(VI idx, std::uint32_t bits) {
+  return VI{_mm512_mask_or_epi32(idx.raw, static_cast<__mmask16>(bits), idx.raw, _mm512_set1_epi32(16))};
+}
+// Bit b of each of 16 bytes at p, as a lane mask.
+HWY_INLINE std::uint32_t ByteBits(const std::byte* p, int b) {
+  return _mm_test_epi8_mask(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)), _mm_set1_epi8(static_cast<char>(1 << b)));
+}
+#else
+constexpr bool kLut32 = false;
+#endif
+
+// Q5_0: with kLut32, the 32 values (n - 16) * d as two 16-lane tables indexed by nibble | bit << 4;
+// else the quants assembled and converted.
 template <>
 struct Src<WeightFormat::q5_0> {
   static constexpr std::int64_t kElems = 32;
@@ -209,36 +227,59 @@ struct Src<WeightFormat::q5_0> {
   static constexpr int kVecs = static_cast<int>(kElems / kL);
   const float* table;
   struct State {
-    VF d;
-    VI qh;  // the 32 fifth bits, broadcast
+    VF d, hi;  // kLut32: d = the table for n < 16, hi for n >= 16; else d
+    VI q;      // kLut32: the 16 packed bytes, widened; else the 32 fifth bits, broadcast
+    std::uint32_t qh;
   };
   HWY_INLINE State Prepare(const std::byte* blk) const {
-    std::uint32_t qh;
-    std::memcpy(&qh, blk + 2, 4);
-    return State{hn::Set(DF(), table[load_u16(blk)]), hn::Set(DI(), static_cast<std::int32_t>(qh))};
+    const DF df;
+    State s;
+    std::memcpy(&s.qh, blk + 2, 4);
+    const VF d = hn::Set(df, table[load_u16(blk)]);
+    if constexpr (kLut32) {
+      s.d = hn::Mul(hn::Iota(df, -16.0f), d);
+      s.hi = hn::Mul(hn::Iota(df, 0.0f), d);
+      s.q = LoadBytes(blk + 6);
+    } else {
+      s.d = d;
+      s.hi = d;
+      s.q = hn::Set(DI(), static_cast<std::int32_t>(s.qh));
+    }
+    return s;
   }
   HWY_INLINE VF Get(const State& s, const std::byte* blk, int v) const {
     const DI di;
+#if HWY_ARCH_X86 && (HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL)
+    const VI idx = v == 0 ? hn::And(s.q, hn::Set(di, 15)) : hn::ShiftRight<4>(s.q);
+    return Lookup32(s.d, s.hi, OrBit4(idx, v == 0 ? s.qh & 0xffffu : s.qh >> 16));
+#else
     const int e0 = v * static_cast<int>(kL);
     const VI q = LoadBytes(blk + 6 + e0 % 16);
     const VI low = e0 < 16 ? hn::And(q, hn::Set(di, 15)) : hn::ShiftRight<4>(q);
-    const VI high = hn::And(hn::Shr(s.qh, hn::Iota(di, e0)), hn::Set(di, 1));  // bit e of qh
+    const VI high = hn::And(hn::Shr(s.q, hn::Iota(di, e0)), hn::Set(di, 1));  // bit e of qh
     const VI n = hn::Or(low, hn::ShiftLeft<4>(high));
     return hn::Mul(hn::ConvertTo(DF(), hn::Sub(n, hn::Set(di, 16))), s.d);
+#endif
   }
 };
 
-// Q4_K (kFive false) and Q5_K: 8 sub-blocks of 32, each x = (d * sc) * q - dmin * m.
+// Q4_K (kFive false) and Q5_K: 8 sub-blocks of 32, each x = (d * sc) * q - dmin * m. With the
+// lookup tables, each sub-block's 16 (Q5_K: 32) values are computed once per block.
 template <bool kFive>
 struct KQuant45Src {
   static constexpr std::int64_t kElems = 256;
   static constexpr std::int64_t kBytes = kFive ? 176 : 144;
   static constexpr int kVecs = static_cast<int>(kElems / kL);
   static constexpr std::int64_t kQs = kFive ? 48 : 16;  // where the nibbles start
+  static constexpr bool kTables = kFive ? kLut32 : kLut;
   const float* table;
-  struct State {
+  struct Scalars {
     float dl[8], ml[8];
   };
+  struct Tables {
+    VF lo[8], hi[kFive ? 8 : 1];
+  };
+  using State = std::conditional_t<kTables, Tables, Scalars>;
   HWY_INLINE State Prepare(const std::byte* blk) const {
     State st;
     const float d = table[load_u16(blk)], dmin = table[load_u16(blk + 2)];
@@ -246,8 +287,15 @@ struct KQuant45Src {
     for (int j = 0; j < 8; ++j) {
       const int scale = j < 4 ? sc[j] & 63 : (sc[j + 4] & 0xf) | ((sc[j - 4] >> 6) << 4);
       const int min = j < 4 ? sc[j + 4] & 63 : (sc[j + 4] >> 4) | ((sc[j] >> 6) << 4);
-      st.dl[j] = d * static_cast<float>(scale);
-      st.ml[j] = dmin * static_cast<float>(min);
+      const float dl = d * static_cast<float>(scale), ml = dmin * static_cast<float>(min);
+      if constexpr (kTables) {
+        const DF df;
+        st.lo[j] = hn::Sub(hn::Mul(hn::Iota(df, 0.0f), hn::Set(df, dl)), hn::Set(df, ml));
+        if constexpr (kFive) st.hi[j] = hn::Sub(hn::Mul(hn::Iota(df, 16.0f), hn::Set(df, dl)), hn::Set(df, ml));
+      } else {
+        st.dl[j] = dl;
+        st.ml[j] = ml;
+      }
     }
     return st;
   }
@@ -255,13 +303,24 @@ struct KQuant45Src {
     const DI di;
     const int e0 = v * static_cast<int>(kL), sub = e0 / 32, l0 = e0 % 32;
     const VI q = LoadBytes(blk + kQs + 32 * (sub / 2) + l0);
-    VI n = sub % 2 == 0 ? hn::And(q, hn::Set(di, 15)) : hn::ShiftRight<4>(q);
-    if constexpr (kFive) {
-      const VI h = LoadBytes(blk + 16 + l0);  // qh[l]: bit `sub` is element (sub, l)'s fifth bit
-      n = hn::Or(n, hn::ShiftLeft<4>(hn::And(hn::ShiftRightSame(h, sub), hn::Set(di, 1))));
+    if constexpr (kTables) {
+      if constexpr (kFive) {
+#if HWY_ARCH_X86 && (HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL)
+        const VI idx = sub % 2 == 0 ? hn::And(q, hn::Set(di, 15)) : hn::ShiftRight<4>(q);
+        return Lookup32(st.lo[sub], st.hi[sub], OrBit4(idx, ByteBits(blk + 16 + l0, sub)));
+#endif
+      } else {
+        return Lookup(st.lo[sub], q, sub % 2);
+      }
+    } else {
+      VI n = sub % 2 == 0 ? hn::And(q, hn::Set(di, 15)) : hn::ShiftRight<4>(q);
+      if constexpr (kFive) {
+        const VI h = LoadBytes(blk + 16 + l0);  // qh[l]: bit `sub` is element (sub, l)'s fifth bit
+        n = hn::Or(n, hn::ShiftLeft<4>(hn::And(hn::ShiftRightSame(h, sub), hn::Set(di, 1))));
+      }
+      const VF p = hn::Mul(hn::ConvertTo(DF(), n), hn::Set(DF(), st.dl[sub]));
+      return hn::Sub(p, hn::Set(DF(), st.ml[sub]));
     }
-    const VF p = hn::Mul(hn::ConvertTo(DF(), n), hn::Set(DF(), st.dl[sub]));
-    return hn::Sub(p, hn::Set(DF(), st.ml[sub]));
   }
 };
 
