@@ -102,8 +102,8 @@ struct StepBytes {
   double kv_per_token = 0;      // K and V of one cached token, all layers
 };
 
-StepBytes step_bytes(const llm::LlamaModel& m) {
-  const llm::LlamaConfig& c = m.config();
+StepBytes step_bytes(const llm::Model& m) {
+  const llm::ModelConfig& c = m.config();
   StepBytes s;
   for (const llm::GgufTensorInfo& t : m.file().tensors()) {
     if (t.name == "token_embd.weight" && !c.tied_embeddings) {

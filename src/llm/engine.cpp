@@ -64,7 +64,7 @@ Engine::Engine(EngineOptions options) : options_(std::move(options)) {
   check_options(options_);
   TensorSplit split;
   if (const auto& tp = options_.tensor_parallel) split = {.rank = tp->rank(), .size = tp->size()};
-  model_ = LlamaModel::load(options_.model, split);
+  model_ = Model::load(options_.model, split);
   if (options_.max_context == 0) options_.max_context = std::min<std::int64_t>(model_->config().context, 2048);
   NG_CHECK_ARG(options_.max_context <= model_->config().context, "max_context = ", options_.max_context,
                ": the model was trained for ", model_->config().context, " tokens");
@@ -73,7 +73,7 @@ Engine::Engine(EngineOptions options) : options_(std::move(options)) {
 
 Engine::~Engine() = default;
 
-const LlamaModel& Engine::model() const { return *model_; }
+const Model& Engine::model() const { return *model_; }
 std::int64_t Engine::vocab() const { return model_->config().vocab; }
 
 std::vector<Result> Engine::generate(std::span<const Request> requests,

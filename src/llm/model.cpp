@@ -25,7 +25,7 @@ Matrix matrix(const std::shared_ptr<GgufFile>& file, const std::string& name) {
   switch (t.type) {
     case GgmlType::F32: m.dense = file_view(file, bytes, {rows, cols}, DType::f32); break;
     case GgmlType::F16: m.dense = file_view(file, bytes, {rows, cols}, DType::f16); break;
-    default:  // LlamaConfig::from_gguf checked the types already
+    default:  // ModelConfig::from_gguf checked the types already
       NG_CHECK_ARG(ops::is_quant_type(static_cast<std::uint32_t>(t.type)), file->name(), ": tensor '", name,
                    "' is ", ggml_type_name(t.type), ": not a matrix type npugraph computes on (F32, F16, ",
                    ops::quant_type_names(), ")");
@@ -75,6 +75,19 @@ Matrix stack_rows(std::initializer_list<Matrix*> parts) {
   return out;
 }
 
+// The float32 vectors end to end, in new memory.
+Tensor cat(std::initializer_list<Tensor> parts) {
+  std::int64_t n = 0;
+  for (const Tensor& t : parts) n += t.numel();
+  Tensor out = empty({n}, DType::f32);
+  auto* dst = out.data_ptr<float>();
+  for (const Tensor& t : parts) {
+    std::memcpy(dst, t.data(), t.nbytes());
+    dst += t.numel();
+  }
+  return out;
+}
+
 // "model.gguf: tensor 'blk.3.attn_output.weight' (tensor-parallel rank 1 of 2: query heads [6, 9))"
 std::string shard_name(const std::string& file, const std::string& tensor, const ModelShard& s, const char* what,
                        std::int64_t first, std::int64_t count) {
@@ -85,12 +98,17 @@ std::string shard_name(const std::string& file, const std::string& tensor, const
 // Rank s's part of layer w (Note [Tensor-parallel split]): rows of q, k, v (its heads) and of gate,
 // up (its FFN columns); the matching input columns of o and down. The stacks are rebuilt from the
 // sliced parts.
-void shard_layer(LayerWeights& w, const LlamaConfig& c, const ModelShard& s, const std::string& file,
+void shard_layer(LayerWeights& w, const ModelConfig& c, const ModelShard& s, const std::string& file,
                  const std::string& prefix) {
   const std::int64_t hd = c.head_dim;
   auto heads = [&](const char* t) { return shard_name(file, prefix + t, s, "query heads", s.head0, s.heads); };
   auto kv = [&](const char* t) { return shard_name(file, prefix + t, s, "KV heads", s.kv_head0, s.kv_heads); };
   auto ffn = [&](const char* t) { return shard_name(file, prefix + t, s, "FFN columns", s.ffn0, s.ffn); };
+  if (w.q_bias.defined()) {  // a bias follows its projection's rows
+    w.q_bias = w.q_bias.narrow(0, s.head0 * hd, s.heads * hd);
+    w.k_bias = w.k_bias.narrow(0, s.kv_head0 * hd, s.kv_heads * hd);
+    w.v_bias = w.v_bias.narrow(0, s.kv_head0 * hd, s.kv_heads * hd);
+  }
   w.q = slice_rows(w.q, s.head0 * hd, s.heads * hd, heads("attn_q.weight"));
   w.k = slice_rows(w.k, s.kv_head0 * hd, s.kv_heads * hd, kv("attn_k.weight"));
   w.v = slice_rows(w.v, s.kv_head0 * hd, s.kv_heads * hd, kv("attn_v.weight"));
@@ -102,7 +120,7 @@ void shard_layer(LayerWeights& w, const LlamaConfig& c, const ModelShard& s, con
 
 }  // namespace
 
-ModelShard shard_of(const LlamaConfig& c, TensorSplit split) {
+ModelShard shard_of(const ModelConfig& c, TensorSplit split) {
   NG_CHECK_ARG(split.size >= 1, "tensor parallel size = ", split.size, ": must be >= 1 (1: the whole model)");
   NG_CHECK_ARG(split.rank >= 0 && split.rank < split.size, "tensor parallel rank = ", split.rank,
                ": must be in [0, ", split.size, ") (the size)");
@@ -165,13 +183,13 @@ Matrix slice_cols(const Matrix& m, std::int64_t col0, std::int64_t cols, const s
   return r;
 }
 
-std::shared_ptr<const LlamaModel> LlamaModel::load(const std::filesystem::path& path, TensorSplit split) {
+std::shared_ptr<const Model> Model::load(const std::filesystem::path& path, TensorSplit split) {
   std::error_code ec;
   NG_CHECK_ARG(std::filesystem::is_regular_file(path, ec), "model = '", path.string(),
                "': no such file (fetch SmolLM2 with `python3 tools/fetch_model.py`, or pass a GGUF path)");
-  std::shared_ptr<LlamaModel> m(new LlamaModel());
+  std::shared_ptr<Model> m(new Model());
   m->file_ = std::make_shared<GgufFile>(GgufFile::open(path));
-  m->config_ = LlamaConfig::from_gguf(*m->file_);
+  m->config_ = ModelConfig::from_gguf(*m->file_);
   m->shard_ = shard_of(m->config_, split);
   m->tokenizer_ = std::make_unique<Tokenizer>(Tokenizer::from_gguf(*m->file_));
   const auto& f = m->file_;
@@ -191,8 +209,18 @@ std::shared_ptr<const LlamaModel> LlamaModel::load(const std::filesystem::path& 
     w.gate = matrix(f, p + "ffn_gate.weight");
     w.up = matrix(f, p + "ffn_up.weight");
     w.down = matrix(f, p + "ffn_down.weight");
+    if (m->config_.qkv_bias) {
+      w.q_bias = norm(f, p + "attn_q.bias");
+      w.k_bias = norm(f, p + "attn_k.bias");
+      w.v_bias = norm(f, p + "attn_v.bias");
+    }
+    if (m->config_.qk_norm) {
+      w.q_norm = norm(f, p + "attn_q_norm.weight");
+      w.k_norm = norm(f, p + "attn_k_norm.weight");
+    }
     if (split.size > 1) shard_layer(w, m->config_, m->shard_, f->name(), p);
     w.qkv = stack_rows({&w.q, &w.k, &w.v});
+    if (w.qkv.defined() && m->config_.qkv_bias) w.qkv_bias = cat({w.q_bias, w.k_bias, w.v_bias});
     w.gate_up = stack_rows({&w.gate, &w.up});
   }
   return m;

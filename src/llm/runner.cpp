@@ -1,5 +1,7 @@
 #include "llm/runner.hpp"
 
+#include "llm/arch/architecture.hpp"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -23,15 +25,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
-// Q8 activations where the weight's type has a q8 kernel (Note [Quantisation table]); the others
-// (Q5_0, the K-quants) take x as it is, in eager and captured steps alike.
-void matmul(const Tensor& x, const Matrix& w, const Tensor& out, const ops::QuantLinearOptions& o) {
-  if (!w.quant.defined()) return ops::linear_out(x, w.dense, Tensor(), out);
-  if (o.activations == ops::Activations::q8 && !ops::quant_traits(w.quant.type()).q8_kernel)
-    return ops::weight_quant_linear_out(x, w.quant, Tensor(), out, {.activations = ops::Activations::f32});
-  ops::weight_quant_linear_out(x, w.quant, Tensor(), out, o);
-}
 
 void embed(const Tensor& ids, const Matrix& table, const Tensor& out) {
   if (table.quant.defined()) ops::embedding_out(ids, table.quant, out);
@@ -74,7 +67,7 @@ struct ModelRunner::Bucket {
   std::vector<ExternalEvent> ready;      // replay_then_update: what each layer waits on
 };
 
-ModelRunner::ModelRunner(std::shared_ptr<const LlamaModel> model, const EngineOptions& options)
+ModelRunner::ModelRunner(std::shared_ptr<const Model> model, const EngineOptions& options)
     : model_(std::move(model)),
       options_(options),
       heads_(model_->shard().heads),
@@ -86,13 +79,14 @@ ModelRunner::ModelRunner(std::shared_ptr<const LlamaModel> model, const EngineOp
       max_rows_(std::max(options.max_batch, options.prefill_chunk)),
       max_blocks_((options.max_context + options.block_size - 1) / options.block_size),
       device_(options.device),
+      arch_(architecture(model_->config().architecture, model_->file().name())),
       linear_{.activations = options.activations.value_or(device_.is_cpu() ? ops::Activations::q8
                                                                            : ops::Activations::f32)},
       stream_(device_.is_cpu() ? Stream::create(device_, {.num_threads = options.threads}) : Stream::create(device_)),
       update_stream_(Stream::create(device_)),
       blocks_(options.max_batch * ((options.max_context + options.block_size - 1) / options.block_size),
               options.block_size) {
-  const LlamaConfig& c = model_->config();
+  const ModelConfig& c = model_->config();
   const std::int64_t nb = blocks_.num_blocks(), bs = options.block_size;
   const Device d = device_;
   // The weights, copied once (Note [Engine on a device]); a tied output is the embeddings' copy.
@@ -103,10 +97,16 @@ ModelRunner::ModelRunner(std::shared_ptr<const LlamaModel> model, const EngineOp
                     (out.dense.defined() && emb.dense.defined() && out.dense.data() == emb.dense.data());
   output_ = tied ? token_embd_ : for_linear(model_->output);
   output_norm_ = on_device(model_->output_norm);
-  for (const LayerWeights& w : model_->layers)
-    layers_.push_back({on_device(w.attn_norm), on_device(w.ffn_norm), for_linear(w.q), for_linear(w.k),
-                       for_linear(w.v), for_linear(w.o), for_linear(w.gate), for_linear(w.up), for_linear(w.down),
-                       for_linear(w.qkv), for_linear(w.gate_up)});
+  for (const LayerWeights& w : model_->layers) {
+    LayerWeights& lw = layers_.emplace_back();
+    for (auto [to, from] : {std::pair{&lw.attn_norm, &w.attn_norm}, {&lw.ffn_norm, &w.ffn_norm}, {&lw.q_bias, &w.q_bias},
+                            {&lw.k_bias, &w.k_bias}, {&lw.v_bias, &w.v_bias}, {&lw.qkv_bias, &w.qkv_bias},
+                            {&lw.q_norm, &w.q_norm}, {&lw.k_norm, &w.k_norm}})
+      *to = on_device(*from);
+    for (auto [to, from] : {std::pair{&lw.q, &w.q}, {&lw.k, &w.k}, {&lw.v, &w.v}, {&lw.o, &w.o}, {&lw.gate, &w.gate},
+                            {&lw.up, &w.up}, {&lw.down, &w.down}, {&lw.qkv, &w.qkv}, {&lw.gate_up, &w.gate_up}})
+      *to = for_linear(*from);
+  }
   for (std::int64_t l = 0; l < c.layers; ++l) {
     k_cache_.push_back(empty({nb, bs, kv_dim_}, DType::f32, d));
     v_cache_.push_back(empty({nb, bs, kv_dim_}, DType::f32, d));
@@ -225,7 +225,7 @@ std::int64_t ModelRunner::bucket_for(std::int64_t batch) const {
 }
 
 ops::FiaOptions ModelRunner::attention_options(const Rows& r) const {
-  const LlamaConfig& c = model_->config();
+  const ModelConfig& c = model_->config();
   ops::FiaOptions o;
   o.actual_seq_lengths_kv = r.kv_lengths;
   o.block_table = r.block_table;
@@ -273,61 +273,47 @@ void ModelRunner::reduce(const Tensor& partial) {
 // The forward pass of `r.n` tokens as ops on the current stream (the runner's): the same calls
 // eager, captured (capture != null) or prefilling.
 void ModelRunner::issue_step(const Rows& r, Bucket* capture) {
-  const LlamaConfig& c = model_->config();
+  const ModelConfig& c = model_->config();
   const std::int64_t n = r.n;
   // One token with stacked projections: q, k, v (gate, up) are the parts of one GEMV's output.
   const bool stacked = n == 1 && qkv1_.defined();
-  const std::int64_t qkv_n = q_dim_ + 2 * kv_dim_;
   auto part = [](const Tensor& all, std::int64_t start, std::int64_t length) {
     return all.narrow(0, start, length).view({1, length});
   };
-  const Tensor x = rows(x_, n), h = rows(h_, n), y = rows(y_, n), q = q_rows(n);
-  const Tensor k = stacked ? part(qkv1_, q_dim_, kv_dim_) : rows(k_, n);
-  const Tensor v = stacked ? part(qkv1_, q_dim_ + kv_dim_, kv_dim_) : rows(v_, n);
-  // gate|up as one GEMV for any number of rows (the fused weights are loaded).
-  const bool gate_up_stacked = gate_up_.defined();
-  const Tensor attn = rows(attn_, n), act = rows(act_, n);
-  const Tensor pos = rows(positions_, n);
-  const ops::RopeOptions rope{.theta = c.rope_theta, .style = ops::RopeStyle::norm};
-  embed(rows(ids_, n), token_embd_, x);
-  for (std::size_t l = 0; l < layers_.size(); ++l) {
-    const LayerWeights& w = layers_[l];
-    ops::rms_norm_out(x, w.attn_norm, c.rms_eps, h);
-    if (stacked) {
-      matmul(h, w.qkv, qkv1_.view({1, qkv_n}), linear_);
-    } else {
-      matmul(h, w.q, q, linear_);
-      matmul(h, w.k, k, linear_);
-      matmul(h, w.v, v, linear_);
-    }
-    const Tensor q3 = q.view({n, heads_, c.head_dim}), k3 = k.view({n, kv_heads_, c.head_dim});
-    ops::rotary_embedding_out(pos, q3, q3, rope);
-    ops::rotary_embedding_out(pos, k3, k3, rope);
-    ops::reshape_and_cache(k3, v.view({n, kv_heads_, c.head_dim}), k_cache_[l], v_cache_[l], rows(slots_, n));
-    issue_attention(r, l, capture);
-    matmul(attn, w.o, h, linear_);
-    reduce(h);
-    // x += attention; y = rmsnorm(x)
-    ops::add_rms_norm_out(x, h, w.ffn_norm, c.rms_eps, y, Tensor(), x);
-    if (gate_up_stacked) {
-      const Tensor gate_up = rows(gate_up_, n);
-      matmul(y, w.gate_up, gate_up, linear_);
-      ops::swiglu_out(gate_up, act);  // each row's halves: the same elementwise silu(gate) * up
-    } else {
-      const Tensor gate = rows(gate_, n), up = rows(up_, n);
-      matmul(y, w.gate, gate, linear_);
-      matmul(y, w.up, up, linear_);
-      ops::swiglu_out(gate, up, act);
-    }
-    matmul(act, w.down, h, linear_);
-    reduce(h);
-    ops::add_out(x, h, x);
+  embed(rows(ids_, n), token_embd_, rows(x_, n));
+  LayerStep s{.config = &c, .n = n, .heads = heads_, .kv_heads = kv_heads_, .linear = linear_};
+  s.x = rows(x_, n);
+  s.h = rows(h_, n);
+  s.y = rows(y_, n);
+  s.q = q_rows(n);
+  s.k = stacked ? part(qkv1_, q_dim_, kv_dim_) : rows(k_, n);
+  s.v = stacked ? part(qkv1_, q_dim_ + kv_dim_, kv_dim_) : rows(v_, n);
+  if (stacked) s.qkv1 = qkv1_;
+  s.attn = rows(attn_, n);
+  s.act = rows(act_, n);
+  if (gate_up_.defined()) {  // gate|up as one GEMV for any number of rows (the fused weights are loaded)
+    s.gate_up = rows(gate_up_, n);
+  } else {
+    s.gate = rows(gate_, n);
+    s.up = rows(up_, n);
+  }
+  s.positions = rows(positions_, n);
+  s.slots = rows(slots_, n);
+  std::size_t layer = 0;
+  s.attention = [&] { issue_attention(r, layer, capture); };
+  s.reduce = [this](const Tensor& partial) { reduce(partial); };
+  for (; layer < layers_.size(); ++layer) {
+    s.w = &layers_[layer];
+    s.k_cache = k_cache_[layer];
+    s.v_cache = v_cache_[layer];
+    arch_.layer(s);
   }
   if (!r.logits) return;
+  const Tensor x = s.x;
   const std::int64_t last = r.prefill ? 1 : n;  // the rows whose next token is wanted
   const Tensor last_x = r.prefill ? x.narrow(0, n - 1, 1) : x;
   ops::rms_norm_out(last_x, output_norm_, c.rms_eps, rows(last_, last));
-  matmul(rows(last_, last), output_, rows(logits_, last), linear_);
+  matmul(rows(last_, last), output_, Tensor(), rows(logits_, last), linear_);
   issue_sampling(last, rows(logits_, last));
 }
 

@@ -52,6 +52,8 @@
 
 namespace npugraph::llm {
 
+class Architecture;
+
 struct Sequence {
   std::vector<std::int32_t> tokens;  // prompt + generated so far
   std::int64_t cached = 0;           // tokens whose KV is in the cache
@@ -64,10 +66,10 @@ inline constexpr std::array<std::int64_t, 5> kBuckets{1, 2, 4, 8, 16};
 
 class ModelRunner {
  public:
-  ModelRunner(std::shared_ptr<const LlamaModel> model, const EngineOptions& options);
+  ModelRunner(std::shared_ptr<const Model> model, const EngineOptions& options);
   ~ModelRunner();
 
-  const LlamaModel& model() const { return *model_; }
+  const Model& model() const { return *model_; }
   BlockManager& blocks() { return blocks_; }
   std::int64_t max_batch() const { return max_batch_; }
   std::int64_t bucket_for(std::int64_t batch) const;
@@ -97,13 +99,14 @@ class ModelRunner {
   // The partial sums of w.o and w.down summed over the ranks (tensor parallel), else nothing.
   void reduce(const Tensor& partial);
 
-  std::shared_ptr<const LlamaModel> model_;
+  std::shared_ptr<const Model> model_;
   EngineOptions options_;
   // This rank's attention and MLP widths (the model's whole ones without tensor parallelism: Note
   // [Tensor-parallel split]): query heads, KV heads, q columns (heads x head_dim), k / v columns, FFN.
   std::int64_t heads_, kv_heads_, q_dim_, kv_dim_, ffn_;
   std::int64_t max_batch_, max_rows_, max_blocks_;
   Device device_;
+  const Architecture& arch_;        // its layer forward (Note [Architectures])
   ops::QuantLinearOptions linear_;  // the quantised projections' (EngineOptions::activations)
   Stream stream_, update_stream_;
   BlockManager blocks_;

@@ -117,7 +117,12 @@ TEST(LlmEngine, BadRequestsAndOptionsGiveNamedErrors) {
       [] { llm::Engine e({.model = "/nonexistent/model.gguf"}); }, {"/nonexistent/model.gguf", "no such file"}));
   const auto gpt2 = ngtest::write_tiny_llama("tiny_gpt2.gguf", {.architecture = "gpt2"});
   EXPECT_TRUE(throws<npugraph::ArgumentError>([&] { llm::Engine e({.model = gpt2}); },
-                                                   {"tiny_gpt2.gguf", "general.architecture = 'gpt2'", "llama"}));
+                                                   {"tiny_gpt2.gguf", "general.architecture = 'gpt2'",
+                                                    "npugraph runs llama, qwen2, qwen3"}));
+  // A known architecture whose feature tensors are missing: the loader names the first one.
+  const auto qwen2 = ngtest::write_tiny_llama("tiny_qwen2_no_bias.gguf", {.architecture = "qwen2"});
+  EXPECT_TRUE(throws<npugraph::ArgumentError>([&] { llm::Engine e({.model = qwen2}); },
+                                                   {"tiny_qwen2_no_bias.gguf", "blk.0.attn_q.bias"}));
 }
 
 // A model of K-quant matrices and a Q6_K embedding (Note [Quantisation table]): graph and eager

@@ -50,13 +50,13 @@ std::vector<float> random_values(std::int64_t n, unsigned seed) {
   return v;
 }
 
-llm::LlamaConfig smollm2_shape() {
+llm::ModelConfig smollm2_shape() {
   return {.name = "smollm2-shape", .layers = 30, .hidden = 576, .heads = 9, .kv_heads = 3, .head_dim = 64,
           .ffn = 1536, .vocab = 49152, .context = 2048};
 }
 
 TEST(LlmTensorParallel, SmolLM2SplitsByKvGroupTwoToOneAndOneEach) {
-  const llm::LlamaConfig c = smollm2_shape();
+  const llm::ModelConfig c = smollm2_shape();
   struct Want {
     int rank, size;
     std::int64_t kv0, kv, h0, h, f0, f;
@@ -78,14 +78,14 @@ TEST(LlmTensorParallel, SmolLM2SplitsByKvGroupTwoToOneAndOneEach) {
 }
 
 TEST(LlmTensorParallel, SplitsTheModelDoesNotAllowAreNamedErrors) {
-  const llm::LlamaConfig c = smollm2_shape();
+  const llm::ModelConfig c = smollm2_shape();
   EXPECT_TRUE(throws<npugraph::ArgumentError>([&] { llm::shard_of(c, {.rank = 0, .size = 4}); },
                                               {"tensor parallel size = 4", "at most the 3 KV heads", "KV group"}));
   EXPECT_TRUE(throws<npugraph::ArgumentError>([&] { llm::shard_of(c, {.rank = 0, .size = 0}); },
                                               {"tensor parallel size = 0", "must be >= 1"}));
   EXPECT_TRUE(throws<npugraph::ArgumentError>([&] { llm::shard_of(c, {.rank = 2, .size = 2}); },
                                               {"tensor parallel rank = 2", "[0, 2)"}));
-  llm::LlamaConfig odd = c;
+  llm::ModelConfig odd = c;
   odd.ffn = 1000;
   EXPECT_TRUE(throws<npugraph::ArgumentError>([&] { llm::shard_of(odd, {.rank = 0, .size = 3}); },
                                               {"tensor parallel size = 3", "must divide the FFN width 1000"}));
@@ -139,8 +139,8 @@ TEST(LlmTensorParallel, ARanksLayerIsItsPartOfTheWholeModelStacksIncluded) {
   // The tiny model: hidden 64, 4 query heads and 2 KV heads of 16, FFN 128. Rank 1 of 2: KV head 1,
   // query heads 2-3 (q rows 32..63, k/v rows 16..31, o columns 32..63), FFN columns 64..127.
   const auto path = ngtest::write_tiny_llama("tiny_llama_tp.gguf");
-  const auto whole = llm::LlamaModel::load(path);
-  const auto part = llm::LlamaModel::load(path, {.rank = 1, .size = 2});
+  const auto whole = llm::Model::load(path);
+  const auto part = llm::Model::load(path, {.rank = 1, .size = 2});
   const llm::ModelShard& s = part->shard();
   EXPECT_EQ(s.kv_head0, 1);
   EXPECT_EQ(s.kv_heads, 1);
@@ -181,17 +181,17 @@ TEST(LlmTensorParallel, AModelWhoseHeadsOrFfnCutAQ4BlockIsANamedError) {
   // head_dim 8: a rank's 2 query heads are 16 columns of w.o, half a block.
   const auto narrow_heads = ngtest::write_tiny_llama("tiny_llama_tp_hd8.gguf", {.heads = 8, .kv_heads = 4});
   EXPECT_TRUE(throws<npugraph::ArgumentError>(
-      [&] { llm::LlamaModel::load(narrow_heads, {.rank = 1, .size = 4}); },
+      [&] { llm::Model::load(narrow_heads, {.rank = 1, .size = 4}); },
       {"tiny_llama_tp_hd8.gguf: tensor 'blk.0.attn_output.weight' (tensor-parallel rank 1 of 4: query heads [2, 4))",
        "columns [16, 32)", "cut its blocks of 32"}));
-  EXPECT_NO_THROW(llm::LlamaModel::load(narrow_heads, {.rank = 1, .size = 2}));  // 32 columns each
+  EXPECT_NO_THROW(llm::Model::load(narrow_heads, {.rank = 1, .size = 2}));  // 32 columns each
   // FFN 96 over 2 ranks: 48 columns of w.down each.
   const auto odd_ffn = ngtest::write_tiny_llama("tiny_llama_tp_ffn96.gguf", {.ffn = 96});
   EXPECT_TRUE(throws<npugraph::ArgumentError>(
-      [&] { llm::LlamaModel::load(odd_ffn, {.rank = 0, .size = 2}); },
+      [&] { llm::Model::load(odd_ffn, {.rank = 0, .size = 2}); },
       {"tensor 'blk.0.ffn_down.weight' (tensor-parallel rank 0 of 2: FFN columns [0, 48))", "cut its blocks of 32"}));
   EXPECT_TRUE(throws<npugraph::ArgumentError>(
-      [&] { llm::LlamaModel::load(odd_ffn, {.rank = 0, .size = 3}); },
+      [&] { llm::Model::load(odd_ffn, {.rank = 0, .size = 3}); },
       {"tensor parallel size = 3", "at most the 2 KV heads"}));
 }
 

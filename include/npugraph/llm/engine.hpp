@@ -1,4 +1,4 @@
-// The decode engine: a Llama-architecture GGUF model generating text on npugraph.
+// The decode engine: a GGUF model (llama, qwen2, qwen3) generating text on npugraph.
 //
 //   npugraph::llm::Engine engine({.model = "SmolLM2-135M-Instruct.Q4_1.gguf"});
 //   auto results = engine.generate({{.prompt = "What is a graph?"}},
@@ -26,7 +26,7 @@
 
 namespace npugraph::llm {
 
-class LlamaModel;
+class Model;
 class ModelRunner;
 class TensorParallel;  // npugraph/llm/tensor_parallel.hpp
 
@@ -35,7 +35,7 @@ enum class StepMode { graph, eager };
 enum class GraphOrder { update_then_replay, replay_then_update };
 
 struct EngineOptions {
-  std::filesystem::path model{};         // a Llama-architecture GGUF file
+  std::filesystem::path model{};         // a GGUF file of an architecture in src/llm/arch
   int threads = 0;                       // compute threads (0: every core)
   std::int64_t max_batch = 16;           // sequences decoded together (1..16)
   std::int64_t max_context = 0;          // tokens per sequence, prompt included (0: the model's, at most 2048)
@@ -111,13 +111,13 @@ class Engine {
                                const std::function<void(std::size_t, std::string_view)>& on_text = {});
   // The last generate()'s timings.
   const RunStats& stats() const { return stats_; }
-  const LlamaModel& model() const;
+  const Model& model() const;
   std::int64_t vocab() const;
   const EngineOptions& options() const { return options_; }
 
  private:
   EngineOptions options_;
-  std::shared_ptr<const LlamaModel> model_;
+  std::shared_ptr<const Model> model_;
   std::unique_ptr<ModelRunner> runner_;
   RunStats stats_;
 };

@@ -1,4 +1,5 @@
-// A Llama-architecture model loaded from a GGUF file: its shape, tokenizer and weights.
+// A model loaded from a GGUF file — any architecture of src/llm/arch (Note [Architectures]): its
+// shape, tokenizer and weights.
 //
 // The weights are views of the mapped file (no copy): a block-quantised matrix is an
 // ops::QuantWeight over its bytes, a float matrix or norm a Tensor; both keep the file mapped. A
@@ -31,6 +32,9 @@ struct Matrix {
 struct LayerWeights {
   Tensor attn_norm, ffn_norm;  // float32 [hidden]
   Matrix q, k, v, o, gate, up, down;
+  // The architecture's features (ModelConfig::qkv_bias, qk_norm), undefined without them:
+  // float32 biases of q, k, v (and stacked as qkv_bias beside qkv) and the per-head norms [head_dim].
+  Tensor q_bias, k_bias, v_bias, qkv_bias, q_norm, k_norm;
   // The rows of q, k and v (of gate and up) in one matrix, when their types and widths match: one
   // GEMV instead of three (two) for a single token. q, k, v (gate, up) are then views of its rows.
   Matrix qkv, gate_up;
@@ -43,16 +47,16 @@ struct LayerWeights {
 Matrix slice_rows(const Matrix& m, std::int64_t row0, std::int64_t rows, const std::string& name);
 Matrix slice_cols(const Matrix& m, std::int64_t col0, std::int64_t cols, const std::string& name);
 
-class LlamaModel {
+class Model {
  public:
-  // Opens, checks (LlamaConfig::from_gguf, Tokenizer::from_gguf) and maps the weights. ArgumentError
+  // Opens, checks (ModelConfig::from_gguf, Tokenizer::from_gguf) and maps the weights. ArgumentError
   // naming the file for a missing file, a malformed one, or a model npugraph does not run.
   // With split.size > 1, only rank split.rank's part of the attention and MLP weights (Note
   // [Tensor-parallel split]); ArgumentError naming the size and the rule for a split the model's
   // heads, FFN width or weight blocks do not allow.
-  static std::shared_ptr<const LlamaModel> load(const std::filesystem::path& path, TensorSplit split = {});
+  static std::shared_ptr<const Model> load(const std::filesystem::path& path, TensorSplit split = {});
 
-  const LlamaConfig& config() const { return config_; }
+  const ModelConfig& config() const { return config_; }
   const Tokenizer& tokenizer() const { return *tokenizer_; }
   const GgufFile& file() const { return *file_; }
   // The heads and FFN columns these weights hold (all of them when loaded whole).
@@ -64,9 +68,9 @@ class LlamaModel {
   std::vector<LayerWeights> layers;
 
  private:
-  LlamaModel() = default;
+  Model() = default;
   std::shared_ptr<GgufFile> file_;
-  LlamaConfig config_;
+  ModelConfig config_;
   ModelShard shard_;
   std::unique_ptr<Tokenizer> tokenizer_;
 };

@@ -1,32 +1,41 @@
-// A Llama-architecture model's shape, read from its GGUF metadata and checked against its tensors.
+// A model's shape, read from its GGUF metadata by its architecture (Note [Architectures] in
+// src/llm/arch/architecture.hpp) and checked against its tensors.
 #pragma once
 
 #include <cstdint>
 #include <string>
 
 #include "npugraph/llm/gguf.hpp"
+#include "npugraph/ops/rope.hpp"
 
 namespace npugraph::llm {
 
-struct LlamaConfig {
+struct ModelConfig {
   std::string name{};               // general.name, for messages
-  std::int64_t layers = 0;          // llama.block_count
-  std::int64_t hidden = 0;          // llama.embedding_length
-  std::int64_t heads = 0;           // llama.attention.head_count
-  std::int64_t kv_heads = 0;        // llama.attention.head_count_kv
-  std::int64_t head_dim = 0;        // hidden / heads (llama.rope.dimension_count must agree)
-  std::int64_t ffn = 0;             // llama.feed_forward_length
-  std::int64_t vocab = 0;           // llama.vocab_size, or the token list's length
-  std::int64_t context = 0;         // llama.context_length
-  double rope_theta = 10000.0;      // llama.rope.freq_base
-  double rms_eps = 1e-5;            // llama.attention.layer_norm_rms_epsilon
+  std::string architecture{};       // general.architecture: "llama", "qwen2", "qwen3"
+  std::int64_t layers = 0;          // <arch>.block_count
+  std::int64_t hidden = 0;          // <arch>.embedding_length
+  std::int64_t heads = 0;           // <arch>.attention.head_count
+  std::int64_t kv_heads = 0;        // <arch>.attention.head_count_kv
+  std::int64_t head_dim = 0;        // <arch>.attention.key_length, else hidden / heads
+  std::int64_t ffn = 0;             // <arch>.feed_forward_length
+  std::int64_t vocab = 0;           // <arch>.vocab_size, or the token list's length
+  std::int64_t context = 0;         // <arch>.context_length
+  double rope_theta = 10000.0;      // <arch>.rope.freq_base
+  double rms_eps = 1e-5;            // <arch>.attention.layer_norm_rms_epsilon
   bool tied_embeddings = false;     // no output.weight: the output projection is token_embd
+  // What the architecture's layers have beyond Llama's (set by the architecture, not read):
+  ops::RopeStyle rope_style = ops::RopeStyle::norm;  // llama: adjacent pairs; qwen: halves (neox)
+  bool qkv_bias = false;            // attn_q/k/v.bias added to the projections (qwen2)
+  bool qk_norm = false;             // attn_q_norm / attn_k_norm: RMSNorm of each head (qwen3)
 
   // Reads and checks the metadata and every tensor the forward pass needs (names, shapes, and types
-  // npugraph computes on: F32 norms; F32/F16 matrices and the ops layer's quantisation types, ops::kQuantTable). ArgumentError naming the file
-  // and the key or tensor for anything else — an architecture other than llama included.
-  static LlamaConfig from_gguf(const GgufFile& file);
+  // npugraph computes on: F32 norms and biases; F32/F16 matrices and the ops layer's quantisation
+  // types, ops::kQuantTable). ArgumentError naming the file and the key or tensor for anything
+  // else — an architecture npugraph does not run included.
+  static ModelConfig from_gguf(const GgufFile& file);
 
+  std::int64_t q_dim() const { return heads * head_dim; }
   std::int64_t kv_dim() const { return kv_heads * head_dim; }
 };
 

@@ -28,7 +28,7 @@
 
 namespace npugraph::llm {
 
-struct LlamaConfig;
+struct ModelConfig;
 
 // Which rank of how many (size 1: the whole model).
 struct TensorSplit {
@@ -46,8 +46,8 @@ struct ModelShard {
 
 // The shard of `split` for a model of shape `c`. ArgumentError naming the value and the rule for a
 // size below 1, a rank outside [0, size), more ranks than KV heads, or an FFN width the size does
-// not divide. (Block alignment of the column cuts depends on the weights' types: LlamaModel::load.)
-ModelShard shard_of(const LlamaConfig& c, TensorSplit split);
+// not divide. (Block alignment of the column cuts depends on the weights' types: Model::load.)
+ModelShard shard_of(const ModelConfig& c, TensorSplit split);
 
 // What the engine needs of a tensor-parallel group. One object per rank; every rank makes the same
 // calls in the same order (the engine does: the same scheduler on the same requests).

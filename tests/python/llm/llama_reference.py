@@ -1,11 +1,12 @@
-"""An independent Llama forward pass in numpy (float64), written from the Llama equations, reading the
+"""An independent Llama / Qwen 2 / Qwen 3 forward pass in numpy (float64), written from the Llama equations, reading the
 weights through llama.cpp's `gguf` package (not npugraph's reader): the reference the engine's logits
 are checked against (test_engine_reference.py).
 
     x = embed(tokens)
     for each layer:
-        h = rmsnorm(x) * attn_norm;  q, k, v = h Wq^T, h Wk^T, h Wv^T
-        q, k = rope(q), rope(k)          # GGUF Llama files: adjacent pairs (2i, 2i+1), theta^(-2i/D)
+        h = rmsnorm(x) * attn_norm;  q, k, v = h Wq^T (+ bq), h Wk^T (+ bk), h Wv^T (+ bv)   # qwen2 biases
+        q, k = rmsnorm(q_head) * q_norm, rmsnorm(k_head) * k_norm                      # qwen3 only
+        q, k = rope(q), rope(k)   # llama: adjacent pairs (2i, 2i+1); qwen: halves; theta^(-2i/D)
         a = softmax(q k^T / sqrt(D) + causal) v   (each query head on its KV head, GQA)
         x = x + a Wo^T
         h = rmsnorm(x) * ffn_norm;  x = x + (silu(h Wg^T) * (h Wu^T)) Wd^T
@@ -45,14 +46,17 @@ class LlamaReference:
 
         reader = gguf.GGUFReader(str(path))
         arch = _field(reader, "general.architecture")
-        assert arch == "llama", arch
-        self.layers = int(_field(reader, "llama.block_count"))
-        self.hidden = int(_field(reader, "llama.embedding_length"))
-        self.heads = int(_field(reader, "llama.attention.head_count"))
-        self.kv_heads = int(_field(reader, "llama.attention.head_count_kv"))
-        self.eps = float(_field(reader, "llama.attention.layer_norm_rms_epsilon"))
-        self.theta = float(_field(reader, "llama.rope.freq_base"))
-        self.head_dim = self.hidden // self.heads
+        assert arch in ("llama", "qwen2", "qwen3"), arch
+        self.arch = arch
+        self.layers = int(_field(reader, f"{arch}.block_count"))
+        self.hidden = int(_field(reader, f"{arch}.embedding_length"))
+        self.heads = int(_field(reader, f"{arch}.attention.head_count"))
+        self.kv_heads = int(_field(reader, f"{arch}.attention.head_count_kv"))
+        self.eps = float(_field(reader, f"{arch}.attention.layer_norm_rms_epsilon"))
+        self.theta = float(_field(reader, f"{arch}.rope.freq_base"))
+        key_length = f"{arch}.attention.key_length"
+        self.head_dim = (int(_field(reader, key_length)) if key_length in reader.fields
+                         else self.hidden // self.heads)
         tensors = {t.name: t for t in reader.tensors}
 
         def weight(name):
@@ -66,23 +70,30 @@ class LlamaReference:
         self.blocks = []
         for i in range(self.layers):
             p = f"blk.{i}."
-            self.blocks.append({k: weight(p + k + ".weight") for k in (
+            block = {k: weight(p + k + ".weight") for k in (
                 "attn_norm", "attn_q", "attn_k", "attn_v", "attn_output", "ffn_norm", "ffn_gate",
-                "ffn_up", "ffn_down")})
+                "ffn_up", "ffn_down")}
+            for k in ("attn_q", "attn_k", "attn_v"):  # qwen2: biases on the projections
+                block[k + ".bias"] = weight(p + k + ".bias") if p + k + ".bias" in tensors else 0.0
+            for k in ("attn_q_norm", "attn_k_norm"):  # qwen3: an RMSNorm of each head
+                block[k] = weight(p + k + ".weight") if p + k + ".weight" in tensors else None
+            self.blocks.append(block)
 
     def _rmsnorm(self, x, g):
         return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + self.eps) * g
 
     def _rope(self, x, positions):
-        # x [T, heads, D]: rotate adjacent pairs (2i, 2i + 1) by position * theta^(-2i / D).
+        # x [T, heads, D]: rotate pair i by position * theta^(-2i / D); Llama GGUF files pair
+        # adjacent values (2i, 2i + 1), Qwen's pair the halves (i, i + D/2) (llama.cpp's NEOX).
         d = self.head_dim
         inv = self.theta ** (-np.arange(0, d, 2, dtype=np.float64) / d)
         angles = positions[:, None] * inv[None, :]
         cos, sin = np.cos(angles)[:, None, :], np.sin(angles)[:, None, :]
-        a, b = x[..., 0::2], x[..., 1::2]
+        lo, hi = (slice(0, d // 2), slice(d // 2, d)) if self.arch != "llama" else (slice(0, d, 2), slice(1, d, 2))
+        a, b = x[..., lo], x[..., hi]
         out = np.empty_like(x)
-        out[..., 0::2] = a * cos - b * sin
-        out[..., 1::2] = b * cos + a * sin
+        out[..., lo] = a * cos - b * sin
+        out[..., hi] = b * cos + a * sin
         return out
 
     def logits(self, tokens, q8_rows=None):
@@ -106,9 +117,12 @@ class LlamaReference:
         causal = np.triu(np.full((t_len, t_len), -np.inf), k=1)
         for w in self.blocks:
             h = self._rmsnorm(x, w["attn_norm"])
-            q = self._rope(mm(h, w["attn_q"]).reshape(t_len, self.heads, self.head_dim), positions)
-            k = self._rope(mm(h, w["attn_k"]).reshape(t_len, self.kv_heads, self.head_dim), positions)
-            v = mm(h, w["attn_v"]).reshape(t_len, self.kv_heads, self.head_dim)
+            q = (mm(h, w["attn_q"]) + w["attn_q.bias"]).reshape(t_len, self.heads, self.head_dim)
+            k = (mm(h, w["attn_k"]) + w["attn_k.bias"]).reshape(t_len, self.kv_heads, self.head_dim)
+            v = (mm(h, w["attn_v"]) + w["attn_v.bias"]).reshape(t_len, self.kv_heads, self.head_dim)
+            if w["attn_q_norm"] is not None:
+                q, k = self._rmsnorm(q, w["attn_q_norm"]), self._rmsnorm(k, w["attn_k_norm"])
+            q, k = self._rope(q, positions), self._rope(k, positions)
             att = np.empty((t_len, self.heads, self.head_dim))
             for n in range(self.heads):
                 kv = n // group
@@ -116,7 +130,7 @@ class LlamaReference:
                 p = np.exp(s - s.max(axis=1, keepdims=True))
                 p /= p.sum(axis=1, keepdims=True)
                 att[:, n, :] = p @ v[:, kv, :]
-            x = x + mm(att.reshape(t_len, self.hidden), w["attn_output"])
+            x = x + mm(att.reshape(t_len, self.heads * self.head_dim), w["attn_output"])
             h = self._rmsnorm(x, w["ffn_norm"])
             gate, up = mm(h, w["ffn_gate"]), mm(h, w["ffn_up"])
             x = x + mm(gate / (1.0 + np.exp(-gate)) * up, w["ffn_down"])

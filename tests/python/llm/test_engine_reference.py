@@ -59,13 +59,15 @@ K_QUANT_MIX = {"token_embd": "Q6_K", "attn_q": "Q4_K", "attn_k": "Q4_K", "attn_v
                "attn_output": "Q5_K", "ffn_gate": "Q5_0", "ffn_up": "Q5_0", "ffn_down": "Q4_K"}
 
 
-def write_tiny_model(path, layers=2, hidden=64, heads=4, kv_heads=2, ffn=128, seed=3, weight_types=None):
+def write_tiny_model(path, layers=2, hidden=64, heads=4, kv_heads=2, ffn=128, seed=3, weight_types=None,
+                     arch="llama", head_dim=None):
     """weight_types: tensor kind ("attn_q", "token_embd", ...) -> ggml type name; default Q4_1 matrices
-    and a Q8_0 embedding."""
+    and a Q8_0 embedding. arch "qwen2" adds q/k/v biases, "qwen3" per-head q/k norms and (with
+    head_dim) heads * head_dim != hidden, as the real Qwen 3 files have."""
     rng = np.random.default_rng(seed)
     tokens = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"] + byte_alphabet() + ["he", "ll"]
     types = [3, 3, 3] + [1] * 258
-    w = gguf.GGUFWriter(str(path), arch="llama")
+    w = gguf.GGUFWriter(str(path), arch=arch)
     w.add_block_count(layers)
     w.add_context_length(256)
     w.add_embedding_length(hidden)
@@ -74,7 +76,11 @@ def write_tiny_model(path, layers=2, hidden=64, heads=4, kv_heads=2, ffn=128, se
     w.add_head_count_kv(kv_heads)
     w.add_rope_freq_base(10000.0)
     w.add_layer_norm_rms_eps(1e-5)
-    w.add_rope_dimension_count(hidden // heads)
+    head_dim = head_dim or hidden // heads
+    w.add_rope_dimension_count(head_dim)
+    if head_dim != hidden // heads:
+        w.add_key_length(head_dim)
+        w.add_value_length(head_dim)
     w.add_vocab_size(len(tokens))
     w.add_tokenizer_model("gpt2")
     w.add_tokenizer_pre("smollm")
@@ -98,17 +104,24 @@ def write_tiny_model(path, layers=2, hidden=64, heads=4, kv_heads=2, ffn=128, se
     def norm(name):
         w.add_tensor(name, (1.0 + 0.1 * rng.standard_normal(hidden)).astype(np.float32))
 
-    kv_dim = hidden // heads * kv_heads
+    kv_dim = head_dim * kv_heads
+    q_dim = head_dim * heads
     s = 1.0 / np.sqrt(hidden)
     matrix("token_embd.weight", len(tokens), hidden, 1.0, qtypes.Q8_0)
     norm("output_norm.weight")
     for i in range(layers):
         p = f"blk.{i}."
         norm(p + "attn_norm.weight")
-        matrix(p + "attn_q.weight", hidden, hidden, 2 * s)
+        matrix(p + "attn_q.weight", q_dim, hidden, 2 * s)
         matrix(p + "attn_k.weight", kv_dim, hidden, 2 * s)
         matrix(p + "attn_v.weight", kv_dim, hidden, s)
-        matrix(p + "attn_output.weight", hidden, hidden, s)
+        matrix(p + "attn_output.weight", hidden, q_dim, s)
+        if arch == "qwen2":
+            for name, n in (("attn_q", q_dim), ("attn_k", kv_dim), ("attn_v", kv_dim)):
+                w.add_tensor(p + name + ".bias", (0.5 * rng.standard_normal(n)).astype(np.float32))
+        if arch == "qwen3":
+            for name in ("attn_q_norm", "attn_k_norm"):
+                w.add_tensor(p + name + ".weight", (1.0 + 0.2 * rng.standard_normal(head_dim)).astype(np.float32))
         norm(p + "ffn_norm.weight")
         matrix(p + "ffn_gate.weight", ffn, hidden, s)
         matrix(p + "ffn_up.weight", ffn, hidden, s)
@@ -199,6 +212,17 @@ def test_tiny_k_quant_model_logits_match_the_numpy_reference(tiny_k):
 
 def test_tiny_k_quant_model_graph_and_eager_are_bitwise_equal_for_a_ragged_five(tiny_k):
     graph_equals_eager(tiny_k, ["a", "hello there, how are you", "xyz", "the quick brown fox", "ok"], 10, 8)
+
+
+@pytest.mark.parametrize("arch,head_dim", [("qwen2", None), ("qwen3", None), ("qwen3", 32)])
+def test_tiny_qwen_models_match_the_numpy_reference_and_graph_equals_eager(tmp_path, arch, head_dim):
+    """The architecture seam (issue 34): Qwen 2's q/k/v biases and Qwen 3's per-head q/k norms
+    (with head_dim 32: heads * head_dim = 128 != hidden 64), rope over each head's halves."""
+    model = write_tiny_model(tmp_path / f"{arch}.gguf", arch=arch, head_dim=head_dim)
+    for mode in ("graph", "eager"):
+        for activations in (None, "f32"):
+            check_against_reference(model, "hello world", 16, mode=mode, activations=activations)
+    graph_equals_eager(model, ["a", "hello there, how are you", "xyz", "the quick brown fox", "ok"], 10, 8)
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,81 @@
+// Model architectures: what differs between GGUF model families. Note [Architectures].
+//
+// Note [Architectures]
+// An architecture is three things: its hyper-parameters, read from its own metadata keys
+// ("<arch>.block_count", ...) with the features its layers have (rope style, q/k/v biases, q/k
+// norms); the tensors those features add; and its layer forward, the ops one transformer layer
+// issues and their order. One file per architecture in src/llm/arch, as llama.cpp keeps
+// src/models/<arch>.cpp: llama.cpp (Llama 2/3, SmolLM2), qwen2.cpp (q/k/v biases, rotate-half
+// rope), qwen3.cpp (an RMSNorm over each query and key head before rope, head_dim from
+// attention.key_length). Qwen 2 and 3 are the Llama layer with those features switched on, so
+// they share its forward (llama_layer) and differ in their configure(); an architecture whose
+// layer differs in structure writes its own layer(). Everything else is shared and knows no
+// architecture: the loader (model.cpp loads the feature tensors the config asks for), the runner
+// (buffers, paged KV cache, prefill, the captured decode step with one task group per attention
+// layer, updates, sampling — it calls layer() once per layer, handing it the attention launch and
+// the tensor-parallel reduction as callbacks), the tokenizer and the engine.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+
+#include "npugraph/llm/model.hpp"
+#include "npugraph/llm/model_config.hpp"
+#include "npugraph/ops/linear.hpp"
+#include "npugraph/tensor.hpp"
+
+namespace npugraph::llm {
+
+// What one layer's forward reads and writes: the runner's persistent buffers for `n` tokens.
+struct LayerStep {
+  const ModelConfig* config = nullptr;
+  const LayerWeights* w = nullptr;
+  std::int64_t n = 0;
+  std::int64_t heads = 0, kv_heads = 0;  // this rank's (Note [Tensor-parallel split])
+  ops::QuantLinearOptions linear{};
+  Tensor x;                    // [n, hidden] float32: the residual stream, updated in place
+  Tensor h, y;                 // [n, hidden] scratch
+  Tensor q, k, v;              // [n, heads * head_dim], [n, kv_heads * head_dim]
+  Tensor qkv1;                 // defined: one token, q|k|v as one GEMV into it (q, k, v its parts)
+  Tensor attn, act;            // [n, heads * head_dim], [n, ffn]
+  Tensor gate, up, gate_up;    // gate_up defined: gate|up as one GEMV, swiglu reading its halves
+  Tensor positions, slots;     // [n] int32
+  Tensor k_cache, v_cache;     // this layer's
+  std::function<void()> attention;            // FIA over q and the cache into attn (a task group)
+  std::function<void(const Tensor&)> reduce;  // sums a partial result over the ranks (or nothing)
+};
+
+class Architecture {
+ public:
+  virtual ~Architecture() = default;
+  virtual std::string_view name() const = 0;
+  // Reads the architecture's hyper-parameters into c and sets its features; ArgumentError naming
+  // the file and the key for a missing or bad value.
+  virtual void configure(const GgufFile& file, ModelConfig& c) const = 0;
+  // Issues one layer's ops on the current stream.
+  virtual void layer(const LayerStep& s) const = 0;
+};
+
+// The architecture of general.architecture = `name`; ArgumentError naming the file, the value and
+// the architectures npugraph runs.
+const Architecture& architecture(std::string_view name, const std::string& file);
+std::string architecture_names();  // "llama, qwen2, qwen3"
+
+// Shared by the Llama-like architectures (arch/llama.cpp): the "<prefix>.*" keys Llama has, and
+// the Llama layer with the features the config switches on.
+void read_llama_keys(const GgufFile& file, const std::string& prefix, ModelConfig& c);
+void llama_layer(const LayerStep& s);
+
+// A projection: weight_quant_linear or linear, q8 activations only where the weight's type has a
+// kernel for them (Note [Quantisation table]). bias may be undefined.
+void matmul(const Tensor& x, const Matrix& w, const Tensor& bias, const Tensor& out,
+            const ops::QuantLinearOptions& o);
+
+// The architectures, one definition each (arch/<name>.cpp).
+const Architecture& llama_architecture();
+const Architecture& qwen2_architecture();
+const Architecture& qwen3_architecture();
+
+}  // namespace npugraph::llm

@@ -1,0 +1,122 @@
+// The Llama architecture (Llama 2/3, SmolLM2; Note [Architectures]): its metadata keys and its
+// layer, which Qwen 2 and 3 reuse with their features switched on.
+//
+//   h = rmsnorm(x) * attn_norm
+//   q, k, v = h Wq^T (+ bq), h Wk^T (+ bk), h Wv^T (+ bv)
+//   [qwen3] q, k = rmsnorm of each head * attn_q_norm, attn_k_norm
+//   q, k = rope(q), rope(k)          (llama: adjacent pairs, ggml's "norm"; qwen: halves, "neox")
+//   cache[slots] = k, v;  a = attention(q, cache)
+//   x = x + a Wo^T;  h = rmsnorm(x) * ffn_norm;  x = x + (silu(h Wg^T) * (h Wu^T)) Wd^T
+#include "llm/arch/architecture.hpp"
+
+#include "npugraph/error.hpp"
+#include "npugraph/ops/elementwise.hpp"
+#include "npugraph/ops/kv_cache.hpp"
+#include "npugraph/ops/rms_norm.hpp"
+#include "npugraph/ops/rope.hpp"
+#include "npugraph/ops/swiglu.hpp"
+
+namespace npugraph::llm {
+namespace {
+
+std::int64_t positive(const GgufFile& f, const std::string& key) {
+  const auto v = f.get<std::int64_t>(key);
+  NG_CHECK_ARG(v > 0, f.name(), ": ", key, " = ", v, ": must be positive");
+  return v;
+}
+
+class Llama final : public Architecture {
+ public:
+  std::string_view name() const override { return "llama"; }
+  void configure(const GgufFile& f, ModelConfig& c) const override { read_llama_keys(f, "llama", c); }
+  void layer(const LayerStep& s) const override { llama_layer(s); }
+};
+
+}  // namespace
+
+const Architecture& llama_architecture() {
+  static const Llama arch;
+  return arch;
+}
+
+void read_llama_keys(const GgufFile& f, const std::string& a, ModelConfig& c) {
+  c.layers = positive(f, a + ".block_count");
+  c.hidden = positive(f, a + ".embedding_length");
+  c.heads = positive(f, a + ".attention.head_count");
+  c.kv_heads = f.has(a + ".attention.head_count_kv") ? positive(f, a + ".attention.head_count_kv") : c.heads;
+  c.ffn = positive(f, a + ".feed_forward_length");
+  c.context = positive(f, a + ".context_length");
+  c.rope_theta = f.get_or<float>(a + ".rope.freq_base", 10000.0f);
+  c.rms_eps = f.get_or<float>(a + ".attention.layer_norm_rms_epsilon", 1e-5f);
+  NG_CHECK_ARG(c.heads % c.kv_heads == 0, f.name(), ": ", a, ".attention.head_count = ", c.heads,
+               ": must be a multiple of ", a, ".attention.head_count_kv = ", c.kv_heads);
+  if (f.has(a + ".attention.key_length")) {
+    c.head_dim = positive(f, a + ".attention.key_length");
+    const auto value_length = f.get_or<std::int64_t>(a + ".attention.value_length", c.head_dim);
+    NG_CHECK_ARG(value_length == c.head_dim, f.name(), ": ", a, ".attention.value_length = ", value_length,
+                 ": npugraph needs it equal to ", a, ".attention.key_length = ", c.head_dim);
+  } else {
+    NG_CHECK_ARG(c.hidden % c.heads == 0, f.name(), ": ", a, ".embedding_length = ", c.hidden,
+                 ": must be a multiple of ", a, ".attention.head_count = ", c.heads,
+                 " (or the file must give ", a, ".attention.key_length)");
+    c.head_dim = c.hidden / c.heads;
+  }
+  if (auto rope = f.find<std::int64_t>(a + ".rope.dimension_count"))
+    NG_CHECK_ARG(*rope == c.head_dim, f.name(), ": ", a, ".rope.dimension_count = ", *rope,
+                 ": npugraph rotates the whole head (", c.head_dim, ")");
+  const auto tokens = f.find<std::vector<std::string>>("tokenizer.ggml.tokens");
+  c.vocab = f.has(a + ".vocab_size") ? positive(f, a + ".vocab_size")
+                                     : static_cast<std::int64_t>(tokens ? tokens->size() : 0);
+  NG_CHECK_ARG(c.vocab > 0, f.name(), ": neither ", a, ".vocab_size nor tokenizer.ggml.tokens gives the vocabulary");
+  NG_CHECK_ARG(c.rms_eps > 0, f.name(), ": ", a, ".attention.layer_norm_rms_epsilon = ", c.rms_eps,
+               ": must be positive");
+  NG_CHECK_ARG(c.rope_theta > 0, f.name(), ": ", a, ".rope.freq_base = ", c.rope_theta, ": must be positive");
+}
+
+void matmul(const Tensor& x, const Matrix& w, const Tensor& bias, const Tensor& out, const ops::QuantLinearOptions& o) {
+  if (!w.quant.defined()) return ops::linear_out(x, w.dense, bias, out);
+  if (o.activations == ops::Activations::q8 && !ops::quant_traits(w.quant.type()).q8_kernel)
+    return ops::weight_quant_linear_out(x, w.quant, bias, out, {.activations = ops::Activations::f32});
+  ops::weight_quant_linear_out(x, w.quant, bias, out, o);
+}
+
+void llama_layer(const LayerStep& s) {
+  const ModelConfig& c = *s.config;
+  const LayerWeights& w = *s.w;
+  const std::int64_t n = s.n, hd = c.head_dim;
+  ops::rms_norm_out(s.x, w.attn_norm, c.rms_eps, s.h);
+  if (s.qkv1.defined()) {
+    matmul(s.h, w.qkv, w.qkv_bias, s.qkv1.view({1, s.qkv1.numel()}), s.linear);
+  } else {
+    matmul(s.h, w.q, w.q_bias, s.q, s.linear);
+    matmul(s.h, w.k, w.k_bias, s.k, s.linear);
+    matmul(s.h, w.v, w.v_bias, s.v, s.linear);
+  }
+  const Tensor q3 = s.q.view({n, s.heads, hd}), k3 = s.k.view({n, s.kv_heads, hd});
+  if (c.qk_norm) {  // each head normalised over its head_dim values, in place
+    ops::rms_norm_out(q3, w.q_norm, c.rms_eps, q3);
+    ops::rms_norm_out(k3, w.k_norm, c.rms_eps, k3);
+  }
+  const ops::RopeOptions rope{.theta = c.rope_theta, .style = c.rope_style};
+  ops::rotary_embedding_out(s.positions, q3, q3, rope);
+  ops::rotary_embedding_out(s.positions, k3, k3, rope);
+  ops::reshape_and_cache(k3, s.v.view({n, s.kv_heads, hd}), s.k_cache, s.v_cache, s.slots);
+  s.attention();
+  matmul(s.attn, w.o, Tensor(), s.h, s.linear);
+  s.reduce(s.h);
+  // x += attention; y = rmsnorm(x)
+  ops::add_rms_norm_out(s.x, s.h, w.ffn_norm, c.rms_eps, s.y, Tensor(), s.x);
+  if (s.gate_up.defined()) {
+    matmul(s.y, w.gate_up, Tensor(), s.gate_up, s.linear);
+    ops::swiglu_out(s.gate_up, s.act);  // each row's halves: the same elementwise silu(gate) * up
+  } else {
+    matmul(s.y, w.gate, Tensor(), s.gate, s.linear);
+    matmul(s.y, w.up, Tensor(), s.up, s.linear);
+    ops::swiglu_out(s.gate, s.up, s.act);
+  }
+  matmul(s.act, w.down, Tensor(), s.h, s.linear);
+  s.reduce(s.h);
+  ops::add_out(s.x, s.h, s.x);
+}
+
+}  // namespace npugraph::llm
