@@ -10,6 +10,8 @@
 #include "bindings.hpp"
 #include "npugraph/error.hpp"
 #include "npugraph/llm/engine.hpp"
+#include "npugraph/llm/gguf.hpp"
+#include "npugraph/llm/tokenizer.hpp"
 
 namespace npugraph::python {
 namespace {
@@ -133,6 +135,30 @@ keep_full_logits). on_text(index, piece) receives each request's text as it is d
       .def_property_readonly("stats", [](const llm::Engine& e) { return stats_dict(e.stats()); },
                              "Timings of the last generate(): prefill/decode tokens and seconds, host time split")
       .def_property_readonly("vocab_size", [](const llm::Engine& e) { return e.vocab(); });
+  py::class_<llm::Tokenizer>(llm, "Tokenizer", R"doc(
+The tokenizer a GGUF file carries (byte-level BPE, tokenizer.ggml.model "gpt2", or SentencePiece
+BPE, "llama"), read from the file's metadata.
+
+Tokenizer(model): model is the GGUF file's path.
+)doc")
+      .def(py::init([](const std::string& model) {
+             py::gil_scoped_release release;
+             return llm::Tokenizer::from_gguf(llm::GgufFile::open(model));
+           }),
+           py::arg("model"))
+      .def("encode",
+           [](const llm::Tokenizer& t, const std::string& text, bool add_special, bool parse_special) {
+             return t.encode(text, {.parse_special = parse_special, .add_special = add_special});
+           },
+           py::arg("text"), py::kw_only(), py::arg("add_special") = true, py::arg("parse_special") = true,
+           "Token ids of text (BOS/EOS where the file asks for them when add_special).")
+      .def("decode",
+           [](const llm::Tokenizer& t, const std::vector<std::int32_t>& ids, bool skip_special) {
+             return t.decode(ids, {.skip_special = skip_special});
+           },
+           py::arg("ids"), py::kw_only(), py::arg("skip_special") = false,
+           "The text of ids (ill-formed UTF-8 as U+FFFD).")
+      .def_property_readonly("vocab_size", &llm::Tokenizer::vocab_size);
 }
 
 }  // namespace npugraph::python

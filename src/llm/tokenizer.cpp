@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "llm/tokenizer_pretokenize.hpp"
+#include "llm/tokenizer_spm.hpp"
 #include "llm/tokenizer_unicode.hpp"
 #include "npugraph/error.hpp"
 #include "npugraph/llm/gguf.hpp"
@@ -57,8 +58,14 @@ struct Tokenizer::State {
   std::vector<std::int32_t> end_of_generation;
   std::optional<ChatTemplate> chat;
   std::string chat_error;
+  // SentencePiece ("llama"; Note [SentencePiece tokenizer]): scores instead of merges.
+  bool spm = false;
+  bool add_space_prefix = true;
+  std::vector<float> scores;
+  spm::Vocab spm_vocab;
 
   void bpe(std::string_view piece, std::vector<std::int32_t>& out) const;
+  // One stretch of text between special tokens (SentencePiece: each gets the dummy prefix).
   void encode_plain(std::string_view text, std::vector<std::int32_t>& out) const;
   void append_bytes(std::int32_t id, std::string& out, const DecodeOptions& options) const;
 };
@@ -74,10 +81,12 @@ Tokenizer Tokenizer::from_gguf(const GgufFile& file) {
   const std::string& f = s->file;
 
   const auto model = file.get<std::string>("tokenizer.ggml.model");
-  NG_CHECK_ARG(model == "gpt2", "GGUF file '", f, "': tokenizer.ggml.model is '", model,
-               "'; npugraph reads byte-level BPE tokenizers ('gpt2') only");
+  NG_CHECK_ARG(model == "gpt2" || model == "llama", "GGUF file '", f, "': tokenizer.ggml.model is '", model,
+               "'; npugraph reads byte-level BPE ('gpt2') and SentencePiece BPE ('llama') tokenizers");
+  s->spm = model == "llama";
   const auto pre = file.get_or<std::string>("tokenizer.ggml.pre", "default");
-  if (pre == "default" || pre == "gpt2") s->pre = PreTokenizer::gpt2;
+  if (s->spm) s->pre = PreTokenizer::gpt2;  // not used: SentencePiece splits on nothing but specials
+  else if (pre == "default" || pre == "gpt2") s->pre = PreTokenizer::gpt2;
   else if (pre == "smollm" || pre == "starcoder" || pre == "refact") s->pre = PreTokenizer::smollm;
   else
     NG_THROW(ArgumentError, "GGUF file '", f, "': tokenizer.ggml.pre is '", pre,
@@ -105,6 +114,21 @@ Tokenizer Tokenizer::from_gguf(const GgufFile& file) {
     s->ids.emplace(s->tokens[i], static_cast<std::int32_t>(i));
   }
 
+  if (s->spm) {
+    s->scores = file.get<std::vector<float>>("tokenizer.ggml.scores");
+    NG_CHECK_ARG(s->scores.size() == n, "GGUF file '", f, "': tokenizer.ggml.scores has ", s->scores.size(),
+                 " entries for ", n, " tokens");
+    s->add_space_prefix = file.get_or<bool>("tokenizer.ggml.add_space_prefix", true);
+    s->spm_vocab.ids = &s->ids;
+    s->spm_vocab.scores = &s->scores;
+    s->spm_vocab.types = &s->types;
+    s->spm_vocab.byte_token.fill(-1);
+    for (std::size_t i = 0; i < n; ++i)
+      if (const int b = spm::byte_value(s->tokens[i]); b >= 0 && s->types[i] == TokenType::byte &&
+                                                      s->spm_vocab.byte_token[b] < 0)
+        s->spm_vocab.byte_token[b] = static_cast<std::int32_t>(i);
+  }
+
   // Bytes whose token the vocabulary lacks (SmolLM2's has none for 21 bytes that text rarely or never
   // holds: 0x04, 0x06, 0x13, 0x14, 0x16, 0x1D, 0xC0, 0xC1, 0xF1, 0xF2, 0xF5..0xFF) are dropped by
   // encode, as Hugging Face tokenizers (with no unk token) and llama.cpp drop them. As in HF, the
@@ -118,7 +142,7 @@ Tokenizer Tokenizer::from_gguf(const GgufFile& file) {
     s->byte_token[b] = it == s->ids.end() ? -1 : it->second;
   }
 
-  const auto merges = file.get<std::vector<std::string>>("tokenizer.ggml.merges");
+  const auto merges = s->spm ? std::vector<std::string>{} : file.get<std::vector<std::string>>("tokenizer.ggml.merges");
   NG_CHECK_ARG(merges.size() <= static_cast<std::size_t>(INT32_MAX), "GGUF file '", f,
                "': too many merges");
   s->merges.reserve(merges.size());
@@ -147,7 +171,8 @@ Tokenizer Tokenizer::from_gguf(const GgufFile& file) {
   s->eos = special_id("tokenizer.ggml.eos_token_id");
   s->pad = special_id("tokenizer.ggml.padding_token_id");
   s->eot = special_id("tokenizer.ggml.eot_token_id");
-  s->add_bos = file.get_or<bool>("tokenizer.ggml.add_bos_token", false);
+  s->spm_vocab.unk = special_id("tokenizer.ggml.unknown_token_id");
+  s->add_bos = file.get_or<bool>("tokenizer.ggml.add_bos_token", s->spm);  // SentencePiece files: BOS by default
   s->add_eos = file.get_or<bool>("tokenizer.ggml.add_eos_token", false);
 
   for (std::size_t i = 0; i < n; ++i) {
@@ -234,6 +259,8 @@ void Tokenizer::State::bpe(std::string_view piece, std::vector<std::int32_t>& ou
 }
 
 void Tokenizer::State::encode_plain(std::string_view text, std::vector<std::int32_t>& out) const {
+  if (text.empty()) return;
+  if (spm) return spm::encode(spm::escape_whitespace(text, add_space_prefix), spm_vocab, out);
   std::vector<std::string_view> pieces;
   pre_tokenize(pre, text, pieces);
   for (std::string_view p : pieces) bpe(p, out);
@@ -283,6 +310,7 @@ void Tokenizer::State::append_bytes(std::int32_t id, std::string& out,
     out += text;
     return;
   }
+  if (spm) return spm::append_piece(text, t, out);
   // Byte-level: each code point of the token stands for one byte; any other is kept as UTF-8.
   for (std::size_t i = 0; i < text.size();) {
     const unicode::Step st = unicode::next(text, i);

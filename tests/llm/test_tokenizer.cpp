@@ -249,12 +249,44 @@ TEST(TokenizerChat, MissingOrUnsupportedTemplateIsReportedOnUse) {
   EXPECT_ARG_ERROR(Tokenizer::from_gguf(g).chat_template(), "odd.gguf", "{{ messages }}");
 }
 
+// SentencePiece BPE (Note [SentencePiece tokenizer]) on a hand-made vocabulary: the highest score
+// merges first, a character without a piece falls back to its <0xXX> byte token or to <unk>.
+TEST(TokenizerSpm, HandMadeVocabulary) {
+  GgufWriter w;
+  w.str("tokenizer.ggml.model", "llama");
+  w.str_array("tokenizer.ggml.tokens", {"<unk>", "<s>", "</s>", "<0x7A>", "\xe2\x96\x81", "a", "b",
+                                        "\xe2\x96\x81" "a", "ab", "\xe2\x96\x81" "ab"});
+  w.array<float>("tokenizer.ggml.scores", GgufType::f32, {0, 0, 0, 0, -10, -1, -2, -5, -3, -4});
+  w.array<std::int32_t>("tokenizer.ggml.token_type", GgufType::i32, {2, 3, 3, 6, 1, 1, 1, 1, 1, 1});
+  w.u32("tokenizer.ggml.bos_token_id", 1);
+  w.u32("tokenizer.ggml.eos_token_id", 2);
+  w.u32("tokenizer.ggml.unknown_token_id", 0);
+  const Tokenizer t = Tokenizer::from_gguf(GgufFile::from_bytes(w.build(), "spm.gguf"));
+  using Ids = std::vector<std::int32_t>;
+  const EncodeOptions plain{.add_special = false};
+  EXPECT_EQ(t.encode("ab", plain), (Ids{9}));  // "ab" (-3) before "▁a" (-5), then "▁ab" (-4)
+  EXPECT_EQ(t.encode("ba", plain), (Ids{4, 6, 5}));
+  EXPECT_EQ(t.encode("az", plain), (Ids{7, 3}));  // z: byte fallback
+  EXPECT_EQ(t.encode("\xc3\xa4", plain), (Ids{4, 0, 0}));  // no byte tokens for C3 A4: <unk> each
+  EXPECT_EQ(t.encode("ab</s>ba"), (Ids{1, 9, 2, 4, 6, 5}));  // BOS by default; a prefix per stretch
+  EXPECT_EQ(t.decode(Ids{7, 3, 2, 9}), " az</s> ab");
+  EXPECT_EQ(t.decode(Ids{7, 3, 2, 9}, {.skip_special = true}), " az ab");
+}
+
 TEST(TokenizerLoad, MalformedMetadataIsNamed) {
   auto load = [](const ngtest::Bytes& b) { return Tokenizer::from_gguf(GgufFile::from_bytes(b, "bad.gguf")); };
   {
     GgufWriter w;
+    w.str("tokenizer.ggml.model", "bert");
+    EXPECT_ARG_ERROR(load(w.build()), "bad.gguf", "tokenizer.ggml.model is 'bert'",
+                     "byte-level BPE ('gpt2') and SentencePiece BPE ('llama')");
+  }
+  {  // SentencePiece: scores for every token
+    GgufWriter w;
     w.str("tokenizer.ggml.model", "llama");
-    EXPECT_ARG_ERROR(load(w.build()), "bad.gguf", "tokenizer.ggml.model is 'llama'", "'gpt2'");
+    w.str_array("tokenizer.ggml.tokens", {"<unk>", "<s>", "a"});
+    w.array<float>("tokenizer.ggml.scores", GgufType::f32, {0.0f, 0.0f});
+    EXPECT_ARG_ERROR(load(w.build()), "bad.gguf", "tokenizer.ggml.scores has 2 entries for 3 tokens");
   }
   EXPECT_ARG_ERROR(load(tokenizer_file(small_vocab(), "qwen2")), "bad.gguf",
                    "tokenizer.ggml.pre is 'qwen2'");

@@ -1,5 +1,7 @@
-// The tokenizer a GGUF file carries: byte-level BPE ("gpt2" in tokenizer.ggml.model), its
-// pre-tokenizer (tokenizer.ggml.pre), special tokens and chat template.
+// The tokenizer a GGUF file carries: byte-level BPE ("gpt2" in tokenizer.ggml.model) with its
+// pre-tokenizer (tokenizer.ggml.pre), or SentencePiece BPE ("llama": pieces with scores, byte
+// fallback; Note [SentencePiece tokenizer] in src/llm/tokenizer_spm.cpp); special tokens and the
+// chat template. What follows describes the byte-level BPE; SentencePiece differs as that Note says.
 //
 // encode: the text is split on special tokens first (control and user-defined tokens, longest match
 // at the leftmost position), each other part is pre-tokenized (the regex split the `pre` type names,
@@ -85,7 +87,7 @@ class ChatTemplate {
 class Tokenizer {
  public:
   // ArgumentError naming the file and key for anything missing, mistyped or unsupported: a model
-  // other than "gpt2", an unknown `pre`, token/type arrays of different lengths, a merge whose parts
+  // other than "gpt2" or "llama", an unknown `pre` (gpt2), scores missing or of another length (llama), token/type arrays of different lengths, a merge whose parts
   // or result are not tokens, special ids out of range.
   static Tokenizer from_gguf(const GgufFile& file);
 

@@ -3,7 +3,7 @@ The decode engine: a GGUF model (llama, qwen2, qwen3) generating text
 """
 from __future__ import annotations
 import typing
-__all__: list[str] = ['Engine']
+__all__: list[str] = ['Engine', 'Tokenizer']
 class Engine:
     """
     
@@ -33,6 +33,27 @@ class Engine:
     def stats(self) -> dict:
         """
         Timings of the last generate(): prefill/decode tokens and seconds, host time split
+        """
+    @property
+    def vocab_size(self) -> int:
+        ...
+class Tokenizer:
+    """
+    
+    The tokenizer a GGUF file carries (byte-level BPE, tokenizer.ggml.model "gpt2", or SentencePiece
+    BPE, "llama"), read from the file's metadata.
+    
+    Tokenizer(model): model is the GGUF file's path.
+    """
+    def __init__(self, model: str) -> None:
+        ...
+    def decode(self, ids: list[int], *, skip_special: bool = False) -> str:
+        """
+        The text of ids (ill-formed UTF-8 as U+FFFD).
+        """
+    def encode(self, text: str, *, add_special: bool = True, parse_special: bool = True) -> list[int]:
+        """
+        Token ids of text (BOS/EOS where the file asks for them when add_special).
         """
     @property
     def vocab_size(self) -> int:
