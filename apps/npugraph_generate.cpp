@@ -1,4 +1,4 @@
-// npugraph-generate: text from a GGUF model (llama, qwen2, qwen3) on npugraph, eager and/or graph mode.
+// npugraph-generate: text from a GGUF model (llama, qwen2, qwen3, gemma3) on npugraph, eager and/or graph mode.
 //
 //   npugraph-generate [--model PATH] --prompt TEXT [--max-tokens N] [--batch B] [--mode graph|eager|both]
 //                     [--order update-first|replay-first] [--threads T] [--temperature X] [--top-k K]

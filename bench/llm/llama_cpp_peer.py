@@ -109,7 +109,9 @@ def main():
     llm = llama_cpp.Llama(args.model, n_ctx=512, n_batch=512, n_ubatch=512, n_threads=args.threads,
                           n_threads_batch=args.threads, verbose=False)
     n_vocab = llm.n_vocab()
-    prompt_tokens = llm.tokenize(prompt.encode(), add_bos=False, special=False)
+    # add_bos=True: BOS where the file asks for it (tokenizer.ggml.add_bos_token: Gemma yes, SmolLM2 no),
+    # as npugraph adds it
+    prompt_tokens = llm.tokenize(prompt.encode(), add_bos=True, special=False)
     load1 = os.getloadavg()[0]
     llama_run(llm, prompt_tokens, n_vocab)  # warm: first touch of the weights, the thread pool
     best_prefill, best_decode, tokens = None, None, None

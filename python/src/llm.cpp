@@ -70,9 +70,9 @@ py::dict stats_dict(const llm::RunStats& s) {
 }  // namespace
 
 void bind_llm(py::module_& m) {
-  py::module_ llm = m.def_submodule("llm", "The decode engine: a GGUF model (llama, qwen2, qwen3) generating text");
+  py::module_ llm = m.def_submodule("llm", "The decode engine: a GGUF model (llama, qwen2, qwen3, gemma3) generating text");
   py::class_<llm::Engine>(llm, "Engine", R"doc(
-Loads a GGUF model (architectures llama, qwen2, qwen3) and generates text with continuous batching; each decode step
+Loads a GGUF model (architectures llama, qwen2, qwen3, gemma3) and generates text with continuous batching; each decode step
 is captured once per batch-size bucket and updated in place (mode="graph"), or run op by op
 (mode="eager").
 

@@ -218,6 +218,10 @@ std::shared_ptr<const Model> Model::load(const std::filesystem::path& path, Tens
       w.q_norm = norm(f, p + "attn_q_norm.weight");
       w.k_norm = norm(f, p + "attn_k_norm.weight");
     }
+    if (m->config_.post_norms) {
+      w.post_attn_norm = norm(f, p + "post_attention_norm.weight");
+      w.post_ffn_norm = norm(f, p + "post_ffw_norm.weight");
+    }
     if (split.size > 1) shard_layer(w, m->config_, m->shard_, f->name(), p);
     w.qkv = stack_rows({&w.q, &w.k, &w.v});
     if (w.qkv.defined() && m->config_.qkv_bias) w.qkv_bias = cat({w.q_bias, w.k_bias, w.v_bias});

@@ -68,6 +68,10 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& f) {
       expect(f, p + "attn_q_norm.weight", {c.head_dim}, false);
       expect(f, p + "attn_k_norm.weight", {c.head_dim}, false);
     }
+    if (c.post_norms) {
+      expect(f, p + "post_attention_norm.weight", {c.hidden}, false);
+      expect(f, p + "post_ffw_norm.weight", {c.hidden}, false);
+    }
   }
   return c;
 }

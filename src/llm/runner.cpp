@@ -101,7 +101,8 @@ ModelRunner::ModelRunner(std::shared_ptr<const Model> model, const EngineOptions
     LayerWeights& lw = layers_.emplace_back();
     for (auto [to, from] : {std::pair{&lw.attn_norm, &w.attn_norm}, {&lw.ffn_norm, &w.ffn_norm}, {&lw.q_bias, &w.q_bias},
                             {&lw.k_bias, &w.k_bias}, {&lw.v_bias, &w.v_bias}, {&lw.qkv_bias, &w.qkv_bias},
-                            {&lw.q_norm, &w.q_norm}, {&lw.k_norm, &w.k_norm}})
+                            {&lw.q_norm, &w.q_norm}, {&lw.k_norm, &w.k_norm}, {&lw.post_attn_norm, &w.post_attn_norm},
+                            {&lw.post_ffn_norm, &w.post_ffn_norm}})
       *to = on_device(*from);
     for (auto [to, from] : {std::pair{&lw.q, &w.q}, {&lw.k, &w.k}, {&lw.v, &w.v}, {&lw.o, &w.o}, {&lw.gate, &w.gate},
                             {&lw.up, &w.up}, {&lw.down, &w.down}, {&lw.qkv, &w.qkv}, {&lw.gate_up, &w.gate_up}})
@@ -231,7 +232,7 @@ ops::FiaOptions ModelRunner::attention_options(const Rows& r) const {
   o.block_table = r.block_table;
   o.num_heads = heads_;
   o.num_key_value_heads = kv_heads_;
-  o.scale = 1.0 / std::sqrt(static_cast<double>(c.head_dim));
+  o.scale = c.attention_scale > 0 ? c.attention_scale : 1.0 / std::sqrt(static_cast<double>(c.head_dim));
   o.input_layout = "BSH";
   o.block_size = options_.block_size;
   if (r.prefill && r.q_len > 1) {  // bottom-right causal over the cached prefix and this chunk
@@ -281,6 +282,7 @@ void ModelRunner::issue_step(const Rows& r, Bucket* capture) {
     return all.narrow(0, start, length).view({1, length});
   };
   embed(rows(ids_, n), token_embd_, rows(x_, n));
+  if (c.embedding_scale != 1.0) ops::scale_out(rows(x_, n), c.embedding_scale, rows(x_, n));
   LayerStep s{.config = &c, .n = n, .heads = heads_, .kv_heads = kv_heads_, .linear = linear_};
   s.x = rows(x_, n);
   s.h = rows(h_, n);
@@ -303,6 +305,7 @@ void ModelRunner::issue_step(const Rows& r, Bucket* capture) {
   s.attention = [&] { issue_attention(r, layer, capture); };
   s.reduce = [this](const Tensor& partial) { reduce(partial); };
   for (; layer < layers_.size(); ++layer) {
+    s.layer = static_cast<std::int64_t>(layer);
     s.w = &layers_[layer];
     s.k_cache = k_cache_[layer];
     s.v_cache = v_cache_[layer];

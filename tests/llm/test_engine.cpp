@@ -118,7 +118,7 @@ TEST(LlmEngine, BadRequestsAndOptionsGiveNamedErrors) {
   const auto gpt2 = ngtest::write_tiny_llama("tiny_gpt2.gguf", {.architecture = "gpt2"});
   EXPECT_TRUE(throws<npugraph::ArgumentError>([&] { llm::Engine e({.model = gpt2}); },
                                                    {"tiny_gpt2.gguf", "general.architecture = 'gpt2'",
-                                                    "npugraph runs llama, qwen2, qwen3"}));
+                                                    "npugraph runs llama, qwen2, qwen3, gemma3"}));
   // A known architecture whose feature tensors are missing: the loader names the first one.
   const auto qwen2 = ngtest::write_tiny_llama("tiny_qwen2_no_bias.gguf", {.architecture = "qwen2"});
   EXPECT_TRUE(throws<npugraph::ArgumentError>([&] { llm::Engine e({.model = qwen2}); },

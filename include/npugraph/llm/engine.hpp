@@ -1,4 +1,4 @@
-// The decode engine: a GGUF model (llama, qwen2, qwen3) generating text on npugraph.
+// The decode engine: a GGUF model (llama, qwen2, qwen3, gemma3) generating text on npugraph.
 //
 //   npugraph::llm::Engine engine({.model = "SmolLM2-135M-Instruct.Q4_1.gguf"});
 //   auto results = engine.generate({{.prompt = "What is a graph?"}},

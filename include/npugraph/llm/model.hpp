@@ -35,6 +35,7 @@ struct LayerWeights {
   // The architecture's features (ModelConfig::qkv_bias, qk_norm), undefined without them:
   // float32 biases of q, k, v (and stacked as qkv_bias beside qkv) and the per-head norms [head_dim].
   Tensor q_bias, k_bias, v_bias, qkv_bias, q_norm, k_norm;
+  Tensor post_attn_norm, post_ffn_norm;  // ModelConfig::post_norms: float32 [hidden]
   // The rows of q, k and v (of gate and up) in one matrix, when their types and widths match: one
   // GEMV instead of three (two) for a single token. q, k, v (gate, up) are then views of its rows.
   Matrix qkv, gate_up;

@@ -12,7 +12,7 @@ namespace npugraph::llm {
 
 struct ModelConfig {
   std::string name{};               // general.name, for messages
-  std::string architecture{};       // general.architecture: "llama", "qwen2", "qwen3"
+  std::string architecture{};       // general.architecture: "llama", "qwen2", "qwen3", "gemma3"
   std::int64_t layers = 0;          // <arch>.block_count
   std::int64_t hidden = 0;          // <arch>.embedding_length
   std::int64_t heads = 0;           // <arch>.attention.head_count
@@ -27,7 +27,19 @@ struct ModelConfig {
   // What the architecture's layers have beyond Llama's (set by the architecture, not read):
   ops::RopeStyle rope_style = ops::RopeStyle::norm;  // llama: adjacent pairs; qwen: halves (neox)
   bool qkv_bias = false;            // attn_q/k/v.bias added to the projections (qwen2)
-  bool qk_norm = false;             // attn_q_norm / attn_k_norm: RMSNorm of each head (qwen3)
+  bool qk_norm = false;             // attn_q_norm / attn_k_norm: RMSNorm of each head (qwen3, gemma3)
+  bool post_norms = false;          // post_attention_norm / post_ffw_norm on each sublayer's output (gemma3)
+  double embedding_scale = 1.0;     // the embeddings times this (gemma3: sqrt(hidden))
+  double attention_scale = 0.0;     // FIA's scale; 0: 1 / sqrt(head_dim)
+  // Sliding-window layers (gemma3): every layer but each global_every-th one (layer % global_every
+  // == global_every - 1) attends to the last sliding_window tokens only, with rope base
+  // rope_theta_local. 0: none.
+  std::int64_t sliding_window = 0;
+  std::int64_t global_every = 0;
+  double rope_theta_local = 0.0;
+  bool is_sliding(std::int64_t layer) const {
+    return sliding_window > 0 && global_every > 0 && layer % global_every != global_every - 1;
+  }
 
   // Reads and checks the metadata and every tensor the forward pass needs (names, shapes, and types
   // npugraph computes on: F32 norms and biases; F32/F16 matrices and the ops layer's quantisation

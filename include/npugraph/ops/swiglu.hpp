@@ -19,6 +19,12 @@ Tensor npu_swiglu(const Tensor& x, int dim = -1);
 void swiglu_out(const Tensor& gate, const Tensor& up, const Tensor& out);
 Tensor swiglu(const Tensor& gate, const Tensor& up);
 
+// GeGLU (Gemma's FFN): out = gelu_tanh(gate) * up, GELU's tanh approximation
+// 0.5 * a * (1 + tanh(sqrt(2 / pi) * (a + 0.044715 * a^3))), the same two forms and kernel (cpu only:
+// UnsupportedError on a cuda device).
+void geglu_out(const Tensor& x, const Tensor& out);
+void geglu_out(const Tensor& gate, const Tensor& up, const Tensor& out);
+
 const KernelDef& swiglu_kernel();
 
 }  // namespace npugraph::ops

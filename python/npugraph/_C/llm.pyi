@@ -1,5 +1,5 @@
 """
-The decode engine: a GGUF model (llama, qwen2, qwen3) generating text
+The decode engine: a GGUF model (llama, qwen2, qwen3, gemma3) generating text
 """
 from __future__ import annotations
 import typing
@@ -7,7 +7,7 @@ __all__: list[str] = ['Engine', 'Tokenizer']
 class Engine:
     """
     
-    Loads a GGUF model (architectures llama, qwen2, qwen3) and generates text with continuous batching; each decode step
+    Loads a GGUF model (architectures llama, qwen2, qwen3, gemma3) and generates text with continuous batching; each decode step
     is captured once per batch-size bucket and updated in place (mode="graph"), or run op by op
     (mode="eager").
     

@@ -7,7 +7,8 @@
 // issues and their order. One file per architecture in src/llm/arch, as llama.cpp keeps
 // src/models/<arch>.cpp: llama.cpp (Llama 2/3, SmolLM2), qwen2.cpp (q/k/v biases, rotate-half
 // rope), qwen3.cpp (an RMSNorm over each query and key head before rope, head_dim from
-// attention.key_length). Qwen 2 and 3 are the Llama layer with those features switched on, so
+// attention.key_length), gemma3.cpp (its own layer: post-sublayer norms, GeGLU, scaled embeddings,
+// sliding-window layers with their own rope base). Qwen 2 and 3 are the Llama layer with those features switched on, so
 // they share its forward (llama_layer) and differ in their configure(); an architecture whose
 // layer differs in structure writes its own layer(). Everything else is shared and knows no
 // architecture: the loader (model.cpp loads the feature tensors the config asks for), the runner
@@ -32,6 +33,7 @@ namespace npugraph::llm {
 struct LayerStep {
   const ModelConfig* config = nullptr;
   const LayerWeights* w = nullptr;
+  std::int64_t layer = 0;
   std::int64_t n = 0;
   std::int64_t heads = 0, kv_heads = 0;  // this rank's (Note [Tensor-parallel split])
   ops::QuantLinearOptions linear{};
@@ -61,7 +63,7 @@ class Architecture {
 // The architecture of general.architecture = `name`; ArgumentError naming the file, the value and
 // the architectures npugraph runs.
 const Architecture& architecture(std::string_view name, const std::string& file);
-std::string architecture_names();  // "llama, qwen2, qwen3"
+std::string architecture_names();  // "llama, qwen2, qwen3, gemma3"
 
 // Shared by the Llama-like architectures (arch/llama.cpp): the "<prefix>.*" keys Llama has, and
 // the Llama layer with the features the config switches on.
@@ -77,5 +79,6 @@ void matmul(const Tensor& x, const Matrix& w, const Tensor& bias, const Tensor& 
 const Architecture& llama_architecture();
 const Architecture& qwen2_architecture();
 const Architecture& qwen3_architecture();
+const Architecture& gemma3_architecture();
 
 }  // namespace npugraph::llm

@@ -7,8 +7,8 @@
 namespace npugraph::llm {
 namespace {
 
-std::array<const Architecture*, 3> all() {
-  return {&llama_architecture(), &qwen2_architecture(), &qwen3_architecture()};
+std::array<const Architecture*, 4> all() {
+  return {&llama_architecture(), &qwen2_architecture(), &qwen3_architecture(), &gemma3_architecture()};
 }
 
 }  // namespace

@@ -18,14 +18,10 @@ void swiglu_cpu(const void* raw, std::size_t size, const ExecContext& ctx) {
 const KernelDef kSwiglu{.name = "swiglu", .cpu = swiglu_cpu,
                         .cuda = NG_LLM_CUDA_SLOT(&swiglu_impl::swiglu_cuda)};
 
-}  // namespace
-
-const KernelDef& swiglu_kernel() { return kSwiglu; }
-
-void swiglu_out(const Tensor& x, const Tensor& out) {
+// The one-input form of both gated activations: x = [gate, up] halves.
+void gated_halves(const char* op, swiglu_impl::GateFn fn, const Tensor& x, const Tensor& out) {
   const Stream& stream = current_stream_ref(x.device());
   const UpdateErrorGuard guard(stream);
-  constexpr const char* op = "swiglu";
   check_float(op, "x", x);
   NG_CHECK_ARG(x.dim() >= 1 && x.size(-1) > 0 && x.size(-1) % 2 == 0, op, ": x = ", x.str(),
                ": its last dim must be even (the halves [a, b])");
@@ -45,27 +41,15 @@ void swiglu_out(const Tensor& x, const Tensor& out) {
   p.in_stride = 2 * H;
   p.in_dtype = x.dtype();
   p.out_dtype = out.dtype();
+  p.fn = fn;
   const Tensor* uses[] = {&x, &out};
   launch(stream, kSwiglu, p, uses);
 }
 
-Tensor npu_swiglu(const Tensor& x, int dim) {
-  check_float("swiglu", "x", x);
-  NG_CHECK_ARG(dim == -1 || dim == x.dim() - 1, "swiglu: dim = ", dim,
-               ": only the last dim (-1) is supported (x = ", x.str(), ")");
-  NG_CHECK_ARG(x.dim() >= 1 && x.size(-1) % 2 == 0, "swiglu: x = ", x.str(),
-               ": its last dim must be even (the halves [a, b])");
-  Shape s = x.shape();
-  s[s.size() - 1] = x.size(-1) / 2;
-  Tensor out = empty(s, x.dtype(), x.device());
-  swiglu_out(x, out);
-  return out;
-}
-
-void swiglu_out(const Tensor& gate, const Tensor& up, const Tensor& out) {
+// The two-input form: gate and up of one shape.
+void gated_pair(const char* op, swiglu_impl::GateFn fn, const Tensor& gate, const Tensor& up, const Tensor& out) {
   const Stream& stream = current_stream_ref(gate.device());
   const UpdateErrorGuard guard(stream);
-  constexpr const char* op = "swiglu";
   check_float(op, "gate", gate);
   NG_CHECK_ARG(gate.dim() >= 1 && gate.size(-1) > 0, op, ": gate = ", gate.str(),
                ": must have a last dim of positive size");
@@ -86,8 +70,48 @@ void swiglu_out(const Tensor& gate, const Tensor& up, const Tensor& out) {
   p.in_stride = p.H;
   p.in_dtype = gate.dtype();
   p.out_dtype = out.dtype();
+  p.fn = fn;
   const Tensor* uses[] = {&gate, &up, &out};
   launch(stream, kSwiglu, p, uses);
+}
+
+void no_cuda_geglu(const Tensor& t) {
+  if (t.device().type() == DeviceType::cuda)
+    NG_THROW(UnsupportedError, "geglu: ", t.str(), " on ", t.device().str(),
+             ": the cuda kernel computes swiglu only (geglu runs on the cpu)");
+}
+
+}  // namespace
+
+const KernelDef& swiglu_kernel() { return kSwiglu; }
+
+void swiglu_out(const Tensor& x, const Tensor& out) { gated_halves("swiglu", swiglu_impl::GateFn::silu, x, out); }
+
+void geglu_out(const Tensor& x, const Tensor& out) {
+  no_cuda_geglu(x);
+  gated_halves("geglu", swiglu_impl::GateFn::gelu_tanh, x, out);
+}
+
+void geglu_out(const Tensor& gate, const Tensor& up, const Tensor& out) {
+  no_cuda_geglu(gate);
+  gated_pair("geglu", swiglu_impl::GateFn::gelu_tanh, gate, up, out);
+}
+
+Tensor npu_swiglu(const Tensor& x, int dim) {
+  check_float("swiglu", "x", x);
+  NG_CHECK_ARG(dim == -1 || dim == x.dim() - 1, "swiglu: dim = ", dim,
+               ": only the last dim (-1) is supported (x = ", x.str(), ")");
+  NG_CHECK_ARG(x.dim() >= 1 && x.size(-1) % 2 == 0, "swiglu: x = ", x.str(),
+               ": its last dim must be even (the halves [a, b])");
+  Shape s = x.shape();
+  s[s.size() - 1] = x.size(-1) / 2;
+  Tensor out = empty(s, x.dtype(), x.device());
+  swiglu_out(x, out);
+  return out;
+}
+
+void swiglu_out(const Tensor& gate, const Tensor& up, const Tensor& out) {
+  gated_pair("swiglu", swiglu_impl::GateFn::silu, gate, up, out);
 }
 
 Tensor swiglu(const Tensor& gate, const Tensor& up) {

@@ -35,7 +35,21 @@ HWY_INLINE VF Silu_mul(VF a, VF b) {
   return hn::Div(hn::Mul(a, b), hn::Add(hn::Set(df, 1.0f), e));
 }
 
-template <class TI, class TO>
+HWY_INLINE VF Gelu_mul(VF a, VF b) {
+  const DF df;
+  const VF inner = hn::Mul(hn::Set(df, 0.7978845608028654f),  // sqrt(2 / pi)
+                           hn::MulAdd(hn::Mul(hn::Set(df, 0.044715f), hn::Mul(a, a)), a, a));
+  const VF t = hn::Tanh(df, inner);
+  return hn::Mul(hn::Mul(hn::Mul(hn::Set(df, 0.5f), a), hn::Add(hn::Set(df, 1.0f), t)), b);
+}
+
+template <GateFn kFn>
+HWY_INLINE VF Gated(VF a, VF b) {
+  if constexpr (kFn == GateFn::gelu_tanh) return Gelu_mul(a, b);
+  else return Silu_mul(a, b);
+}
+
+template <GateFn kFn, class TI, class TO>
 void Rows(const SwigluParams& p, std::int64_t r0, std::int64_t r1) {
   const DF df;
   const auto* gate = static_cast<const TI*>(p.gate);
@@ -49,7 +63,7 @@ void Rows(const SwigluParams& p, std::int64_t r0, std::int64_t r1) {
     TO* o = out + r * p.H;
     std::int64_t i = 0;
     for (; i + kL <= p.H; i += kL) {
-      convert::HWY_NAMESPACE::StoreAsType(df, Silu_mul(LoadAsFloat(a + i), LoadAsFloat(b + i)), o + i);
+      convert::HWY_NAMESPACE::StoreAsType(df, Gated<kFn>(LoadAsFloat(a + i), LoadAsFloat(b + i)), o + i);
     }
     if (i < p.H) {
       const std::int64_t rem = p.H - i;
@@ -57,7 +71,7 @@ void Rows(const SwigluParams& p, std::int64_t r0, std::int64_t r1) {
         ta[j] = j < rem ? a[i + j] : TI(0.0f);
         tb[j] = j < rem ? b[i + j] : TI(0.0f);
       }
-      hn::Store(Silu_mul(LoadAsFloat(ta), LoadAsFloat(tb)), df, buf);
+      hn::Store(Gated<kFn>(LoadAsFloat(ta), LoadAsFloat(tb)), df, buf);
       for (std::int64_t j = 0; j < rem; ++j) o[i + j] = TO(buf[j]);
     }
   }
@@ -77,7 +91,8 @@ void RunSwiglu(const SwigluParams& p, const ExecContext& ctx) {
   dispatch(p.in_dtype, [&](auto ti) {
     dispatch(p.out_dtype, [&](auto to) {
       ctx.parallel_for(p.rows, grain, [&](std::int64_t b, std::int64_t e) {
-        Rows<decltype(ti), decltype(to)>(p, b, e);
+        if (p.fn == GateFn::gelu_tanh) Rows<GateFn::gelu_tanh, decltype(ti), decltype(to)>(p, b, e);
+        else Rows<GateFn::silu, decltype(ti), decltype(to)>(p, b, e);
       });
     });
   });

@@ -111,3 +111,44 @@ TEST(Swiglu, ArgumentErrors) {
 
 }  // namespace
 }  // namespace llm_ops_test
+
+namespace llm_ops_test {
+namespace {
+
+// GeGLU (Gemma's FFN): gelu_tanh(gate) * up against the formula in double, both forms, float32 and
+// half outputs; the same ops replay bitwise; a cuda tensor is refused by name.
+double gelu_mul(double a, double b) {
+  return 0.5 * a * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (a + 0.044715 * a * a * a))) * b;
+}
+
+TEST(Geglu, MatchesTheReferenceInBothForms) {
+  std::uint32_t seed = 40;
+  for (DType out : {DType::f32, DType::bf16})
+    for (const auto& [rows, H] : std::vector<std::pair<std::int64_t, std::int64_t>>{{1, 1}, {3, 17}, {16, 2048}, {5, 100}}) {
+      const Tensor x = random_tensor({rows, 2 * H}, ++seed, DType::f32, -6, 6);
+      Tensor y = ng::empty({rows, H}, out);
+      ng::ops::geglu_out(x, y);
+      const Tensor gate = random_tensor({rows, H}, ++seed, DType::f32, -6, 6);
+      const Tensor up = random_tensor({rows, H}, ++seed, DType::f32, -6, 6);
+      Tensor y2 = ng::empty({rows, H}, out);
+      ng::ops::geglu_out(gate, up, y2);
+      ng::device_synchronize();
+      const auto xv = floats(x), gv = floats(gate), uv = floats(up);
+      const double tol = out == DType::f32 ? 2e-6 : 1.0 / 128;
+      for (std::int64_t r = 0; r < rows; ++r)
+        for (std::int64_t i = 0; i < H; ++i) {
+          const double want = gelu_mul(xv[r * 2 * H + i], xv[r * 2 * H + H + i]);
+          ASSERT_NEAR(at(y, r * H + i), want, tol * (1 + std::fabs(want))) << "x form H=" << H;
+          const double want2 = gelu_mul(gv[r * H + i], uv[r * H + i]);
+          ASSERT_NEAR(at(y2, r * H + i), want2, tol * (1 + std::fabs(want2))) << "gate/up form H=" << H;
+        }
+    }
+  const Tensor x = random_tensor({4, 64}, 50);
+  const Tensor y = ng::empty({4, 32}, DType::f32);
+  expect_replay_matches_eager({y}, [&] { ng::ops::geglu_out(x, y); });
+  EXPECT_ARG_ERROR(ng::ops::geglu_out(random_tensor({2, 5}, 1), ng::empty({2, 2}, DType::f32)), "geglu: x = float32[2, 5]",
+                   "last dim must be even");
+}
+
+}  // namespace
+}  // namespace llm_ops_test

@@ -1,4 +1,4 @@
-"""An independent Llama / Qwen 2 / Qwen 3 forward pass in numpy (float64), written from the Llama equations, reading the
+"""An independent Llama / Qwen 2 / Qwen 3 / Gemma 3 forward pass in numpy (float64), written from the Llama equations, reading the
 weights through llama.cpp's `gguf` package (not npugraph's reader): the reference the engine's logits
 are checked against (test_engine_reference.py).
 
@@ -6,7 +6,9 @@ are checked against (test_engine_reference.py).
     for each layer:
         h = rmsnorm(x) * attn_norm;  q, k, v = h Wq^T (+ bq), h Wk^T (+ bk), h Wv^T (+ bv)   # qwen2 biases
         q, k = rmsnorm(q_head) * q_norm, rmsnorm(k_head) * k_norm                      # qwen3 only
-        q, k = rope(q), rope(k)   # llama: adjacent pairs (2i, 2i+1); qwen: halves; theta^(-2i/D)
+        q, k = rope(q), rope(k)   # llama: adjacent pairs (2i, 2i+1); qwen, gemma: halves; theta^(-2i/D)
+    gemma3 differs: x = embed * sqrt(hidden); each sublayer's output RMS-normed (post norms) before
+    its residual add; GeGLU (tanh GELU) instead of SwiGLU; rope base 10000 on sliding layers.
         a = softmax(q k^T / sqrt(D) + causal) v   (each query head on its KV head, GQA)
         x = x + a Wo^T
         h = rmsnorm(x) * ffn_norm;  x = x + (silu(h Wg^T) * (h Wu^T)) Wd^T
@@ -46,7 +48,7 @@ class LlamaReference:
 
         reader = gguf.GGUFReader(str(path))
         arch = _field(reader, "general.architecture")
-        assert arch in ("llama", "qwen2", "qwen3"), arch
+        assert arch in ("llama", "qwen2", "qwen3", "gemma3"), arch
         self.arch = arch
         self.layers = int(_field(reader, f"{arch}.block_count"))
         self.hidden = int(_field(reader, f"{arch}.embedding_length"))
@@ -75,18 +77,20 @@ class LlamaReference:
                 "ffn_up", "ffn_down")}
             for k in ("attn_q", "attn_k", "attn_v"):  # qwen2: biases on the projections
                 block[k + ".bias"] = weight(p + k + ".bias") if p + k + ".bias" in tensors else 0.0
-            for k in ("attn_q_norm", "attn_k_norm"):  # qwen3: an RMSNorm of each head
+            for k in ("attn_q_norm", "attn_k_norm"):  # qwen3, gemma3: an RMSNorm of each head
+                block[k] = weight(p + k + ".weight") if p + k + ".weight" in tensors else None
+            for k in ("post_attention_norm", "post_ffw_norm"):  # gemma3
                 block[k] = weight(p + k + ".weight") if p + k + ".weight" in tensors else None
             self.blocks.append(block)
 
     def _rmsnorm(self, x, g):
         return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + self.eps) * g
 
-    def _rope(self, x, positions):
+    def _rope(self, x, positions, theta=None):
         # x [T, heads, D]: rotate pair i by position * theta^(-2i / D); Llama GGUF files pair
         # adjacent values (2i, 2i + 1), Qwen's pair the halves (i, i + D/2) (llama.cpp's NEOX).
         d = self.head_dim
-        inv = self.theta ** (-np.arange(0, d, 2, dtype=np.float64) / d)
+        inv = (theta or self.theta) ** (-np.arange(0, d, 2, dtype=np.float64) / d)
         angles = positions[:, None] * inv[None, :]
         cos, sin = np.cos(angles)[:, None, :], np.sin(angles)[:, None, :]
         lo, hi = (slice(0, d // 2), slice(d // 2, d)) if self.arch != "llama" else (slice(0, d, 2), slice(1, d, 2))
@@ -112,17 +116,21 @@ class LlamaReference:
 
         t_len = len(tokens)
         positions = np.arange(t_len, dtype=np.float64)
-        x = self.embd[tokens]
+        gemma = self.arch == "gemma3"
+        x = self.embd[tokens] * (np.sqrt(np.float32(self.hidden)) if gemma else 1.0)
         group = self.heads // self.kv_heads
         causal = np.triu(np.full((t_len, t_len), -np.inf), k=1)
-        for w in self.blocks:
+        for i, w in enumerate(self.blocks):
+            # gemma3: layers i % 6 != 5 use rope base 10000 (and a sliding window, which these
+            # tests' contexts never exceed)
+            theta = 10000.0 if gemma and i % 6 != 5 else self.theta
             h = self._rmsnorm(x, w["attn_norm"])
             q = (mm(h, w["attn_q"]) + w["attn_q.bias"]).reshape(t_len, self.heads, self.head_dim)
             k = (mm(h, w["attn_k"]) + w["attn_k.bias"]).reshape(t_len, self.kv_heads, self.head_dim)
             v = (mm(h, w["attn_v"]) + w["attn_v.bias"]).reshape(t_len, self.kv_heads, self.head_dim)
             if w["attn_q_norm"] is not None:
                 q, k = self._rmsnorm(q, w["attn_q_norm"]), self._rmsnorm(k, w["attn_k_norm"])
-            q, k = self._rope(q, positions), self._rope(k, positions)
+            q, k = self._rope(q, positions, theta), self._rope(k, positions, theta)
             att = np.empty((t_len, self.heads, self.head_dim))
             for n in range(self.heads):
                 kv = n // group
@@ -130,8 +138,13 @@ class LlamaReference:
                 p = np.exp(s - s.max(axis=1, keepdims=True))
                 p /= p.sum(axis=1, keepdims=True)
                 att[:, n, :] = p @ v[:, kv, :]
-            x = x + mm(att.reshape(t_len, self.heads * self.head_dim), w["attn_output"])
+            o = mm(att.reshape(t_len, self.heads * self.head_dim), w["attn_output"])
+            x = x + (self._rmsnorm(o, w["post_attention_norm"]) if gemma else o)
             h = self._rmsnorm(x, w["ffn_norm"])
             gate, up = mm(h, w["ffn_gate"]), mm(h, w["ffn_up"])
-            x = x + mm(gate / (1.0 + np.exp(-gate)) * up, w["ffn_down"])
+            if gemma:  # GeGLU, GELU's tanh approximation
+                act = 0.5 * gate * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (gate + 0.044715 * gate ** 3))) * up
+                x = x + self._rmsnorm(mm(act, w["ffn_down"]), w["post_ffw_norm"])
+            else:
+                x = x + mm(gate / (1.0 + np.exp(-gate)) * up, w["ffn_down"])
         return mm(self._rmsnorm(x, self.output_norm), self.output, np.full(t_len, True) if q8 else None)

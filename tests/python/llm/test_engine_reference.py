@@ -60,7 +60,7 @@ K_QUANT_MIX = {"token_embd": "Q6_K", "attn_q": "Q4_K", "attn_k": "Q4_K", "attn_v
 
 
 def write_tiny_model(path, layers=2, hidden=64, heads=4, kv_heads=2, ffn=128, seed=3, weight_types=None,
-                     arch="llama", head_dim=None):
+                     arch="llama", head_dim=None, rope_theta=10000.0):
     """weight_types: tensor kind ("attn_q", "token_embd", ...) -> ggml type name; default Q4_1 matrices
     and a Q8_0 embedding. arch "qwen2" adds q/k/v biases, "qwen3" per-head q/k norms and (with
     head_dim) heads * head_dim != hidden, as the real Qwen 3 files have."""
@@ -74,10 +74,12 @@ def write_tiny_model(path, layers=2, hidden=64, heads=4, kv_heads=2, ffn=128, se
     w.add_feed_forward_length(ffn)
     w.add_head_count(heads)
     w.add_head_count_kv(kv_heads)
-    w.add_rope_freq_base(10000.0)
+    w.add_rope_freq_base(rope_theta)
     w.add_layer_norm_rms_eps(1e-5)
     head_dim = head_dim or hidden // heads
     w.add_rope_dimension_count(head_dim)
+    if arch == "gemma3":
+        w.add_sliding_window(256)
     if head_dim != hidden // heads:
         w.add_key_length(head_dim)
         w.add_value_length(head_dim)
@@ -119,10 +121,13 @@ def write_tiny_model(path, layers=2, hidden=64, heads=4, kv_heads=2, ffn=128, se
         if arch == "qwen2":
             for name, n in (("attn_q", q_dim), ("attn_k", kv_dim), ("attn_v", kv_dim)):
                 w.add_tensor(p + name + ".bias", (0.5 * rng.standard_normal(n)).astype(np.float32))
-        if arch == "qwen3":
+        if arch in ("qwen3", "gemma3"):
             for name in ("attn_q_norm", "attn_k_norm"):
                 w.add_tensor(p + name + ".weight", (1.0 + 0.2 * rng.standard_normal(head_dim)).astype(np.float32))
         norm(p + "ffn_norm.weight")
+        if arch == "gemma3":
+            norm(p + "post_attention_norm.weight")
+            norm(p + "post_ffw_norm.weight")
         matrix(p + "ffn_gate.weight", ffn, hidden, s)
         matrix(p + "ffn_up.weight", ffn, hidden, s)
         matrix(p + "ffn_down.weight", hidden, ffn, s)
@@ -223,6 +228,20 @@ def test_tiny_qwen_models_match_the_numpy_reference_and_graph_equals_eager(tmp_p
         for activations in (None, "f32"):
             check_against_reference(model, "hello world", 16, mode=mode, activations=activations)
     graph_equals_eager(model, ["a", "hello there, how are you", "xyz", "the quick brown fox", "ok"], 10, 8)
+
+
+def test_tiny_gemma3_model_matches_the_numpy_reference_and_graph_equals_eager(tmp_path):
+    """gemma3's own layer (issue 34): scaled embeddings, post-sublayer norms, GeGLU, per-head q/k
+    norms, head_dim 32 with 4 heads on a hidden width of 64, 7 layers (layer 5 global, rope base
+    1e6; the others sliding, base 1e4; the context stays inside the window)."""
+    model = write_tiny_model(tmp_path / "gemma3.gguf", arch="gemma3", layers=7, head_dim=32, kv_heads=1,
+                             rope_theta=1e6)
+    for mode in ("graph", "eager"):
+        for activations in (None, "f32"):
+            check_against_reference(model, "hello world", 16, mode=mode, activations=activations)
+    graph_equals_eager(model, ["a", "hello there, how are you", "xyz", "the quick brown fox", "ok"], 10, 8)
+    with pytest.raises(npugraph.UnsupportedError, match=r"max_context = 512: .* attend to the last 256 tokens"):
+        npugraph.llm.Engine(str(model), max_context=512)
 
 
 @pytest.fixture(scope="module")

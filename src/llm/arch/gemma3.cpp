@@ -1,0 +1,99 @@
+// Gemma 3 (text; Note [Architectures]): its own layer.
+//
+//   x = embed(tokens) * sqrt(hidden)
+//   per layer:  h = rmsnorm(x) * attn_norm
+//               q, k, v = h Wq^T, h Wk^T, h Wv^T;  q, k = rmsnorm of each head * attn_q_norm / attn_k_norm
+//               q, k = rope(q), rope(k)   (halves; base rope.freq_base on global layers, 10000 on
+//                                          sliding-window ones)
+//               a = attention(q, cache), scale 1 / sqrt(head_dim) (query_pre_attn_scalar = head_dim)
+//               x = x + rmsnorm(a Wo^T) * post_attention_norm
+//               h = rmsnorm(x) * ffn_norm
+//               x = x + rmsnorm((gelu_tanh(h Wg^T) * (h Wu^T)) Wd^T) * post_ffw_norm
+//   logits = (rmsnorm(x) * output_norm) token_embd^T
+// The norms' weights are stored with Gemma's "1 +" already added (llama.cpp's converter does it),
+// so they are plain RMSNorm weights here. Every sixth layer (layer % 6 == 5) is global; the others
+// attend to the last attention.sliding_window tokens, which the engine keeps within reach by
+// bounding the context at the window (EngineOptions::max_context; a longer context is refused
+// until the decode attention takes a window).
+#include "llm/arch/architecture.hpp"
+
+#include <cmath>
+
+#include "npugraph/error.hpp"
+#include "npugraph/ops/elementwise.hpp"
+#include "npugraph/ops/kv_cache.hpp"
+#include "npugraph/ops/rms_norm.hpp"
+#include "npugraph/ops/rope.hpp"
+#include "npugraph/ops/swiglu.hpp"
+
+namespace npugraph::llm {
+namespace {
+
+class Gemma3 final : public Architecture {
+ public:
+  std::string_view name() const override { return "gemma3"; }
+
+  void configure(const GgufFile& f, ModelConfig& c) const override {
+    read_llama_keys(f, "gemma3", c);
+    if (auto type = f.find<std::string>("gemma3.rope.scaling.type"))
+      NG_CHECK_AS(UnsupportedError, *type == "none", f.name(), ": gemma3.rope.scaling.type = '", *type,
+                  "': npugraph's gemma3 runs unscaled rope only (the 270M and 1B models)");
+    c.rope_style = ops::RopeStyle::neox;
+    c.qk_norm = true;
+    c.post_norms = true;
+    c.embedding_scale = std::sqrt(static_cast<double>(c.hidden));
+    c.attention_scale = 1.0 / std::sqrt(static_cast<double>(c.head_dim));
+    c.sliding_window = f.get_or<std::int64_t>("gemma3.attention.sliding_window", 0);
+    c.global_every = 6;
+    c.rope_theta_local = 10000.0;
+  }
+
+  void layer(const LayerStep& s) const override {
+    const ModelConfig& c = *s.config;
+    const LayerWeights& w = *s.w;
+    const std::int64_t n = s.n, hd = c.head_dim;
+    ops::rms_norm_out(s.x, w.attn_norm, c.rms_eps, s.h);
+    if (s.qkv1.defined()) {
+      matmul(s.h, w.qkv, Tensor(), s.qkv1.view({1, s.qkv1.numel()}), s.linear);
+    } else {
+      matmul(s.h, w.q, Tensor(), s.q, s.linear);
+      matmul(s.h, w.k, Tensor(), s.k, s.linear);
+      matmul(s.h, w.v, Tensor(), s.v, s.linear);
+    }
+    const Tensor q3 = s.q.view({n, s.heads, hd}), k3 = s.k.view({n, s.kv_heads, hd});
+    ops::rms_norm_out(q3, w.q_norm, c.rms_eps, q3);
+    ops::rms_norm_out(k3, w.k_norm, c.rms_eps, k3);
+    const ops::RopeOptions rope{.theta = c.is_sliding(s.layer) ? c.rope_theta_local : c.rope_theta,
+                               .style = c.rope_style};
+    ops::rotary_embedding_out(s.positions, q3, q3, rope);
+    ops::rotary_embedding_out(s.positions, k3, k3, rope);
+    ops::reshape_and_cache(k3, s.v.view({n, s.kv_heads, hd}), s.k_cache, s.v_cache, s.slots);
+    s.attention();
+    matmul(s.attn, w.o, Tensor(), s.h, s.linear);
+    s.reduce(s.h);
+    ops::rms_norm_out(s.h, w.post_attn_norm, c.rms_eps, s.h);
+    // x += attention; y = rmsnorm(x)
+    ops::add_rms_norm_out(s.x, s.h, w.ffn_norm, c.rms_eps, s.y, Tensor(), s.x);
+    if (s.gate_up.defined()) {
+      matmul(s.y, w.gate_up, Tensor(), s.gate_up, s.linear);
+      ops::geglu_out(s.gate_up, s.act);
+    } else {
+      matmul(s.y, w.gate, Tensor(), s.gate, s.linear);
+      matmul(s.y, w.up, Tensor(), s.up, s.linear);
+      ops::geglu_out(s.gate, s.up, s.act);
+    }
+    matmul(s.act, w.down, Tensor(), s.h, s.linear);
+    s.reduce(s.h);
+    ops::rms_norm_out(s.h, w.post_ffn_norm, c.rms_eps, s.h);
+    ops::add_out(s.x, s.h, s.x);
+  }
+};
+
+}  // namespace
+
+const Architecture& gemma3_architecture() {
+  static const Gemma3 arch;
+  return arch;
+}
+
+}  // namespace npugraph::llm
