@@ -228,6 +228,7 @@ const bool registered = [] {
     for (const Spec& s : gemv)
       for (Variant v : {Variant::f32, Variant::q8, Variant::q8_packed}) {
         if (v != Variant::f32 && (!is_quant(s) || !ng::ops::quant_traits(quant_of(s)).q8_kernel)) continue;
+        if (v == Variant::q8_packed && !ng::ops::quant_traits(quant_of(s)).rows16) continue;
         for (std::int64_t T : {1, 8})
           benchmark::RegisterBenchmark(
               (std::string(prefix[static_cast<int>(v)]) + "/" + shape_name(s) + "/T:" + std::to_string(T) + sfx).c_str(),

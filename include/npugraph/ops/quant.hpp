@@ -97,7 +97,7 @@ struct QuantTraits {
 inline constexpr QuantTraits kQuantTable[] = {
     {QuantType::q4_0, "Q4_0", kQuantBlock, sizeof(BlockQ4_0), true, true, true},
     {QuantType::q4_1, "Q4_1", kQuantBlock, sizeof(BlockQ4_1), true, true, true},
-    {QuantType::q5_0, "Q5_0", kQuantBlock, sizeof(BlockQ5_0), false, false, false},
+    {QuantType::q5_0, "Q5_0", kQuantBlock, sizeof(BlockQ5_0), true, false, false},
     {QuantType::q8_0, "Q8_0", kQuantBlock, sizeof(BlockQ8_0), true, true, true},
     {QuantType::q4_k, "Q4_K", kQuantBlockK, sizeof(BlockQ4_K), false, false, false},
     {QuantType::q5_k, "Q5_K", kQuantBlockK, sizeof(BlockQ5_K), false, false, false},

@@ -13,6 +13,7 @@
 //     Q4_0  acc += (float(sum_lane (n_j - 8) q_j) * d) * d_w
 //     Q4_1  acc += (float(sum_lane n_j q_j) * d) * d_w;  acc += (float(sum_lane q_j) * d) * m_w
 //     Q8_0  acc += (float(sum_lane w_j q_j) * d) * d_w
+//     Q5_0  acc += (float(sum_lane (n_j + 16 h_j - 16) q_j) * d) * d_w   (h_j: element j's fifth bit)
 // (each += one multiply-add after one float32 product), over the blocks in ascending order;
 // y[t, n] = the horizontal sum of the lanes, plus the bias. 16-lane targets (AVX3) take the blocks
 // two at a time in 512-bit vectors (each lane still one block's group) and an odd last block in a
@@ -65,6 +66,7 @@ using linear_impl::QuantRows;
 using linear_impl::WeightFormat;
 using ops::BlockQ4_0;
 using ops::BlockQ4_1;
+using ops::BlockQ5_0;
 using ops::BlockQ8_0;
 
 constexpr std::int64_t kBlock = 32;
@@ -190,12 +192,22 @@ HWY_INLINE VS8 SignOf(VS8 s, VS8 w) {
 #endif
 }
 
+// Q5_0: the nibbles with 16 added where the block's fifth bit is set (its qh, the 4 bytes before
+// qs, bit j for element j: one mask bit per byte lane, in element order).
 template <WeightFormat F>
 HWY_INLINE Bytes LoadBytes(const std::byte* qs) {
   if constexpr (F == WeightFormat::q8_0) {  // the signed weights, as bytes
     Bytes w;
     for (int i = 0; i < kParts; ++i)
       w.part[i] = hn::LoadU(D8(), reinterpret_cast<const std::uint8_t*>(qs) + i * hn::MaxLanes(D8()));
+    return w;
+  } else if constexpr (F == WeightFormat::q5_0) {
+    Bytes w = Nibbles(qs);
+    const auto* qh = reinterpret_cast<const std::uint8_t*>(qs) - 4;
+    for (int i = 0; i < kParts; ++i) {
+      const auto high = hn::LoadMaskBits(D8(), qh + i * hn::MaxLanes(D8()) / 8);
+      w.part[i] = hn::Or(w.part[i], hn::IfThenElseZero(high, hn::Set(D8(), 0x10)));
+    }
     return w;
   } else {
     return Nibbles(qs);
@@ -228,6 +240,7 @@ HWY_INLINE V32 Dot(const Bytes& w, const Quants& x, V32 qsum) {
   }
   const V32 s = DotBytes(w, x);
   if constexpr (F == WeightFormat::q4_0) return hn::Sub(s, hn::ShiftLeft<3>(qsum));
+  if constexpr (F == WeightFormat::q5_0) return hn::Sub(s, hn::ShiftLeft<4>(qsum));
   return s;
 }
 #else
@@ -252,6 +265,13 @@ HWY_INLINE Bytes LoadBytes(const std::byte* qs) {
   const auto* u = reinterpret_cast<const std::uint8_t*>(qs);
   if constexpr (F == WeightFormat::q8_0) {
     std::memcpy(w.v, qs, kBlock);
+  } else if constexpr (F == WeightFormat::q5_0) {
+    std::uint32_t qh;
+    std::memcpy(&qh, qs - 4, 4);
+    for (int j = 0; j < 16; ++j) {
+      w.v[j] = static_cast<std::int8_t>(((u[j] & 15) | (((qh >> j) & 1u) << 4)) - 16);
+      w.v[j + 16] = static_cast<std::int8_t>(((u[j] >> 4) | (((qh >> (j + 16)) & 1u) << 4)) - 16);
+    }
   } else {
     const int off = F == WeightFormat::q4_0 ? 8 : 0;
     for (int j = 0; j < 16; ++j) {
@@ -297,6 +317,7 @@ struct BlockLayout {  // a block's size and where its quants start (npugraph/ops
 template <> struct Layout<WeightFormat::q4_0> : BlockLayout<BlockQ4_0> {};
 template <> struct Layout<WeightFormat::q4_1> : BlockLayout<BlockQ4_1> {};
 template <> struct Layout<WeightFormat::q8_0> : BlockLayout<BlockQ8_0> {};
+template <> struct Layout<WeightFormat::q5_0> : BlockLayout<BlockQ5_0> {};
 
 inline std::uint16_t load_u16(const std::byte* p) {
   std::uint16_t v;
@@ -372,7 +393,15 @@ HWY_INLINE hn::Vec<DP8> PairBytes(const std::byte* blk0, const std::byte* blk1) 
     const hn::Full128<std::uint8_t> d128;
     const auto both = hn::Combine(d256, hn::LoadU(d128, q1), hn::LoadU(d128, q0));
     const auto high = hn::BitCast(d256, hn::ShiftRight<4>(hn::BitCast(hn::Full256<std::uint16_t>(), both)));
-    return hn::And(hn::Combine(d8, high, both), hn::Set(d8, 0x0F));
+    const auto nibbles = hn::And(hn::Combine(d8, high, both), hn::Set(d8, 0x0F));
+    if constexpr (F != WeightFormat::q5_0) return nibbles;
+    // Q5_0: the fifth bits in the pair's byte order [b: 0-15 | b+1: 0-15 | b: 16-31 | b+1: 16-31].
+    std::uint32_t h0, h1;
+    std::memcpy(&h0, blk0 + 2, 4);
+    std::memcpy(&h1, blk1 + 2, 4);
+    const std::uint64_t bits = (h0 & 0xffffull) | (std::uint64_t{h1 & 0xffffu} << 16) |
+                               (std::uint64_t{h0 >> 16} << 32) | (std::uint64_t{h1 >> 16} << 48);
+    return hn::Vec<DP8>{_mm512_mask_add_epi8(nibbles.raw, static_cast<__mmask64>(bits), nibbles.raw, _mm512_set1_epi8(16))};
   }
 }
 
@@ -438,6 +467,7 @@ HWY_INLINE void TilePairs(const LinearParams& p, const QuantRows& xq, const std:
         } else {
           isum = MaddPair(wb[r], x);
           if constexpr (F == WeightFormat::q4_0) isum = hn::Sub(isum, hn::ShiftLeft<3>(qsum));
+          if constexpr (F == WeightFormat::q5_0) isum = hn::Sub(isum, hn::ShiftLeft<4>(qsum));
         }
         acc[r][t] = hn::MulAdd(hn::Mul(hn::ConvertTo(df, isum), d), dw[r], acc[r][t]);
         if constexpr (F == WeightFormat::q4_1) acc[r][t] = hn::MulAdd(xs, mw[r], acc[r][t]);
@@ -516,6 +546,7 @@ void RunLinearQ8(const LinearParams& p, const ExecContext& ctx) {
     case WeightFormat::q4_0: return Gemv<WeightFormat::q4_0>(p, xq, ctx);
     case WeightFormat::q4_1: return Gemv<WeightFormat::q4_1>(p, xq, ctx);
     case WeightFormat::q8_0: return Gemv<WeightFormat::q8_0>(p, xq, ctx);
+    case WeightFormat::q5_0: return Gemv<WeightFormat::q5_0>(p, xq, ctx);
     default: break;
   }
   NG_THROW(InternalError, "linear kernel: q8 activations with weight format ",

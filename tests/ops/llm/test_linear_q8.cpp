@@ -125,7 +125,7 @@ TEST(LinearQuantQ8, MatchesTheReferenceForEveryFormat) {
   std::uint32_t seed = 300;
   const std::int64_t shapes[][3] = {{1, 1, 32}, {1, 7, 64},   {2, 5, 96},   {3, 13, 160},
                                     {5, 9, 64}, {8, 16, 128}, {16, 37, 224}, {1, 576, 576}};
-  for (QuantType type : {QuantType::q4_0, QuantType::q4_1, QuantType::q8_0})
+  for (QuantType type : {QuantType::q4_0, QuantType::q4_1, QuantType::q8_0, QuantType::q5_0})
     for (const auto& [T, N, K] : shapes) {
       const QuantWeight w = random_weight(type, N, K, ++seed);
       const Tensor x = random_tensor({T, K}, ++seed);
@@ -164,11 +164,17 @@ TEST(LinearQuantQ8, HandComputedBlocks) {
   ng::ops::BlockQ8_0 b8{h(0.125f), {}};
   double dot8 = 0;
   for (int j = 0; j < 32; ++j) b8.qs[j] = static_cast<std::int8_t>(j - 16), dot8 += (j - 16) * 0.125 * xv[j];
-  const double want[] = {0.5 * dot_j - 2 * sum_x, 0.5 * (dot_j - 8 * sum_x), dot8};
+  // Q5_0: d = 0.5, nibble_j = j % 16, fifth bit set for j >= 16: w_j = (j - 16) * 0.5.
+  ng::ops::BlockQ5_0 b5{h(0.5f), {0, 0, 0xff, 0xff}, {}};
+  std::memcpy(b5.qs, b1.qs, 16);
+  double dot5 = 0;
+  for (int j = 0; j < 32; ++j) dot5 += (j - 16) * 0.5 * xv[j];
+  const double want[] = {0.5 * dot_j - 2 * sum_x, 0.5 * (dot_j - 8 * sum_x), dot8, dot5};
   const QuantWeight ws[] = {weight_from(QuantType::q4_1, &b1, sizeof b1, 1, 32),
                             weight_from(QuantType::q4_0, &b0, sizeof b0, 1, 32),
-                            weight_from(QuantType::q8_0, &b8, sizeof b8, 1, 32)};
-  for (int i = 0; i < 3; ++i) {
+                            weight_from(QuantType::q8_0, &b8, sizeof b8, 1, 32),
+                            weight_from(QuantType::q5_0, &b5, sizeof b5, 1, 32)};
+  for (int i = 0; i < 4; ++i) {
     const Tensor y = ng::ops::weight_quant_linear(x, ws[i], {}, DType::f32, kQ8);
     const Tensor yb = ng::ops::weight_quant_linear(x, ws[i], make_tensor({0.5f}, {1}), DType::f32, kQ8);
     ng::device_synchronize();
@@ -181,7 +187,7 @@ TEST(LinearQuantQ8, HandComputedBlocks) {
 // Above 16 rows the call is the float32 GEMM, bit for bit the default option's.
 TEST(LinearQuantQ8, RowsAreBatchInvariantAndLargeCallsStayFloat32) {
   const std::int64_t N = 45, K = 192;
-  for (QuantType type : {QuantType::q4_0, QuantType::q4_1, QuantType::q8_0}) {
+  for (QuantType type : {QuantType::q4_0, QuantType::q4_1, QuantType::q8_0, QuantType::q5_0}) {
     const QuantWeight w = random_weight(type, N, K, 51);
     for (std::int64_t T : {2, 3, 8, 16}) {
       const Tensor x = random_tensor({T, K}, 52);
