@@ -99,8 +99,8 @@ inline constexpr QuantTraits kQuantTable[] = {
     {QuantType::q4_1, "Q4_1", kQuantBlock, sizeof(BlockQ4_1), true, true, true},
     {QuantType::q5_0, "Q5_0", kQuantBlock, sizeof(BlockQ5_0), true, false, false},
     {QuantType::q8_0, "Q8_0", kQuantBlock, sizeof(BlockQ8_0), true, true, true},
-    {QuantType::q4_k, "Q4_K", kQuantBlockK, sizeof(BlockQ4_K), false, false, false},
-    {QuantType::q5_k, "Q5_K", kQuantBlockK, sizeof(BlockQ5_K), false, false, false},
+    {QuantType::q4_k, "Q4_K", kQuantBlockK, sizeof(BlockQ4_K), true, false, false},
+    {QuantType::q5_k, "Q5_K", kQuantBlockK, sizeof(BlockQ5_K), true, false, false},
     {QuantType::q6_k, "Q6_K", kQuantBlockK, sizeof(BlockQ6_K), false, false, false},
 };
 

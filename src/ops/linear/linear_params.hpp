@@ -40,8 +40,8 @@ class ExecContext;  // npugraph/kernel.hpp (not included: nvcc compiles this hea
 
 namespace npugraph::ops::linear_impl {
 
-// q5_0 and the K-quants run the float32 paths only, each block dequantised by its table
-// function (Note [Quantisation table]); the others have SIMD sources of their own.
+// Every format has a SIMD source for the float32 paths (linear_simd.cpp); q5_0, q4_k and q5_k
+// also run the q8-activation GEMV (linear_q8_simd.cpp), q6_k not yet (Note [Quantisation table]).
 enum class WeightFormat : std::uint8_t { q4_0, q4_1, q8_0, f32, f16, bf16, q5_0, q4_k, q5_k, q6_k };
 
 // The quantised activations of the GEMV with q8 activations (Note [Q8 activations] in

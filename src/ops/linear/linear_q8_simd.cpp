@@ -14,6 +14,9 @@
 //     Q4_1  acc += (float(sum_lane n_j q_j) * d) * d_w;  acc += (float(sum_lane q_j) * d) * m_w
 //     Q8_0  acc += (float(sum_lane w_j q_j) * d) * d_w
 //     Q5_0  acc += (float(sum_lane (n_j + 16 h_j - 16) q_j) * d) * d_w   (h_j: element j's fifth bit)
+//     Q4_K, Q5_K: each 32-element sub-block s of a 256-element super-block pairs with one block of
+//           x:  acc += (float(sum_lane n_j q_j) * d) * (d_w * sc_s);
+//               acc += (float(sum_lane q_j) * d) * -(dmin_w * m_s)      (n_j: Q5_K's 5-bit quant)
 // (each += one multiply-add after one float32 product), over the blocks in ascending order;
 // y[t, n] = the horizontal sum of the lanes, plus the bias. 16-lane targets (AVX3) take the blocks
 // two at a time in 512-bit vectors (each lane still one block's group) and an odd last block in a
@@ -70,6 +73,10 @@ using ops::BlockQ5_0;
 using ops::BlockQ8_0;
 
 constexpr std::int64_t kBlock = 32;
+
+// The K-quants (blocks of x pair with their 32-element sub-blocks; no AVX-512 pair layout).
+template <WeightFormat F>
+constexpr bool kKQuant = F == WeightFormat::q4_k || F == WeightFormat::q5_k;
 
 // ---- quantising x -----------------------------------------------------------------------------------
 
@@ -215,6 +222,28 @@ HWY_INLINE Bytes LoadBytes(const std::byte* qs) {
 }
 
 // Per (row of x, block): the lane sums of the quants (Q4_0's offset, Q4_1's minimum).
+// Sub-block s of the K-quant super-block at sb: its 32 quants in element order.
+template <WeightFormat F>
+HWY_INLINE Bytes LoadBytesK(const std::byte* sb, int s) {
+  constexpr std::int64_t qs_at = F == WeightFormat::q5_k ? 48 : 16;
+  const auto* qs = reinterpret_cast<const std::uint8_t*>(sb + qs_at + 32 * (s / 2));
+  const auto* qh = reinterpret_cast<const std::uint8_t*>(sb + 16);
+  const hn::Repartition<std::uint16_t, D8> d16;
+  Bytes w;
+  for (int i = 0; i < kParts; ++i) {
+    const auto* p = qs + i * hn::MaxLanes(D8());
+    auto v = hn::LoadU(D8(), p);
+    if (s % 2) v = hn::BitCast(D8(), hn::ShiftRight<4>(hn::BitCast(d16, v)));
+    w.part[i] = hn::And(v, hn::Set(D8(), 0x0F));
+    if constexpr (F == WeightFormat::q5_k) {
+      const auto h = hn::LoadU(D8(), qh + i * hn::MaxLanes(D8()));
+      const auto bit = hn::TestBit(h, hn::Set(D8(), static_cast<std::uint8_t>(1u << s)));
+      w.part[i] = hn::Or(w.part[i], hn::IfThenElseZero(bit, hn::Set(D8(), 0x10)));
+    }
+  }
+  return w;
+}
+
 template <WeightFormat F>
 HWY_INLINE V32 QuantSums(const Quants& x) {
   if constexpr (F == WeightFormat::q8_0) {
@@ -287,9 +316,23 @@ HWY_INLINE V32 QuantSums(const Quants& x) {
   const D32 d32;
   const hn::Rebind<std::int8_t, D32> d8;
   V32 acc = hn::Zero(d32);
-  if constexpr (F == WeightFormat::q4_1)
+  if constexpr (F == WeightFormat::q4_1 || kKQuant<F>)
     for (std::int64_t j = 0; j < kBlock; j += kL32) acc = hn::Add(acc, hn::PromoteTo(d32, hn::LoadU(d8, x.q + j)));
   return acc;
+}
+
+template <WeightFormat F>
+HWY_INLINE Bytes LoadBytesK(const std::byte* sb, int s) {
+  constexpr std::int64_t qs_at = F == WeightFormat::q5_k ? 48 : 16;
+  const auto* qs = reinterpret_cast<const std::uint8_t*>(sb + qs_at + 32 * (s / 2));
+  const auto* qh = reinterpret_cast<const std::uint8_t*>(sb + 16);
+  Bytes w;
+  for (int j = 0; j < 32; ++j) {
+    int q = (qs[j] >> (4 * (s % 2))) & 15;
+    if constexpr (F == WeightFormat::q5_k) q |= ((qh[j] >> s) & 1) << 4;
+    w.v[j] = static_cast<std::int8_t>(q);
+  }
+  return w;
 }
 
 template <WeightFormat F>
@@ -318,6 +361,8 @@ template <> struct Layout<WeightFormat::q4_0> : BlockLayout<BlockQ4_0> {};
 template <> struct Layout<WeightFormat::q4_1> : BlockLayout<BlockQ4_1> {};
 template <> struct Layout<WeightFormat::q8_0> : BlockLayout<BlockQ8_0> {};
 template <> struct Layout<WeightFormat::q5_0> : BlockLayout<BlockQ5_0> {};
+template <> struct Layout<WeightFormat::q4_k> { static constexpr std::int64_t kBytes = 144, kQs = 16; };
+template <> struct Layout<WeightFormat::q5_k> { static constexpr std::int64_t kBytes = 176, kQs = 48; };
 
 inline std::uint16_t load_u16(const std::byte* p) {
   std::uint16_t v;
@@ -341,21 +386,34 @@ HWY_INLINE void TileBlocks(const LinearParams& p, const QuantRows& xq, const std
     Bytes wb[R];
     VF32 dw[R], mw[R];
     for (int r = 0; r < R; ++r) {
-      const std::byte* blk = w[r] + b * Lay::kBytes;
-      dw[r] = hn::Set(df, table[load_u16(blk)]);
-      if constexpr (F == WeightFormat::q4_1) mw[r] = hn::Set(df, table[load_u16(blk + 2)]);
-      wb[r] = LoadBytes<F>(blk + Lay::kQs);
+      if constexpr (kKQuant<F>) {  // sub-block b % 8 of super-block b / 8
+        const std::byte* sb = w[r] + b / 8 * Lay::kBytes;
+        const auto* sc = reinterpret_cast<const std::uint8_t*>(sb + 4);
+        const int j = static_cast<int>(b % 8);
+        const int scale = j < 4 ? sc[j] & 63 : (sc[j + 4] & 0xf) | ((sc[j - 4] >> 6) << 4);
+        const int min = j < 4 ? sc[j + 4] & 63 : (sc[j + 4] >> 4) | ((sc[j] >> 6) << 4);
+        dw[r] = hn::Set(df, table[load_u16(sb)] * static_cast<float>(scale));
+        mw[r] = hn::Set(df, -(table[load_u16(sb + 2)] * static_cast<float>(min)));
+        wb[r] = LoadBytesK<F>(sb, j);
+        continue;
+      } else {
+        const std::byte* blk = w[r] + b * Lay::kBytes;
+        dw[r] = hn::Set(df, table[load_u16(blk)]);
+        if constexpr (F == WeightFormat::q4_1) mw[r] = hn::Set(df, table[load_u16(blk + 2)]);
+        wb[r] = LoadBytes<F>(blk + Lay::kQs);
+      }
     }
     for (int t = 0; t < TB; ++t) {
       const std::int64_t k = (t0 + t) * nb + b;
       const Quants x = LoadQuants(xq.q + k * kBlock);
       const V32 qsum = QuantSums<F>(x);
       const VF32 d = hn::Set(df, xq.d[k]);
-      VF32 xs;  // Q4_1: float(sum of the lane's quants) * d
-      if constexpr (F == WeightFormat::q4_1) xs = hn::Mul(hn::ConvertTo(df, qsum), d);
+      constexpr bool kMin = F == WeightFormat::q4_1 || kKQuant<F>;
+      VF32 xs;  // Q4_1, K-quants: float(sum of the lane's quants) * d
+      if constexpr (kMin) xs = hn::Mul(hn::ConvertTo(df, qsum), d);
       for (int r = 0; r < R; ++r) {
         acc[r][t] = hn::MulAdd(hn::Mul(hn::ConvertTo(df, Dot<F>(wb[r], x, qsum)), d), dw[r], acc[r][t]);
-        if constexpr (F == WeightFormat::q4_1) acc[r][t] = hn::MulAdd(xs, mw[r], acc[r][t]);
+        if constexpr (kMin) acc[r][t] = hn::MulAdd(xs, mw[r], acc[r][t]);
       }
     }
   }
@@ -488,8 +546,10 @@ HWY_INLINE void Tile(const LinearParams& p, const QuantRows& xq, const std::byte
   float res[R][TB] = {};
   std::int64_t b0 = 0;
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3 && HWY_TARGET != HWY_SCALAR && HWY_TARGET != HWY_EMU128
-  TilePairs<F, R, TB>(p, xq, w, t0, res);
-  b0 = nb / 2 * 2;
+  if constexpr (!kKQuant<F>) {
+    TilePairs<F, R, TB>(p, xq, w, t0, res);
+    b0 = nb / 2 * 2;
+  }
 #endif
   if (b0 < nb) TileBlocks<F, R, TB>(p, xq, w, t0, b0, nb, res);
   for (int r = 0; r < R; ++r)
@@ -540,13 +600,16 @@ void RunLinearQ8(const LinearParams& p, const ExecContext& ctx) {
   const QuantRows xq{q.data(), d.data()};
   QuantizeRowsQ8(p.x, p.T, p.K, p.x_stride, xq);
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3 && HWY_TARGET != HWY_SCALAR && HWY_TARGET != HWY_EMU128
-  if (p.format != WeightFormat::q8_0) PairLayout(xq, p.T, p.K / kBlock);
+  if (p.format == WeightFormat::q4_0 || p.format == WeightFormat::q4_1 || p.format == WeightFormat::q5_0)
+    PairLayout(xq, p.T, p.K / kBlock);
 #endif
   switch (p.format) {
     case WeightFormat::q4_0: return Gemv<WeightFormat::q4_0>(p, xq, ctx);
     case WeightFormat::q4_1: return Gemv<WeightFormat::q4_1>(p, xq, ctx);
     case WeightFormat::q8_0: return Gemv<WeightFormat::q8_0>(p, xq, ctx);
     case WeightFormat::q5_0: return Gemv<WeightFormat::q5_0>(p, xq, ctx);
+    case WeightFormat::q4_k: return Gemv<WeightFormat::q4_k>(p, xq, ctx);
+    case WeightFormat::q5_k: return Gemv<WeightFormat::q5_k>(p, xq, ctx);
     default: break;
   }
   NG_THROW(InternalError, "linear kernel: q8 activations with weight format ",

@@ -146,6 +146,30 @@ TEST(LinearQuantQ8, MatchesTheReferenceForEveryFormat) {
     }
 }
 
+// The K-quants' q8 GEMV (Q4_K, Q5_K): each 32-element sub-block against one block of x, its scale
+// and minimum from the super-block's 6-bit values (Note [Q8 activations]).
+TEST(LinearQuantQ8, KQuantsMatchTheReference) {
+  std::uint32_t seed = 700;
+  const std::int64_t shapes[][3] = {{1, 1, 256}, {1, 37, 512}, {3, 13, 768}, {8, 16, 256}, {16, 9, 512}};
+  for (QuantType type : {QuantType::q4_k, QuantType::q5_k})
+    for (const auto& [T, N, K] : shapes) {
+      const QuantWeight w = random_weight(type, N, K, ++seed);
+      const Tensor x = random_tensor({T, K}, ++seed);
+      const Tensor y = ng::ops::weight_quant_linear(x, w, {}, DType::f32, kQ8);
+      ng::device_synchronize();
+      const Reference ref = reference(quantise(floats(x), T, K), w, T);
+      for (std::int64_t i = 0; i < T * N; ++i)
+        ASSERT_LE(std::fabs(at(y, i) - ref.y[i]), ref.bound[i] + 1e-30)
+            << ng::ops::quant_type_name(type) << " T=" << T << " N=" << N << " K=" << K << " element " << i;
+      for (std::int64_t t = 0; t < T; ++t) {  // rows are single-row calls, bitwise
+        const Tensor xt = Tensor::from_blob(x.data_ptr<float>() + t * K, {1, K}, DType::f32, x.storage());
+        const Tensor yt = ng::ops::weight_quant_linear(xt, w, {}, DType::f32, kQ8);
+        ng::device_synchronize();
+        ASSERT_EQ(0, std::memcmp(yt.data(), y.data_ptr<float>() + t * N, N * sizeof(float)));
+      }
+    }
+}
+
 // Hand-computed blocks whose x is exactly its quantisation (so q8 and float32 agree exactly).
 TEST(LinearQuantQ8, HandComputedBlocks) {
   // x[j] = (j - 15) * 0.25 for j < 31 and x[31] = 127 * 0.25 (amax), so d = 0.25 and q = j - 15, 127.
