@@ -88,9 +88,11 @@ Tokenizer Tokenizer::from_gguf(const GgufFile& file) {
   if (s->spm) s->pre = PreTokenizer::gpt2;  // not used: SentencePiece splits on nothing but specials
   else if (pre == "default" || pre == "gpt2") s->pre = PreTokenizer::gpt2;
   else if (pre == "smollm" || pre == "starcoder" || pre == "refact") s->pre = PreTokenizer::smollm;
+  else if (pre == "qwen2" || pre == "deepseek-r1-qwen") s->pre = PreTokenizer::qwen2;
   else
     NG_THROW(ArgumentError, "GGUF file '", f, "': tokenizer.ggml.pre is '", pre,
-             "'; npugraph implements 'gpt2', 'default', 'smollm', 'starcoder' and 'refact'");
+             "'; npugraph implements 'gpt2', 'default', 'smollm', 'starcoder', 'refact', 'qwen2' and "
+             "'deepseek-r1-qwen'");
 
   s->tokens = file.get<std::vector<std::string>>("tokenizer.ggml.tokens");
   const std::size_t n = s->tokens.size();

@@ -84,6 +84,94 @@ void split_gpt2(const std::vector<Cp>& cps, std::size_t begin, std::size_t end,
   }
 }
 
+// Note [Qwen2 split]
+// Qwen 2 / 2.5 / 3's pattern (llama.cpp's LLAMA_VOCAB_PRE_TYPE_QWEN2), first match wins:
+//   1 (?i:'s|'t|'re|'ve|'m|'ll|'d)           contractions, any case
+//   2 [^\r\n\p{L}\p{N}]?\p{L}+              letters, with one optional leading character that is
+//                                           neither a newline nor a letter nor a number
+//   3 \p{N}                                  one number character
+//   4  ?[^\s\p{L}\p{N}]+[\r\n]*              an optional space, a run of other characters, newlines
+//   5 \s*[\r\n]+                             whitespace up to and including its last newline
+//   6 \s+(?!\S)  7 \s+                      as GPT-2's 5 and 6
+bool newline(std::uint32_t cp) { return cp == '\r' || cp == '\n'; }
+std::uint32_t lower(std::uint32_t cp) { return cp >= 'A' && cp <= 'Z' ? cp + 32 : cp; }
+
+void split_qwen2(const std::vector<Cp>& cps, std::string_view text, std::vector<std::string_view>& out) {
+  const std::size_t end = cps.size();
+  auto offset = [&](std::size_t k) { return k < end ? cps[k].offset : text.size(); };
+  auto emit = [&](std::size_t a, std::size_t b) { out.push_back(text.substr(offset(a), offset(b) - offset(a))); };
+  auto is = [&](std::size_t k, CodepointClass c) { return k < end && cps[k].cls == c; };
+  std::size_t i = 0;
+  while (i < end) {
+    const Cp& c = cps[i];
+    // 1: contractions, case-insensitive
+    if (c.cp == '\'' && i + 1 < end) {
+      const std::uint32_t c1 = lower(cps[i + 1].cp);
+      if (c1 == 's' || c1 == 't' || c1 == 'm' || c1 == 'd') {
+        emit(i, i + 2);
+        i += 2;
+        continue;
+      }
+      if (i + 2 < end) {
+        const std::uint32_t c2 = lower(cps[i + 2].cp);
+        if ((c1 == 'r' && c2 == 'e') || (c1 == 'v' && c2 == 'e') || (c1 == 'l' && c2 == 'l')) {
+          emit(i, i + 3);
+          i += 3;
+          continue;
+        }
+      }
+    }
+    // 2: letters, with an optional leading non-newline, non-letter, non-number character
+    {
+      std::size_t j = i;
+      if (!newline(c.cp) && c.cls != CodepointClass::letter && c.cls != CodepointClass::number &&
+          is(i + 1, CodepointClass::letter))
+        j = i + 1;
+      if (is(j, CodepointClass::letter)) {
+        std::size_t k = j + 1;
+        while (is(k, CodepointClass::letter)) ++k;
+        emit(i, k);
+        i = k;
+        continue;
+      }
+    }
+    // 3: one number
+    if (c.cls == CodepointClass::number) {
+      emit(i, i + 1);
+      ++i;
+      continue;
+    }
+    // 4: an optional space, other characters, then newlines
+    {
+      std::size_t j = i;
+      if (c.cp == ' ' && is(i + 1, CodepointClass::other)) j = i + 1;
+      if (is(j, CodepointClass::other)) {
+        std::size_t k = j + 1;
+        while (is(k, CodepointClass::other)) ++k;
+        while (k < end && newline(cps[k].cp)) ++k;
+        emit(i, k);
+        i = k;
+        continue;
+      }
+    }
+    // 5-7: whitespace
+    std::size_t k = i;
+    while (is(k, CodepointClass::space)) ++k;
+    std::size_t last_newline = k;
+    for (std::size_t m = i; m < k; ++m)
+      if (newline(cps[m].cp)) last_newline = m;
+    if (last_newline < k) {  // 5
+      emit(i, last_newline + 1);
+      i = last_newline + 1;
+      continue;
+    }
+    if (k < end && k - i >= 2) --k;  // 6: leave the last one to prefix what follows
+    if (k == i) k = i + 1;           // not whitespace after all (cannot happen: the classes cover all)
+    emit(i, k);
+    i = k;
+  }
+}
+
 }  // namespace
 
 void pre_tokenize(PreTokenizer kind, std::string_view text, std::vector<std::string_view>& out) {
@@ -91,6 +179,10 @@ void pre_tokenize(PreTokenizer kind, std::string_view text, std::vector<std::str
   const std::vector<Cp> cps = decode(text);
   if (kind == PreTokenizer::gpt2) {
     split_gpt2(cps, 0, cps.size(), text, out);
+    return;
+  }
+  if (kind == PreTokenizer::qwen2) {
+    split_qwen2(cps, text, out);
     return;
   }
   // smollm: numbers one by one, the stretches between them through GPT-2's split

@@ -42,6 +42,8 @@ enum class TokenType : std::int32_t {
 enum class PreTokenizer {
   gpt2,    // "gpt2" (and "default"): GPT-2's regex split
   smollm,  // "smollm", "starcoder", "refact": every \p{N} on its own, then GPT-2's split
+  qwen2,   // "qwen2", "deepseek-r1-qwen": Qwen's regex (case-insensitive contractions, single digits,
+           // newlines kept with the whitespace and punctuation before them)
 };
 
 struct EncodeOptions {
