@@ -69,6 +69,10 @@ std::string architecture_names();  // "llama, qwen2, qwen3, gemma3"
 // the Llama layer with the features the config switches on.
 void read_llama_keys(const GgufFile& file, const std::string& prefix, ModelConfig& c);
 void llama_layer(const LayerStep& s);
+// Pieces of a layer the architectures share: q, k, v from s.h (one stacked GEMV for one token,
+// with the biases the weights have); act = activation(y Wg^T) * (y Wu^T), SwiGLU or GeGLU (gelu).
+void qkv_projections(const LayerStep& s);
+void gated_ffn(const LayerStep& s, bool gelu);
 
 // A projection: weight_quant_linear or linear, q8 activations only where the weight's type has a
 // kernel for them (Note [Quantisation table]). bias may be undefined.

@@ -24,7 +24,6 @@
 #include "npugraph/ops/kv_cache.hpp"
 #include "npugraph/ops/rms_norm.hpp"
 #include "npugraph/ops/rope.hpp"
-#include "npugraph/ops/swiglu.hpp"
 
 namespace npugraph::llm {
 namespace {
@@ -53,13 +52,7 @@ class Gemma3 final : public Architecture {
     const LayerWeights& w = *s.w;
     const std::int64_t n = s.n, hd = c.head_dim;
     ops::rms_norm_out(s.x, w.attn_norm, c.rms_eps, s.h);
-    if (s.qkv1.defined()) {
-      matmul(s.h, w.qkv, Tensor(), s.qkv1.view({1, s.qkv1.numel()}), s.linear);
-    } else {
-      matmul(s.h, w.q, Tensor(), s.q, s.linear);
-      matmul(s.h, w.k, Tensor(), s.k, s.linear);
-      matmul(s.h, w.v, Tensor(), s.v, s.linear);
-    }
+    qkv_projections(s);
     const Tensor q3 = s.q.view({n, s.heads, hd}), k3 = s.k.view({n, s.kv_heads, hd});
     ops::rms_norm_out(q3, w.q_norm, c.rms_eps, q3);
     ops::rms_norm_out(k3, w.k_norm, c.rms_eps, k3);
@@ -74,14 +67,7 @@ class Gemma3 final : public Architecture {
     ops::rms_norm_out(s.h, w.post_attn_norm, c.rms_eps, s.h);
     // x += attention; y = rmsnorm(x)
     ops::add_rms_norm_out(s.x, s.h, w.ffn_norm, c.rms_eps, s.y, Tensor(), s.x);
-    if (s.gate_up.defined()) {
-      matmul(s.y, w.gate_up, Tensor(), s.gate_up, s.linear);
-      ops::geglu_out(s.gate_up, s.act);
-    } else {
-      matmul(s.y, w.gate, Tensor(), s.gate, s.linear);
-      matmul(s.y, w.up, Tensor(), s.up, s.linear);
-      ops::geglu_out(s.gate, s.up, s.act);
-    }
+    gated_ffn(s, true);
     matmul(s.act, w.down, Tensor(), s.h, s.linear);
     s.reduce(s.h);
     ops::rms_norm_out(s.h, w.post_ffn_norm, c.rms_eps, s.h);

@@ -80,11 +80,8 @@ void matmul(const Tensor& x, const Matrix& w, const Tensor& bias, const Tensor& 
   ops::weight_quant_linear_out(x, w.quant, bias, out, o);
 }
 
-void llama_layer(const LayerStep& s) {
-  const ModelConfig& c = *s.config;
+void qkv_projections(const LayerStep& s) {
   const LayerWeights& w = *s.w;
-  const std::int64_t n = s.n, hd = c.head_dim;
-  ops::rms_norm_out(s.x, w.attn_norm, c.rms_eps, s.h);
   if (s.qkv1.defined()) {
     matmul(s.h, w.qkv, w.qkv_bias, s.qkv1.view({1, s.qkv1.numel()}), s.linear);
   } else {
@@ -92,6 +89,28 @@ void llama_layer(const LayerStep& s) {
     matmul(s.h, w.k, w.k_bias, s.k, s.linear);
     matmul(s.h, w.v, w.v_bias, s.v, s.linear);
   }
+}
+
+void gated_ffn(const LayerStep& s, bool gelu) {
+  const LayerWeights& w = *s.w;
+  if (s.gate_up.defined()) {  // each row's halves: the same elementwise activation(gate) * up
+    matmul(s.y, w.gate_up, Tensor(), s.gate_up, s.linear);
+    if (gelu) ops::geglu_out(s.gate_up, s.act);
+    else ops::swiglu_out(s.gate_up, s.act);
+  } else {
+    matmul(s.y, w.gate, Tensor(), s.gate, s.linear);
+    matmul(s.y, w.up, Tensor(), s.up, s.linear);
+    if (gelu) ops::geglu_out(s.gate, s.up, s.act);
+    else ops::swiglu_out(s.gate, s.up, s.act);
+  }
+}
+
+void llama_layer(const LayerStep& s) {
+  const ModelConfig& c = *s.config;
+  const LayerWeights& w = *s.w;
+  const std::int64_t n = s.n, hd = c.head_dim;
+  ops::rms_norm_out(s.x, w.attn_norm, c.rms_eps, s.h);
+  qkv_projections(s);
   const Tensor q3 = s.q.view({n, s.heads, hd}), k3 = s.k.view({n, s.kv_heads, hd});
   if (c.qk_norm) {  // each head normalised over its head_dim values, in place
     ops::rms_norm_out(q3, w.q_norm, c.rms_eps, q3);
@@ -106,14 +125,7 @@ void llama_layer(const LayerStep& s) {
   s.reduce(s.h);
   // x += attention; y = rmsnorm(x)
   ops::add_rms_norm_out(s.x, s.h, w.ffn_norm, c.rms_eps, s.y, Tensor(), s.x);
-  if (s.gate_up.defined()) {
-    matmul(s.y, w.gate_up, Tensor(), s.gate_up, s.linear);
-    ops::swiglu_out(s.gate_up, s.act);  // each row's halves: the same elementwise silu(gate) * up
-  } else {
-    matmul(s.y, w.gate, Tensor(), s.gate, s.linear);
-    matmul(s.y, w.up, Tensor(), s.up, s.linear);
-    ops::swiglu_out(s.gate, s.up, s.act);
-  }
+  gated_ffn(s, false);
   matmul(s.act, w.down, Tensor(), s.h, s.linear);
   s.reduce(s.h);
   ops::add_out(s.x, s.h, s.x);
