@@ -42,6 +42,7 @@ py::dict result_dict(const llm::Result& r, std::int64_t vocab) {
   d["tokens"] = r.tokens;
   d["prompt_tokens"] = r.prompt_tokens;
   d["stopped"] = r.stopped;
+  d["finish_reason"] = llm::finish_reason_name(r.finish);
   d["logits_hashes"] = r.logits_hashes;
   if (!r.logits.empty()) {
     const auto steps = static_cast<py::ssize_t>(r.logits.size() / static_cast<std::size_t>(vocab));
@@ -132,6 +133,80 @@ Generates for every prompt (a list of str); returns one dict per prompt: text, t
 prompt_tokens, stopped, logits_hashes (with keep_logits) and logits (numpy [steps, vocab], with
 keep_full_logits). on_text(index, piece) receives each request's text as it is decoded.
 )doc")
+      .def("submit",
+           [](llm::Engine& e, const std::string& prompt, const py::object& messages, std::int64_t max_tokens,
+              bool chat, std::uint64_t seed, std::optional<double> temperature, std::optional<std::int64_t> top_k,
+              std::optional<double> top_p, const py::object& stop) {
+             llm::Request r{.prompt = prompt, .max_tokens = max_tokens, .chat = chat, .seed = seed,
+                            .temperature = temperature, .top_k = top_k, .top_p = top_p};
+             if (!messages.is_none()) {
+               for (const py::handle msg : messages) {
+                 NG_CHECK_ARG(py::isinstance<py::dict>(msg), "submit: messages[", r.messages.size(),
+                              "] must be a dict with 'role' and 'content'");
+                 const auto d = py::reinterpret_borrow<py::dict>(msg);
+                 NG_CHECK_ARG(d.contains("role") && d.contains("content"), "submit: messages[", r.messages.size(),
+                              "] must have 'role' and 'content'");
+                 r.messages.push_back({py::str(d["role"]), py::str(d["content"])});
+               }
+             }
+             if (py::isinstance<py::str>(stop)) r.stop.push_back(py::str(stop));
+             else if (!stop.is_none()) for (const py::handle x : stop) r.stop.push_back(py::str(x));
+             py::gil_scoped_release release;  // tokenising a long prompt lets other threads run
+             return e.submit(r);
+           },
+           py::arg("prompt") = "", py::kw_only(), py::arg("messages") = py::none(), py::arg("max_tokens") = 64,
+           py::arg("chat") = true, py::arg("seed") = 0, py::arg("temperature") = py::none(),
+           py::arg("top_k") = py::none(), py::arg("top_p") = py::none(), py::arg("stop") = py::none(), R"doc(
+Queues a request (thread-safe) and returns its id: a prompt (wrapped in the chat template as a
+user turn when chat) or messages ([{"role": ..., "content": ...}], rendered by the chat
+template). temperature / top_k / top_p: this request's sampling (None: the engine's); seed: its
+draws depend on (seed, step) only; stop: a str or list of str ending the text before it.
+ArgumentError naming the field for a bad request.
+)doc")
+      .def("step",
+           [](llm::Engine& e) {
+             std::vector<llm::StepOutput> outs;
+             {
+               py::gil_scoped_release release;
+               outs = e.step();
+             }
+             py::list l;
+             for (const auto& o : outs) {
+               py::dict d;
+               d["id"] = o.id;
+               d["text"] = o.text;
+               d["tokens"] = o.tokens;
+               d["finish_reason"] = o.finish == llm::FinishReason::none ? py::object(py::none())
+                                                                         : py::str(llm::finish_reason_name(o.finish));
+               d["prompt_tokens"] = o.prompt_tokens;
+               d["completion_tokens"] = o.completion_tokens;
+               d["result"] = o.result ? py::object(result_dict(*o.result, e.vocab())) : py::object(py::none());
+               l.append(d);
+             }
+             return l;
+           },
+           R"doc(
+One scheduling step: admits waiting requests, runs the next prefill chunks and one decode step of
+the running ones. Returns a list of dicts, one per request that produced something: id, text (new
+text), tokens (new ids), finish_reason (None while running; 'stop', 'length', 'cancelled' or
+'error'), prompt_tokens, completion_tokens, result (the whole result dict once finished).
+)doc")
+      .def("cancel", &llm::Engine::cancel, py::arg("id"),
+           "Cancels a waiting or running request (thread-safe); the next step() reports it. False if unknown or done.")
+      .def_property_readonly("idle", &llm::Engine::idle, "Nothing waiting or running.")
+      .def_property_readonly("load",
+                             [](const llm::Engine& e) {
+                               const llm::EngineLoad l = e.load();
+                               py::dict d;
+                               d["running"] = l.running;
+                               d["waiting"] = l.waiting;
+                               d["kv_blocks_used"] = l.kv_blocks_used;
+                               d["kv_blocks_total"] = l.kv_blocks_total;
+                               return d;
+                             },
+                             "Requests running / waiting and KV cache blocks used / total.")
+      .def_property_readonly("captured_graphs", &llm::Engine::captured_graphs,
+                             "Decode-step graphs captured so far (one per batch-size bucket used).")
       .def_property_readonly("stats", [](const llm::Engine& e) { return stats_dict(e.stats()); },
                              "Timings of the last generate(): prefill/decode tokens and seconds, host time split")
       .def_property_readonly("vocab_size", [](const llm::Engine& e) { return e.vocab(); });

@@ -121,6 +121,10 @@ ModelRunner::ModelRunner(std::shared_ptr<const Model> model, const EngineOptions
   std::memset(prefill_table_h_.data(), 0, prefill_table_h_.nbytes());
   seeds_h_ = empty({max_batch_}, DType::i64);
   steps_h_ = empty({max_batch_}, DType::i64);
+  temperature_h_ = empty({max_batch_}, DType::f32);
+  top_k_h_ = empty({max_batch_}, DType::i64);
+  top_p_h_ = empty({max_batch_}, DType::f32);
+  for (std::int64_t b = 0; b < max_batch_; ++b) write_sampling(b, nullptr);
   next_ids_h_ = empty({max_batch_}, DType::i32);
   std::memset(next_ids_h_.data(), 0, next_ids_h_.nbytes());
   ids_ = on_device(ids_h_);
@@ -130,6 +134,9 @@ ModelRunner::ModelRunner(std::shared_ptr<const Model> model, const EngineOptions
   prefill_table_ = on_device(prefill_table_h_);
   seeds_ = on_device(seeds_h_);
   steps_ = on_device(steps_h_);
+  temperature_ = on_device(temperature_h_);
+  top_k_ = on_device(top_k_h_);
+  top_p_ = on_device(top_p_h_);
   next_ids_ = on_device(next_ids_h_);
   x_ = empty({max_rows_, c.hidden}, DType::f32, d);
   h_ = empty({max_rows_, c.hidden}, DType::f32, d);
@@ -206,6 +213,17 @@ void ModelRunner::stage_inputs(bool prefill) {
   copy_(stream_, prefill ? prefill_table_ : block_table_, prefill ? prefill_table_h_ : block_table_h_);
   copy_(stream_, seeds_, seeds_h_);
   copy_(stream_, steps_, steps_h_);
+  copy_(stream_, temperature_, temperature_h_);
+  copy_(stream_, top_k_, top_k_h_);
+  copy_(stream_, top_p_, top_p_h_);
+}
+
+void ModelRunner::write_sampling(std::int64_t b, const Sequence* s) {
+  host<std::int64_t>(seeds_h_)[b] = s ? static_cast<std::int64_t>(s->seed) : 0;
+  host<std::int64_t>(steps_h_)[b] = s ? s->generated : 0;
+  host<float>(temperature_h_)[b] = s ? s->temperature : 0.0f;
+  host<std::int64_t>(top_k_h_)[b] = s ? s->top_k : 0;
+  host<float>(top_p_h_)[b] = s ? s->top_p : 1.0f;
 }
 
 void ModelRunner::read_back(std::int64_t n) {
@@ -258,13 +276,14 @@ void ModelRunner::issue_attention(const Rows& r, std::size_t layer, Bucket* capt
 }
 
 void ModelRunner::issue_sampling(std::int64_t n, const Tensor& logits) {
-  const Tensor out = rows(next_ids_, n);
-  if (options_.temperature == 0.0) {
-    ops::argmax_out(logits, out);
-    return;
-  }
-  ops::sample_out(logits, rows(seeds_, n), rows(steps_, n), out,
-                  {.temperature = options_.temperature, .top_k = options_.top_k, .top_p = options_.top_p});
+  // Each row's own settings from the device buffers (greedy rows are argmax), so one captured step
+  // serves any mix of requests. The CUDA kernel takes temperatures only (the engine refuses top-k /
+  // top-p requests there).
+  ops::sample_rows_out(logits, rows(seeds_, n), rows(steps_, n),
+                       {.temperature = rows(temperature_, n),
+                        .top_k = device_.is_cpu() ? rows(top_k_, n) : Tensor{},
+                        .top_p = device_.is_cpu() ? rows(top_p_, n) : Tensor{}},
+                       rows(next_ids_, n));
 }
 
 void ModelRunner::reduce(const Tensor& partial) {
@@ -351,12 +370,11 @@ void ModelRunner::write_inputs(std::span<Sequence* const> batch, std::int64_t n)
   auto* pos = host<std::int32_t>(positions_h_);
   auto* slots = host<std::int32_t>(slots_h_);
   auto* table = host<std::int32_t>(block_table_h_);
-  auto* seeds = host<std::int64_t>(seeds_h_);
-  auto* steps = host<std::int64_t>(steps_h_);
   for (std::int64_t b = 0; b < n; ++b) {
     std::int32_t* row = table + b * max_blocks_;
     if (b >= static_cast<std::int64_t>(batch.size())) {  // padding (Note [Decode step graph])
-      ids[b] = 0, pos[b] = 0, slots[b] = -1, seeds[b] = 0, steps[b] = 0;
+      ids[b] = 0, pos[b] = 0, slots[b] = -1;
+      write_sampling(b, nullptr);
       std::fill(row, row + max_blocks_, 0);
       continue;
     }
@@ -369,8 +387,7 @@ void ModelRunner::write_inputs(std::span<Sequence* const> batch, std::int64_t n)
     slots[b] = static_cast<std::int32_t>(s.blocks[static_cast<std::size_t>(p / bs)] * bs + p % bs);
     std::copy(s.blocks.begin(), s.blocks.end(), row);
     std::fill(row + s.blocks.size(), row + max_blocks_, 0);
-    seeds[b] = static_cast<std::int64_t>(s.seed);
-    steps[b] = s.generated;
+    write_sampling(b, &s);
   }
 }
 
@@ -439,17 +456,16 @@ Tensor ModelRunner::decode(std::span<Sequence* const> batch, StepMode mode, Step
   return rows(logits_h_, static_cast<std::int64_t>(batch.size()));
 }
 
-Tensor ModelRunner::prefill(Sequence& seq) {
+Tensor ModelRunner::prefill(Sequence& seq, std::int64_t max_chunks) {
   const std::int64_t total = static_cast<std::int64_t>(seq.tokens.size()), bs = options_.block_size;
   NG_CHECK_AS(ResourceError, blocks_.reserve(seq.blocks, total), "KV cache full: a prompt of ", total,
               " tokens needs ", blocks_.blocks_for(total), " blocks, ", blocks_.free_blocks(), " are free");
   auto* table = host<std::int32_t>(prefill_table_h_);
   std::copy(seq.blocks.begin(), seq.blocks.end(), table);
   std::fill(table + seq.blocks.size(), table + max_blocks_, 0);
-  host<std::int64_t>(seeds_h_)[0] = static_cast<std::int64_t>(seq.seed);
-  host<std::int64_t>(steps_h_)[0] = seq.generated;
+  write_sampling(0, &seq);
   StreamGuard on(stream_);
-  while (seq.cached < total) {
+  for (std::int64_t chunk = 0; seq.cached < total && chunk < max_chunks; ++chunk) {
     const std::int64_t start = seq.cached, n = std::min(options_.prefill_chunk, total - start);
     auto* ids = host<std::int32_t>(ids_h_);
     auto* pos = host<std::int32_t>(positions_h_);
@@ -468,7 +484,7 @@ Tensor ModelRunner::prefill(Sequence& seq) {
     stream_.synchronize();  // the next chunk rewrites the input buffers
     seq.cached = start + n;
   }
-  return rows(logits_h_, 1);
+  return seq.cached == total ? rows(logits_h_, 1) : Tensor{};
 }
 
 const std::int32_t* ModelRunner::next_ids() const { return host<const std::int32_t>(next_ids_h_); }

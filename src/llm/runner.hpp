@@ -37,6 +37,7 @@
 
 #include <array>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <span>
 #include <vector>
@@ -60,6 +61,9 @@ struct Sequence {
   std::vector<std::int32_t> blocks;  // its KV cache blocks, in token order
   std::uint64_t seed = 0;
   std::int64_t generated = 0;
+  // Its sampling settings (the step's per-row buffers: ops::sample_rows_out).
+  float temperature = 0, top_p = 1;
+  std::int64_t top_k = 0;
 };
 
 inline constexpr std::array<std::int64_t, 5> kBuckets{1, 2, 4, 8, 16};
@@ -74,11 +78,14 @@ class ModelRunner {
   std::int64_t max_batch() const { return max_batch_; }
   std::int64_t bucket_for(std::int64_t batch) const;
 
-  // Runs prompt tokens [seq.cached, seq.tokens.size()) through the model eagerly, in chunks, writing
-  // their KV; returns the last token's logits row ([1, vocab] float32, valid until the next call).
-  Tensor prefill(Sequence& seq);
+  // Runs prompt tokens [seq.cached, seq.tokens.size()) through the model eagerly, in chunks of
+  // prefill_chunk tokens counted from the prompt's start, writing their KV — at most `max_chunks`
+  // of them; returns the last token's logits row ([1, vocab] float32, valid until the next call)
+  // once the prompt is done, an undefined tensor before.
+  Tensor prefill(Sequence& seq, std::int64_t max_chunks = std::numeric_limits<std::int64_t>::max());
   // Captures the graph of the bucket `batch` falls in, if it is not yet (graph mode; not timed).
   void prepare(std::int64_t batch) { bucket(bucket_for(batch)); }
+  std::int64_t captured() const { return static_cast<std::int64_t>(buckets_.size()); }
   // One decode step of `batch` (each sequence's last token is not cached yet): graph or eager, as
   // the options say. Returns the logits [batch, vocab]; sampled ids are next_ids()[0..batch).
   Tensor decode(std::span<Sequence* const> batch, StepMode mode, StepTimes& times);
@@ -117,9 +124,11 @@ class ModelRunner {
   std::vector<LayerWeights> layers_;
   // Persistent inputs (Note [Decode step graph]) on the device, and their host staging (the same
   // tensors on the cpu): ids ... steps written by the host, next_ids and logits read back.
-  Tensor ids_, positions_, slots_, block_table_, prefill_table_, seeds_, steps_, next_ids_;
-  Tensor ids_h_, positions_h_, slots_h_, block_table_h_, prefill_table_h_, seeds_h_, steps_h_, next_ids_h_,
-      logits_h_;
+  Tensor ids_, positions_, slots_, block_table_, prefill_table_, seeds_, steps_, temperature_, top_k_, top_p_,
+      next_ids_;
+  Tensor ids_h_, positions_h_, slots_h_, block_table_h_, prefill_table_h_, seeds_h_, steps_h_, temperature_h_,
+      top_k_h_, top_p_h_, next_ids_h_, logits_h_;
+  void write_sampling(std::int64_t row, const Sequence* seq);  // a row's seed ... top_p (padding: greedy)
   Tensor on_device(const Tensor& host);  // a device copy (the tensor itself on the cpu)
   Matrix on_device(const Matrix& host);
   Matrix for_linear(const Matrix& host);  // on_device, then rows16 where q8 activations run (cpu)

@@ -4,16 +4,27 @@
 //   auto results = engine.generate({{.prompt = "What is a graph?"}},
 //                                  [](std::size_t i, std::string_view text) { std::cout << text; });
 //
-// Requests run with continuous batching: up to max_batch at once, each prefilled eagerly (in
-// chunks) when it joins, then decoded together one token per step; a finished request leaves and a
-// waiting one joins. A decode step is captured once per batch-size bucket (1, 2, 4, 8, 16) and
-// updated in place every step (src/llm/runner.hpp, Note [Decode step graph]); StepMode::eager runs
-// the same ops without a graph, as the baseline.
+// Or step by step, as a server drives it (Note [Step-level engine] in src/llm/engine_step.cpp):
+//
+//   const llm::RequestId id = engine.submit({.messages = {{"user", "Hi"}}, .temperature = 0.7});
+//   while (!engine.idle())
+//     for (const llm::StepOutput& out : engine.step()) std::cout << out.text;   // any request's
+//   engine.cancel(other_id);                                                   // from any thread
+//
+// Requests run with continuous batching: up to max_batch at once; each is prefilled eagerly in
+// chunks of prefill_chunk tokens when it joins (chunks interleaved with the running requests'
+// decode steps), then decoded together one token per step; a finished or cancelled request frees
+// its KV blocks at once and a waiting one joins. A decode step is captured once per batch-size
+// bucket (1, 2, 4, 8, 16) and updated in place every step (src/llm/runner.hpp, Note [Decode step
+// graph]); each row's sampling settings are device buffers the step reads, so a new mix of
+// requests is never a re-capture. StepMode::eager runs the same ops without a graph, as the
+// baseline.
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <span>
@@ -22,6 +33,7 @@
 #include <vector>
 
 #include "npugraph/device.hpp"
+#include "npugraph/llm/tokenizer.hpp"
 #include "npugraph/ops/linear.hpp"
 
 namespace npugraph::llm {
@@ -63,12 +75,33 @@ struct EngineOptions {
   std::optional<ops::Activations> activations{};
 };
 
+// One request: a prompt, or a conversation rendered by the model's chat template.
 struct Request {
   std::string prompt{};
-  std::int64_t max_tokens = 64;
+  std::vector<ChatMessage> messages{};  // when given: the conversation (prompt must be empty)
+  std::int64_t max_tokens = 64;         // generated tokens at most (the context may end it sooner)
   bool chat = true;        // wrap the prompt in the model's chat template as a user turn
-  std::uint64_t seed = 0;  // sampling seed (temperature > 0)
+  std::uint64_t seed = 0;  // sampling seed (temperature > 0): draws depend on (seed, step) only
+  // Sampling, per request; unset: the engine's options.
+  std::optional<double> temperature{};  // >= 0 (0: greedy)
+  std::optional<std::int64_t> top_k{};  // 0..vocab (0: no top-k)
+  std::optional<double> top_p{};        // (0, 1]
+  // Generation ends where the text first contains one of these; the text returned stops before it.
+  std::vector<std::string> stop{};
 };
+
+// Why a request ended.
+enum class FinishReason {
+  none,       // still running
+  stop,       // an end-of-generation token or a stop string
+  length,     // max_tokens, or the context is full
+  cancelled,  // cancel()
+  error,      // a step() failed (it threw) while the request was running
+};
+// "stop", "length", "cancelled", "error"; "" for none.
+const char* finish_reason_name(FinishReason reason) noexcept;
+
+using RequestId = std::uint64_t;
 
 // Host time of decode steps, split as the summary shows it.
 struct StepTimes {
@@ -81,7 +114,8 @@ struct StepTimes {
 struct Result {
   std::vector<std::int32_t> prompt_tokens, tokens;  // tokens: generated ones
   std::string text;
-  bool stopped = false;  // ended on an end-of-generation token (else max_tokens or the context)
+  bool stopped = false;  // ended on an end-of-generation token or a stop string (else max_tokens or the context)
+  FinishReason finish = FinishReason::none;
   // With keep_logits: per generated token, a 64-bit hash of its logits row's bytes.
   std::vector<std::uint64_t> logits_hashes;
   // With keep_full_logits: per generated token, the logits row it was chosen from (vocab floats).
@@ -96,6 +130,22 @@ struct RunStats {
   std::vector<std::int64_t> batch_per_step;
 };
 
+// What one request produced in one step().
+struct StepOutput {
+  RequestId id = 0;
+  std::string text;                   // text decoded this step (a stop string's possible start held back)
+  std::vector<std::int32_t> tokens;   // tokens generated this step
+  FinishReason finish = FinishReason::none;  // none: it goes on
+  std::int64_t prompt_tokens = 0, completion_tokens = 0;  // so far
+  std::optional<Result> result{};     // the whole result, once finished
+};
+
+// A snapshot of the engine's load (any thread).
+struct EngineLoad {
+  std::int64_t running = 0, waiting = 0;        // requests decoding or prefilling / queued
+  std::int64_t kv_blocks_used = 0, kv_blocks_total = 0;
+};
+
 class Engine {
  public:
   // Loads the model and sizes the KV cache and buffers. ArgumentError for a bad option (named), an
@@ -105,12 +155,36 @@ class Engine {
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
-  // Generates for every request; `on_text(i, piece)` receives request i's text as it is decoded.
-  // ArgumentError for an empty prompt or one that does not fit max_context.
+  // Generates for every request (submit() each, then step() until all are done); `on_text(i,
+  // piece)` receives request i's text as it is decoded. ArgumentError as submit() says, naming
+  // requests[i]; nothing runs then. Requests already submitted run alongside.
   std::vector<Result> generate(std::span<const Request> requests,
                                const std::function<void(std::size_t, std::string_view)>& on_text = {});
-  // The last generate()'s timings.
+
+  // Queues a request; thread-safe. ArgumentError naming the field for: no prompt and no messages
+  // (or both), max_tokens < 1, temperature / top_k / top_p out of range, an empty stop string, a
+  // prompt that leaves no room in max_context; UnsupportedError for top_k / top_p on cuda.
+  RequestId submit(const Request& request);
+  // One step: admits waiting requests into free batch rows and KV blocks, runs the next prefill
+  // chunks (prefill_chunk tokens in all, at least one chunk), then one decode step of every request
+  // past its prefill; returns what each request produced (finished ones included, cancelled ones
+  // with FinishReason::cancelled). One thread at a time: a second concurrent step() is an
+  // ArgumentError. A failure inside the step (an op's error) propagates and ends every running
+  // request: the next step() reports them with FinishReason::error; the engine stays usable.
+  std::vector<StepOutput> step();
+  // Cancels a waiting or running request (thread-safe); its KV blocks are freed by the next step(),
+  // which reports it. False when no such request is waiting or running.
+  bool cancel(RequestId id);
+  // Nothing waiting or running (thread-safe).
+  bool idle() const;
+  EngineLoad load() const;
+  // Decode-step graphs captured so far (graph mode): one per batch-size bucket ever used, however
+  // the requests and their sampling settings mix.
+  std::int64_t captured_graphs() const;
+
+  // Timings: the last generate()'s, or every step() since reset_stats().
   const RunStats& stats() const { return stats_; }
+  void reset_stats() { stats_ = {}; }
   const Model& model() const;
   std::int64_t vocab() const;
   const EngineOptions& options() const { return options_; }
@@ -120,6 +194,15 @@ class Engine {
   std::shared_ptr<const Model> model_;
   std::unique_ptr<ModelRunner> runner_;
   RunStats stats_;
+  // The step-level state (src/llm/engine_scheduler.hpp, engine_step.cpp).
+  struct Pending;
+  struct Scheduler;
+  std::unique_ptr<Scheduler> sched_;
+  // A checked, tokenised request (errors name `label`'s fields), and its queueing.
+  std::unique_ptr<Pending> prepare(const Request& request, const std::string& label) const;
+  RequestId enqueue(std::unique_ptr<Pending> pending);
+  bool take(Pending& a, std::int32_t id, const float* logits, StepOutput& out);
+  void finish(Pending& a, FinishReason reason, StepOutput& out);
 };
 
 }  // namespace npugraph::llm

@@ -47,6 +47,24 @@ void sample_out(const Tensor& logits, const Tensor& seeds, const Tensor& steps, 
 Tensor sample(const Tensor& logits, const Tensor& seeds, const Tensor& steps,
               const SamplingOptions& options);
 
+// sample with each row's own parameters, read from device tensors at launch time (so a captured
+// graph samples each replay with whatever the host last wrote there, with no update):
+// temperature float32 [B] (required), top_k int64 [B] and top_p float32 [B] (each optional:
+// undefined means no top-k / top-p). Row b draws as `sample` with (temperature[b], top_k[b],
+// top_p[b]) widened to double, except that its uniform comes from (seeds[b], steps[b], 0) — not its row — so a
+// request's draws do not depend on its place in a batch. Values the host cannot check at launch
+// are read as the nearest setting: a temperature that is not a finite number > 0 is greedy, a
+// top_k outside [1, V] is no top-k, a top_p outside (0, 1) is 1. On cuda: temperature only
+// (top_k / top_p tensors are an UnsupportedError, as `sample`'s restricted draws are there).
+struct SamplingRows {
+  Tensor temperature;  // float32 [B]
+  Tensor top_k;        // int64 [B], or undefined
+  Tensor top_p;        // float32 [B], or undefined
+  bool advance_steps = false;
+};
+void sample_rows_out(const Tensor& logits, const Tensor& seeds, const Tensor& steps, const SamplingRows& rows,
+                     const Tensor& out);
+
 // Philox4x32-10 of (key, counter): the generator `sample` draws from (for tests and references).
 void philox4x32(std::uint64_t key, std::uint64_t counter_lo, std::uint64_t counter_hi,
                 std::uint32_t out[4]) noexcept;

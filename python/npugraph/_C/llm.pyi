@@ -23,11 +23,45 @@ class Engine:
     """
     def __init__(self, model: str, *, threads: int = 0, max_batch: int = 16, max_context: int = 0, mode: str = 'graph', order: str = 'update_then_replay', temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0, keep_logits: bool = False, keep_full_logits: bool = False, device: str = 'cpu', activations: typing.Any = None) -> None:
         ...
+    def cancel(self, id: int) -> bool:
+        """
+        Cancels a waiting or running request (thread-safe); the next step() reports it. False if unknown or done.
+        """
     def generate(self, prompts: list[str], *, max_tokens: int = 64, chat: bool = True, seed: int = 0, on_text: typing.Any = None) -> list:
         """
         Generates for every prompt (a list of str); returns one dict per prompt: text, tokens,
         prompt_tokens, stopped, logits_hashes (with keep_logits) and logits (numpy [steps, vocab], with
         keep_full_logits). on_text(index, piece) receives each request's text as it is decoded.
+        """
+    def step(self) -> list:
+        """
+        One scheduling step: admits waiting requests, runs the next prefill chunks and one decode step of
+        the running ones. Returns a list of dicts, one per request that produced something: id, text (new
+        text), tokens (new ids), finish_reason (None while running; 'stop', 'length', 'cancelled' or
+        'error'), prompt_tokens, completion_tokens, result (the whole result dict once finished).
+        """
+    def submit(self, prompt: str = '', *, messages: typing.Any = None, max_tokens: int = 64, chat: bool = True, seed: int = 0, temperature: float | None = None, top_k: int | None = None, top_p: float | None = None, stop: typing.Any = None) -> int:
+        """
+        Queues a request (thread-safe) and returns its id: a prompt (wrapped in the chat template as a
+        user turn when chat) or messages ([{"role": ..., "content": ...}], rendered by the chat
+        template). temperature / top_k / top_p: this request's sampling (None: the engine's); seed: its
+        draws depend on (seed, step) only; stop: a str or list of str ending the text before it.
+        ArgumentError naming the field for a bad request.
+        """
+    @property
+    def captured_graphs(self) -> int:
+        """
+        Decode-step graphs captured so far (one per batch-size bucket used).
+        """
+    @property
+    def idle(self) -> bool:
+        """
+        Nothing waiting or running.
+        """
+    @property
+    def load(self) -> dict:
+        """
+        Requests running / waiting and KV cache blocks used / total.
         """
     @property
     def stats(self) -> dict:

@@ -124,9 +124,10 @@ float max_of(const float* x, std::int64_t V) {
 }
 
 // One row of `sample` (the header's definition).
-std::int32_t sample_row(const SampleParams& p, std::int64_t row, Scratch& s) {
-  const float* x = p.logits + row * p.V;
-  const std::int64_t V = p.V;
+std::int32_t sample_row(const SampleParams& params, std::int64_t row, Scratch& s) {
+  const float* x = params.logits + row * params.V;
+  const std::int64_t V = params.V;
+  const sampling_impl::RowSampling p = sampling_impl::row_sampling(params, row);
   if (p.temperature == 0) return argmax_row(x, V);
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   auto z = [&](std::int64_t j) { return std::isnan(x[j]) ? kNegInf : x[j]; };
@@ -160,9 +161,8 @@ std::int32_t sample_row(const SampleParams& p, std::int64_t row, Scratch& s) {
   }
   if (!std::isfinite(max)) return argmax_row(x, V);  // nothing finite to draw from
   const auto inv_t = static_cast<float>(1.0 / p.temperature);
-  const double u = sampling_uniform(static_cast<std::uint64_t>(p.seeds[row]),
-                                    static_cast<std::uint64_t>(p.steps[row]),
-                                    static_cast<std::uint64_t>(row));
+  const double u = sampling_uniform(static_cast<std::uint64_t>(params.seeds[row]),
+                                    static_cast<std::uint64_t>(params.steps[row]), p.counter_hi);
   if (k == V) {
     // Every token's weight; top-p (if on) marks the kept ones: the mass of each of 4096 buckets of
     // z (the top 12 bits of its order key), walked from the top to the bucket where the mass
@@ -270,12 +270,16 @@ void check_out(const char* op, const Tensor& out, const Tensor& logits) {
   check_same_device(op, "out", out, logits);
 }
 
-void check_i64(const char* op, const char* arg, const Tensor& t, const Tensor& logits) {
+void check_row_tensor(const char* op, const char* arg, const Tensor& t, DType dtype, const Tensor& logits) {
   NG_CHECK_ARG(t.defined(), op, ": ", arg, " is undefined");
-  NG_CHECK_ARG(t.dtype() == DType::i64 && t.is_contiguous() && t.numel() == logits.size(0), op, ": ",
-               arg, " = ", t.str(), ": must be a contiguous int64 tensor of ", logits.size(0),
+  NG_CHECK_ARG(t.dtype() == dtype && t.is_contiguous() && t.numel() == logits.size(0), op, ": ", arg, " = ",
+               t.str(), ": must be a contiguous ", dtype_name(dtype), " tensor of ", logits.size(0),
                " elements (one per row of logits = ", logits.str(), ")");
   check_same_device(op, arg, t, logits);
+}
+
+void check_i64(const char* op, const char* arg, const Tensor& t, const Tensor& logits) {
+  check_row_tensor(op, arg, t, DType::i64, logits);
 }
 
 }  // namespace
@@ -342,6 +346,38 @@ Tensor sample(const Tensor& logits, const Tensor& seeds, const Tensor& steps,
   Tensor out = empty({logits.size(0)}, DType::i32, logits.device());
   sample_out(logits, seeds, steps, out, options);
   return out;
+}
+
+void sample_rows_out(const Tensor& logits, const Tensor& seeds, const Tensor& steps, const SamplingRows& rows,
+                     const Tensor& out) {
+  const Stream& stream = current_stream_ref(logits.device());
+  const UpdateErrorGuard guard(stream);
+  constexpr const char* op = "sample_rows";
+  check_logits(op, logits);
+  check_i64(op, "seeds", seeds, logits);
+  check_i64(op, "steps", steps, logits);
+  check_row_tensor(op, "temperature", rows.temperature, DType::f32, logits);
+  if (rows.top_k.defined()) check_row_tensor(op, "top_k", rows.top_k, DType::i64, logits);
+  if (rows.top_p.defined()) check_row_tensor(op, "top_p", rows.top_p, DType::f32, logits);
+  check_out(op, out, logits);
+  if (logits.device().type() == DeviceType::cuda)
+    NG_CHECK_AS(UnsupportedError, !rows.top_k.defined() && !rows.top_p.defined(), op, " on ",
+                logits.device().str(), ": per-row top_k / top_p are not supported on the CUDA backend yet "
+                "(give temperature alone: a draw from the whole vocabulary, or greedy)");
+  SampleParams p;
+  p.logits = logits.data_ptr<float>();
+  p.seeds = seeds.data_ptr<std::int64_t>();
+  p.steps = steps.data_ptr<std::int64_t>();
+  p.out = out.data_ptr<std::int32_t>();
+  p.B = logits.size(0);
+  p.V = logits.size(1);
+  p.advance_steps = rows.advance_steps;
+  p.per_row = true;
+  p.row_temperature = rows.temperature.data_ptr<float>();
+  if (rows.top_k.defined()) p.row_top_k = rows.top_k.data_ptr<std::int64_t>();
+  if (rows.top_p.defined()) p.row_top_p = rows.top_p.data_ptr<float>();
+  const Tensor* uses[] = {&logits, &seeds, &steps, &rows.temperature, &rows.top_k, &rows.top_p, &out};  // undefined skipped
+  launch(stream, kSample, p, uses);
 }
 
 }  // namespace npugraph::ops

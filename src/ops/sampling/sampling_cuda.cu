@@ -49,7 +49,7 @@ __global__ void sample_kernel(const SampleParams* pp) {
     const float* x = p.logits + r * p.V;
     std::int32_t token = 0;
     bool drawn = false;
-    if (p.temperature != 0) {
+    if (row_sampling(p, r).temperature != 0) {
       maxes[threadIdx.x] = cc::max_share(x, p.V, threadIdx.x, kThreads);
       __syncthreads();
       for (int s = kThreads / 2; s > 0; s /= 2) {
@@ -59,7 +59,7 @@ __global__ void sample_kernel(const SampleParams* pp) {
       }
       const float m = maxes[0];
       if (cc::is_finite(m)) {
-        const float inv_t = cc::inv_temperature(p);
+        const float inv_t = cc::inv_temperature(p, r);
         mass[threadIdx.x] = cc::chunk_mass(x, p.V, m, inv_t, threadIdx.x, kThreads);
         __syncthreads();
         if (threadIdx.x == 0) token = cc::draw(x, p.V, m, inv_t, mass, kThreads, cc::row_uniform(p, r));

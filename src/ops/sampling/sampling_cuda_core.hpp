@@ -126,11 +126,13 @@ NG_HD inline std::int32_t draw(const float* x, std::int64_t V, float max, float 
   return 0;
 }
 
-NG_HD inline float inv_temperature(const SampleParams& p) { return static_cast<float>(1.0 / p.temperature); }
+NG_HD inline float inv_temperature(const SampleParams& p, std::int64_t row) {
+  return static_cast<float>(1.0 / row_sampling(p, row).temperature);
+}
 
 NG_HD inline double row_uniform(const SampleParams& p, std::int64_t row) {
   return uniform(static_cast<std::uint64_t>(p.seeds[row]), static_cast<std::uint64_t>(p.steps[row]),
-                 static_cast<std::uint64_t>(row));
+                 row_sampling(p, row).counter_hi);
 }
 
 }  // namespace npugraph::ops::sampling_impl::cuda_core

@@ -22,7 +22,43 @@ struct SampleParams {
   double temperature = 1, top_p = 1;
   std::int64_t top_k = 0;
   bool advance_steps = false;
+  // sample_rows_out: row r's own parameters (each null when not given: greedy-free defaults below),
+  // and the draw's counter (steps[r], 0) instead of (steps[r], r).
+  bool per_row = false;
+  const float* row_temperature = nullptr;
+  const std::int64_t* row_top_k = nullptr;
+  const float* row_top_p = nullptr;
 };
+
+// Row r's parameters as the kernels use them. Per row, values a device buffer may hold that the
+// host could not check are read as the nearest meaningful setting: a temperature that is not a
+// finite number > 0 is greedy, a top_k outside [1, V] is no top-k, a top_p outside (0, 1) is 1.
+struct RowSampling {
+  double temperature, top_p;
+  std::int64_t top_k;
+  std::uint64_t counter_hi;  // the draw's second counter word: the row, or 0 (per_row)
+};
+
+#if defined(__CUDACC__)
+__host__ __device__
+#endif
+inline RowSampling row_sampling(const SampleParams& p, std::int64_t r) {
+  if (!p.per_row) return {p.temperature, p.top_p, p.top_k, static_cast<std::uint64_t>(r)};
+  RowSampling s{0.0, 1.0, 0, 0};
+  if (p.row_temperature) {
+    const double t = p.row_temperature[r];  // float32 widened
+    s.temperature = t > 0 && t - t == 0 ? t : 0.0;  // t - t is NaN for an infinity (and for NaN)
+  }
+  if (p.row_top_k) {
+    const std::int64_t k = p.row_top_k[r];
+    s.top_k = k >= 1 && k <= p.V ? k : 0;
+  }
+  if (p.row_top_p) {
+    const double q = p.row_top_p[r];
+    s.top_p = q > 0 && q < 1 ? q : 1.0;
+  }
+  return s;
+}
 
 void argmax_cuda(const void* params, std::size_t size, const void* device_params, void* stream);
 void sample_cuda(const void* params, std::size_t size, const void* device_params, void* stream);

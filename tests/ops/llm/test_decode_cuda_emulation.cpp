@@ -364,15 +364,15 @@ ops::sampling_impl::cuda_core::Best emulate_block_argmax(const float* x, std::in
 std::int32_t emulate_sample_row(const ops::sampling_impl::SampleParams& p, std::int64_t r) {
   namespace cc = ops::sampling_impl::cuda_core;
   const float* x = p.logits + r * p.V;
-  if (p.temperature != 0) {
+  if (ops::sampling_impl::row_sampling(p, r).temperature != 0) {
     std::vector<float> maxes(kThreads);
     for (int t = 0; t < kThreads; ++t) maxes[t] = cc::max_share(x, p.V, t, kThreads);
     for (int s = kThreads / 2; s > 0; s /= 2)
       for (int t = 0; t < s; ++t) maxes[t] = maxes[t + s] > maxes[t] ? maxes[t + s] : maxes[t];
     if (cc::is_finite(maxes[0])) {
       std::vector<double> mass(kThreads);
-      for (int c = 0; c < kThreads; ++c) mass[c] = cc::chunk_mass(x, p.V, maxes[0], cc::inv_temperature(p), c, kThreads);
-      return cc::draw(x, p.V, maxes[0], cc::inv_temperature(p), mass.data(), kThreads, cc::row_uniform(p, r));
+      for (int c = 0; c < kThreads; ++c) mass[c] = cc::chunk_mass(x, p.V, maxes[0], cc::inv_temperature(p, r), c, kThreads);
+      return cc::draw(x, p.V, maxes[0], cc::inv_temperature(p, r), mass.data(), kThreads, cc::row_uniform(p, r));
     }
   }
   const cc::Best b = emulate_block_argmax(x, p.V);
@@ -432,6 +432,38 @@ TEST(DecodeCudaEmulation, SampleDrawsTheCpuOpsTokensAndItsPhiloxIsTheCpus) {
         EXPECT_EQ(emulate_sample_row(p, r), cpu.data_ptr<std::int32_t>()[r])
             << "temperature " << temp << " step " << step << " row " << r;
       for (std::int64_t r = 0; r < B; ++r) steps.data_ptr<std::int64_t>()[r] += 1;
+    }
+  }
+}
+
+TEST(DecodeCudaEmulation, PerRowTemperaturesDrawTheCpuOpsTokens) {
+  // sample_rows_out with temperatures alone (what the CUDA backend takes): each row its own
+  // temperature (0, a NaN and -1 read as greedy), the draw's counter (step, 0) for every row.
+  const std::int64_t V = 1003, B = 8;
+  const Tensor logits = make_tensor(hard_rows(V), {B, V});
+  std::vector<std::int64_t> seeds(B, 5), steps0(B, 3);  // every row the same seed and step
+  const Tensor seeds_t = ngtest::int_tensor(seeds, {B}, DType::i64);
+  const Tensor steps = ngtest::int_tensor(steps0, {B}, DType::i64);
+  const std::vector<float> temps{0.0f, 0.7f, 1.0f, 2.5f, std::nanf(""), -1.0f, 0.3f, 1.0f};
+  Tensor t = ng::empty({B}, DType::f32);
+  std::copy(temps.begin(), temps.end(), t.data_ptr<float>());
+  ops::sampling_impl::SampleParams p;
+  p.logits = logits.data_ptr<float>();
+  p.seeds = seeds_t.data_ptr<std::int64_t>();
+  p.steps = steps.data_ptr<std::int64_t>();
+  p.B = B;
+  p.V = V;
+  p.per_row = true;
+  p.row_temperature = t.data_ptr<float>();
+  Tensor cpu = ng::empty({B}, DType::i32);
+  ops::sample_rows_out(logits, seeds_t, steps, {.temperature = t}, cpu);
+  ng::device_synchronize();
+  const Tensor greedy = ops::argmax(logits);
+  ng::device_synchronize();
+  for (std::int64_t r = 0; r < B; ++r) {
+    EXPECT_EQ(emulate_sample_row(p, r), cpu.data_ptr<std::int32_t>()[r]) << "row " << r;
+    if (!(temps[r] > 0)) {
+      EXPECT_EQ(cpu.data_ptr<std::int32_t>()[r], greedy.data_ptr<std::int32_t>()[r]) << "row " << r;
     }
   }
 }

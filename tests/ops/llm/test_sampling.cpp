@@ -21,6 +21,12 @@ namespace {
 
 using ng::ops::SamplingOptions;
 
+Tensor f32_tensor(const std::vector<float>& v) {
+  Tensor t = ng::empty({static_cast<std::int64_t>(v.size())}, DType::f32);
+  std::memcpy(t.data(), v.data(), v.size() * sizeof(float));
+  return t;
+}
+
 Tensor i64_tensor(const std::vector<std::int64_t>& v) {
   Tensor t = ng::empty({static_cast<std::int64_t>(v.size())}, DType::i64);
   std::memcpy(t.data(), v.data(), v.size() * sizeof(std::int64_t));
@@ -242,6 +248,120 @@ TEST(Sampling, CapturedGraphAdvancesStepsAndDrawsAnew) {
   EXPECT_EQ(steps.data_ptr<std::int64_t>()[0], 20);
   EXPECT_EQ(steps.data_ptr<std::int64_t>()[1], 120);
   EXPECT_GT(drawn.size(), 5u);  // different draws across replays, no update
+}
+
+TEST(SampleRows, EachRowDrawsWithItsOwnParametersAndACounterWithoutItsRow) {
+  // Six rows, six settings (greedy, plain, top-k, top-p, both, top-k 1): each row's token is the
+  // reference's for that row's options and the uniform of (seed, step, 0).
+  const std::int64_t B = 6, V = 2000;
+  const Tensor logits = random_tensor({B, V}, 6, DType::f32, -4, 4);
+  const auto lv = floats(logits);
+  // (Settings exact in float32, the per-row tensors' type.)
+  const std::vector<SamplingOptions> o{{.temperature = 0}, {.temperature = 1.0}, {.temperature = 0.75, .top_k = 40},
+                                       {.temperature = 1.25, .top_p = 0.875}, {.temperature = 0.625, .top_k = 200, .top_p = 0.5},
+                                       {.temperature = 2.0, .top_k = 1}};
+  std::vector<float> t(B), p(B);
+  std::vector<std::int64_t> k(B), seed_v(B), step_v(B);
+  for (std::int64_t b = 0; b < B; ++b) {
+    t[b] = static_cast<float>(o[b].temperature), k[b] = o[b].top_k, p[b] = static_cast<float>(o[b].top_p);
+    seed_v[b] = 77 + b % 2, step_v[b] = 5 + b;
+  }
+  const Tensor seeds = i64_tensor(seed_v), steps = i64_tensor(step_v), out = ng::empty({B}, DType::i32);
+  ng::ops::sample_rows_out(logits, seeds, steps,
+                           {.temperature = f32_tensor(t), .top_k = i64_tensor(k), .top_p = f32_tensor(p),
+                            .advance_steps = true},
+                           out);
+  const Tensor greedy = ng::ops::argmax(logits);
+  ng::device_synchronize();
+  EXPECT_EQ(ints(out)[0], ints(greedy)[0]);  // temperature 0
+  for (std::int64_t b = 0; b < B; ++b) {
+    const std::vector<float> row(lv.begin() + b * V, lv.begin() + (b + 1) * V);
+    if (b > 0) {
+      EXPECT_EQ(ints(out)[b], reference_sample(row, o[b], ng::ops::sampling_uniform(seed_v[b], step_v[b], 0)))
+          << "row " << b;
+    }
+    EXPECT_EQ(steps.data_ptr<std::int64_t>()[b], step_v[b] + 1);
+  }
+}
+
+TEST(SampleRows, ARowsDrawDoesNotDependOnItsPlaceInTheBatch) {
+  const std::int64_t V = 3000;
+  const Tensor logits = random_tensor({4, V}, 7, DType::f32, -3, 3);
+  const Tensor t = f32_tensor({0.9f, 0.9f, 0.9f, 0.9f}), p = f32_tensor({0.95f, 0.95f, 0.95f, 0.95f});
+  const Tensor out = ng::empty({4}, DType::i32);
+  ng::ops::sample_rows_out(logits, i64_tensor({3, 3, 3, 3}), i64_tensor({8, 8, 8, 8}),
+                           {.temperature = t, .top_p = p}, out);
+  ng::device_synchronize();
+  // Each row alone, as the only row of its own batch: the same token.
+  const auto lv = floats(logits);
+  for (std::int64_t b = 0; b < 4; ++b) {
+    const Tensor one = make_tensor(std::vector<float>(lv.begin() + b * V, lv.begin() + (b + 1) * V), {1, V});
+    const Tensor alone = ng::empty({1}, DType::i32);
+    ng::ops::sample_rows_out(one, i64_tensor({3}), i64_tensor({8}), {.temperature = f32_tensor({0.9f}),
+                                                                    .top_p = f32_tensor({0.95f})},
+                             alone);
+    ng::device_synchronize();
+    EXPECT_EQ(ints(alone)[0], ints(out)[b]) << "row " << b;
+  }
+}
+
+TEST(SampleRows, ValuesNoHostCheckedReadAsTheNearestSetting) {
+  const std::int64_t V = 500;
+  const Tensor logits = random_tensor({4, V}, 8, DType::f32, -2, 2);
+  const float inf = std::numeric_limits<float>::infinity();
+  const Tensor seeds = i64_tensor({1, 1, 1, 1}), steps = i64_tensor({0, 0, 0, 0});
+  const Tensor out = ng::empty({4}, DType::i32), ref = ng::empty({4}, DType::i32);
+  // NaN, -1, inf temperatures: greedy; top_k 9999 / -3: none; top_p 0 / 1.5: none.
+  ng::ops::sample_rows_out(logits, seeds, steps,
+                           {.temperature = f32_tensor({std::nanf(""), -1.0f, inf, 1.25f}),
+                            .top_k = i64_tensor({0, 0, 0, 9999}), .top_p = f32_tensor({1, 1, 1, 1.5f})},
+                           out);
+  ng::ops::sample_rows_out(logits, seeds, steps, {.temperature = f32_tensor({0, 0, 0, 1.25f})}, ref);
+  const Tensor greedy = ng::ops::argmax(logits);
+  ng::device_synchronize();
+  for (int b = 0; b < 3; ++b) EXPECT_EQ(ints(out)[b], ints(greedy)[b]) << "row " << b;
+  EXPECT_EQ(ints(out)[3], ints(ref)[3]);
+}
+
+TEST(SampleRows, CapturedGraphReadsTheParametersTheHostWroteBeforeEachReplay) {
+  const std::int64_t V = 400;
+  const Tensor logits = random_tensor({2, V}, 9, DType::f32, -1, 1);
+  const auto lv = floats(logits);
+  const Tensor seeds = i64_tensor({4, 4}), steps = i64_tensor({0, 0}), out = ng::empty({2}, DType::i32);
+  const Tensor t = f32_tensor({0, 0}), k = i64_tensor({0, 0});
+  ng::Graph g;
+  {
+    ng::CaptureScope c(g);
+    ng::ops::sample_rows_out(logits, seeds, steps, {.temperature = t, .top_k = k}, out);
+  }
+  const Tensor greedy = ng::ops::argmax(logits);
+  for (int r = 0; r < 6; ++r) {
+    const float temp = r % 2 ? 1.5f : 0.0f;  // greedy and sampled by turns, no re-capture or update
+    t.data_ptr<float>()[0] = temp, k.data_ptr<std::int64_t>()[0] = r % 3 == 2 ? 10 : 0;
+    steps.data_ptr<std::int64_t>()[0] = r;
+    g.replay();
+    ng::device_synchronize();
+    const std::vector<float> row(lv.begin(), lv.begin() + V);
+    const SamplingOptions o{.temperature = temp, .top_k = r % 3 == 2 ? 10 : 0};
+    const std::int32_t want = temp == 0 ? ints(greedy)[0] : reference_sample(row, o, ng::ops::sampling_uniform(4, r, 0));
+    EXPECT_EQ(ints(out)[0], want) << "replay " << r;
+    EXPECT_EQ(ints(out)[1], ints(greedy)[1]);
+  }
+}
+
+TEST(SampleRows, ArgumentErrors) {
+  const Tensor logits = ng::empty({2, 10}, DType::f32);
+  const Tensor seeds = i64_tensor({1, 2}), steps = i64_tensor({0, 0}), out = ng::empty({2}, DType::i32);
+  using ng::ops::sample_rows_out;
+  EXPECT_ARG_ERROR(sample_rows_out(logits, seeds, steps, {}, out), "sample_rows: temperature is undefined");
+  EXPECT_ARG_ERROR(sample_rows_out(logits, seeds, steps, {.temperature = i64_tensor({1, 2})}, out),
+                   "sample_rows: temperature = int64[2]: must be a contiguous float32 tensor of 2 elements");
+  EXPECT_ARG_ERROR(sample_rows_out(logits, seeds, steps, {.temperature = f32_tensor({1, 2}), .top_k = f32_tensor({1, 2})},
+                                   out),
+                   "sample_rows: top_k = float32[2]: must be a contiguous int64 tensor of 2 elements");
+  EXPECT_ARG_ERROR(sample_rows_out(logits, seeds, steps, {.temperature = f32_tensor({1, 2}), .top_p = f32_tensor({1})},
+                                   out),
+                   "sample_rows: top_p = float32[1]: must be a contiguous float32 tensor of 2 elements");
 }
 
 TEST(Sampling, ArgumentErrors) {
