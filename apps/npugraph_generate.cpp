@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "model_names.hpp"
 #include "npugraph/error.hpp"
 #include "npugraph/llm/engine.hpp"
 #include "npugraph/llm/model.hpp"
@@ -69,29 +70,8 @@ struct Args {
   std::exit(2);
 }
 
-std::string model_dir() {
-  std::string dir;
-  if (const char* d = std::getenv("NPUGRAPH_MODEL_DIR"); d && *d) {
-    dir = d;
-  } else {
-    const char* xdg = std::getenv("XDG_CACHE_HOME");
-    const char* home = std::getenv("HOME");
-    dir = (xdg && *xdg ? std::string(xdg) : std::string(home ? home : "") + "/.cache") + "/npugraph/models";
-  }
-  return dir;
-}
-
-// The models tools/fetch_model.py fetches, by name (--model smollm2 | gemma3); anything else is a path.
-std::string model_named(const std::string& v) {
-  if (v == "smollm2") return model_dir() + "/SmolLM2-135M-Instruct.Q4_1.gguf";
-  if (v == "gemma3") return model_dir() + "/gemma-3-270m-q4_k_m.gguf";
-  return v;
-}
-
-std::string default_model() {
-  if (const char* m = std::getenv("NPUGRAPH_MODEL"); m && *m) return m;
-  return model_named("smollm2");
-}
+using npugraph::apps::default_model;
+using npugraph::apps::model_named;
 
 template <class T>
 T number(const std::string& flag, const std::string& text) {

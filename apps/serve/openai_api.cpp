@@ -1,0 +1,226 @@
+#include "serve/openai_api.hpp"
+
+#include <cmath>
+#include <set>
+
+namespace npugraph::serve {
+namespace {
+
+using nlohmann::json;
+
+ApiError bad(std::string param, std::string message, std::string code = "") {
+  return {.status = 400, .message = std::move(message), .param = std::move(param), .code = std::move(code)};
+}
+
+std::string kind(const json& v) {
+  if (v.is_null()) return "null";
+  if (v.is_boolean()) return "a boolean";
+  if (v.is_number_integer() || v.is_number_unsigned()) return "an integer";
+  if (v.is_number()) return "a number";
+  if (v.is_string()) return "a string";
+  if (v.is_array()) return "an array";
+  return "an object";
+}
+
+// A failure while reading one field.
+struct FieldError {
+  ApiError error;
+};
+
+double number(const json& body, const char* key, double lo, double hi, bool lo_open) {
+  const json& v = body[key];
+  if (!v.is_number())
+    throw FieldError{bad(key, std::string("'") + key + "' must be a number, got " + kind(v))};
+  const double x = v.get<double>();
+  if (!std::isfinite(x) || (lo_open ? x <= lo : x < lo) || x > hi)
+    throw FieldError{bad(key, std::string("'") + key + "' = " + v.dump() + ": must be in " + (lo_open ? "(" : "[") +
+                                  json(lo).dump() + ", " + json(hi).dump() + "]")};
+  return x;
+}
+
+std::int64_t integer(const json& body, const char* key, std::int64_t lo, std::int64_t hi) {
+  const json& v = body[key];
+  if (!v.is_number_integer() && !v.is_number_unsigned())
+    throw FieldError{bad(key, std::string("'") + key + "' must be an integer, got " + kind(v))};
+  if (v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(hi))
+    throw FieldError{bad(key, std::string("'") + key + "' = " + v.dump() + ": must be at most " + std::to_string(hi))};
+  const std::int64_t x = v.get<std::int64_t>();
+  if (x < lo || x > hi)
+    throw FieldError{bad(key, std::string("'") + key + "' = " + v.dump() + ": must be in [" + std::to_string(lo) + ", " +
+                                  std::to_string(hi) + "]")};
+  return x;
+}
+
+bool boolean(const json& body, const char* key) {
+  const json& v = body[key];
+  if (!v.is_boolean()) throw FieldError{bad(key, std::string("'") + key + "' must be a boolean, got " + kind(v))};
+  return v.get<bool>();
+}
+
+// A message's content: a string, or an array of {"type": "text", "text": ...} parts.
+std::string content_of(const json& m, std::size_t i) {
+  const std::string param = "messages[" + std::to_string(i) + "].content";
+  if (!m.contains("content") || m["content"].is_null()) throw FieldError{bad(param, "'" + param + "' is required")};
+  const json& c = m["content"];
+  if (c.is_string()) return c.get<std::string>();
+  if (!c.is_array()) throw FieldError{bad(param, "'" + param + "' must be a string or an array of text parts, got " + kind(c))};
+  std::string text;
+  for (std::size_t k = 0; k < c.size(); ++k) {
+    const json& part = c[k];
+    const std::string pp = param + "[" + std::to_string(k) + "]";
+    if (!part.is_object() || !part.contains("type") || part["type"] != "text" || !part.contains("text") ||
+        !part["text"].is_string())
+      throw FieldError{bad(pp, "'" + pp + "': only {\"type\": \"text\", \"text\": ...} parts are supported")};
+    text += part["text"].get<std::string>();
+  }
+  return text;
+}
+
+}  // namespace
+
+json ApiError::body() const {
+  json e{{"message", message}, {"type", type}, {"param", param.empty() ? json(nullptr) : json(param)},
+         {"code", code.empty() ? json(nullptr) : json(code)}};
+  return json{{"error", e}};
+}
+
+std::variant<ParsedRequest, ApiError> parse_request(Endpoint endpoint, const std::string& text,
+                                                    const std::string& model, std::int64_t max_context) {
+  json body;
+  try {
+    body = json::parse(text);
+  } catch (const json::parse_error& e) {
+    return bad("", std::string("the body is not valid JSON: ") + e.what(), "invalid_json");
+  }
+  if (!body.is_object()) return bad("", "the body must be a JSON object, got " + kind(body));
+  const bool chat = endpoint == Endpoint::chat;
+  // Fields accepted as they are; fields accepted only at their neutral value; the rest are refused.
+  static const std::set<std::string> chat_fields{"model", "messages", "max_tokens", "max_completion_tokens",
+                                                 "temperature", "top_p", "top_k", "seed", "stop", "stream",
+                                                 "stream_options", "n", "presence_penalty", "frequency_penalty",
+                                                 "logprobs", "top_logprobs", "user", "response_format",
+                                                 "parallel_tool_calls", "logit_bias", "tools", "tool_choice"};
+  static const std::set<std::string> completion_fields{"model", "prompt", "max_tokens", "temperature", "top_p",
+                                                       "top_k", "seed", "stop", "stream", "stream_options", "n",
+                                                       "presence_penalty", "frequency_penalty", "logprobs",
+                                                       "echo", "suffix", "best_of", "user", "logit_bias"};
+  const auto& known = chat ? chat_fields : completion_fields;
+  for (const auto& [key, value] : body.items())
+    if (!known.contains(key))
+      return bad(key, "'" + key + "' is not a field npugraph-serve accepts for " +
+                          (chat ? "/v1/chat/completions" : "/v1/completions"),
+                 "unsupported_field");
+  ParsedRequest out;
+  llm::Request& r = out.request;
+  try {
+    if (!body.contains("model")) return bad("model", "'model' is required");
+    if (!body["model"].is_string()) return bad("model", "'model' must be a string, got " + kind(body["model"]));
+    if (body["model"].get<std::string>() != model)
+      return ApiError{.status = 404, .message = "the model '" + body["model"].get<std::string>() +
+                                                "' does not exist: this server serves '" + model + "'",
+                      .param = "model", .code = "model_not_found"};
+    if (chat) {
+      if (!body.contains("messages")) return bad("messages", "'messages' is required");
+      const json& ms = body["messages"];
+      if (!ms.is_array() || ms.empty()) return bad("messages", "'messages' must be a non-empty array of messages");
+      for (std::size_t i = 0; i < ms.size(); ++i) {
+        const json& m = ms[i];
+        const std::string p = "messages[" + std::to_string(i) + "]";
+        if (!m.is_object()) return bad(p, "'" + p + "' must be an object with 'role' and 'content'");
+        if (!m.contains("role") || !m["role"].is_string()) return bad(p + ".role", "'" + p + ".role' must be a string");
+        const std::string role = m["role"].get<std::string>();
+        if (role != "system" && role != "user" && role != "assistant" && role != "developer")
+          return bad(p + ".role", "'" + p + ".role' = '" + role + "': must be 'system', 'developer', 'user' or 'assistant'");
+        r.messages.push_back({role == "developer" ? "system" : role, content_of(m, i)});
+      }
+    } else {
+      if (!body.contains("prompt")) return bad("prompt", "'prompt' is required");
+      const json& p = body["prompt"];
+      if (p.is_array() && p.size() == 1 && p[0].is_string()) r.prompt = p[0].get<std::string>();
+      else if (p.is_string()) r.prompt = p.get<std::string>();
+      else return bad("prompt", "'prompt' must be a string (or an array of one string), got " + kind(p));
+      if (r.prompt.empty()) return bad("prompt", "'prompt' is empty");
+      r.chat = false;
+    }
+    r.max_tokens = chat ? max_context : 16;  // OpenAI's defaults: as long as the context allows / 16
+    for (const char* key : {"max_tokens", "max_completion_tokens"})
+      if (body.contains(key) && !body[key].is_null()) r.max_tokens = integer(body, key, 1, std::int64_t{1} << 40);
+    if (body.contains("temperature") && !body["temperature"].is_null())
+      r.temperature = number(body, "temperature", 0, 2, false);
+    else
+      r.temperature = 1.0;  // OpenAI's default
+    if (body.contains("top_p") && !body["top_p"].is_null()) r.top_p = number(body, "top_p", 0, 1, true);
+    if (body.contains("top_k") && !body["top_k"].is_null()) r.top_k = integer(body, "top_k", 0, std::int64_t{1} << 31);
+    if (body.contains("seed") && !body["seed"].is_null()) {
+      const json& v = body["seed"];
+      if (!v.is_number_integer() && !v.is_number_unsigned())
+        return bad("seed", "'seed' must be an integer, got " + kind(v));
+      r.seed = v.is_number_unsigned() ? v.get<std::uint64_t>() : static_cast<std::uint64_t>(v.get<std::int64_t>());
+    }
+    if (body.contains("stop") && !body["stop"].is_null()) {
+      const json& v = body["stop"];
+      if (v.is_string()) {
+        r.stop.push_back(v.get<std::string>());
+      } else if (v.is_array()) {
+        for (const json& s : v) {
+          if (!s.is_string()) return bad("stop", "'stop' must be a string or an array of strings");
+          r.stop.push_back(s.get<std::string>());
+        }
+      } else {
+        return bad("stop", "'stop' must be a string or an array of strings, got " + kind(v));
+      }
+      for (const std::string& s : r.stop)
+        if (s.empty()) return bad("stop", "'stop' has an empty string: a stop string needs at least one character");
+    }
+    if (body.contains("stream") && !body["stream"].is_null()) out.stream = boolean(body, "stream");
+    if (body.contains("stream_options") && !body["stream_options"].is_null()) {
+      const json& so = body["stream_options"];
+      if (!so.is_object()) return bad("stream_options", "'stream_options' must be an object");
+      for (const auto& [key, value] : so.items())
+        if (key != "include_usage") return bad("stream_options." + key, "'stream_options." + key + "' is not supported");
+      if (so.contains("include_usage")) {
+        if (!so["include_usage"].is_boolean())
+          return bad("stream_options.include_usage", "'stream_options.include_usage' must be a boolean");
+        out.include_usage = so["include_usage"].get<bool>();
+      }
+    }
+    // Accepted only at their neutral values.
+    if (body.contains("n") && !body["n"].is_null() && integer(body, "n", 1, 1 << 20) != 1)
+      return bad("n", "'n' = " + body["n"].dump() + ": npugraph-serve generates one choice per request (n = 1)",
+                 "unsupported_value");
+    if (body.contains("best_of") && !body["best_of"].is_null() && integer(body, "best_of", 1, 1 << 20) != 1)
+      return bad("best_of", "'best_of' = " + body["best_of"].dump() + ": only 1 is supported", "unsupported_value");
+    for (const char* key : {"presence_penalty", "frequency_penalty"})
+      if (body.contains(key) && !body[key].is_null() && number(body, key, -2, 2, false) != 0)
+        return bad(key, std::string("'") + key + "' = " + body[key].dump() + ": penalties are not supported (0 only)",
+                   "unsupported_value");
+    if (body.contains("logprobs") && !body["logprobs"].is_null() && body["logprobs"] != false)
+      return bad("logprobs", "'logprobs' is not supported", "unsupported_value");
+    if (body.contains("top_logprobs") && !body["top_logprobs"].is_null())
+      return bad("top_logprobs", "'top_logprobs' is not supported", "unsupported_value");
+    if (body.contains("echo") && !body["echo"].is_null() && boolean(body, "echo"))
+      return bad("echo", "'echo' = true is not supported", "unsupported_value");
+    if (body.contains("suffix") && !body["suffix"].is_null())
+      return bad("suffix", "'suffix' is not supported", "unsupported_value");
+    if (body.contains("logit_bias") && !body["logit_bias"].is_null() &&
+        !(body["logit_bias"].is_object() && body["logit_bias"].empty()))
+      return bad("logit_bias", "'logit_bias' is not supported", "unsupported_value");
+    for (const char* key : {"tools", "tool_choice", "parallel_tool_calls"})
+      if (body.contains(key) && !body[key].is_null())
+        return bad(key, std::string("'") + key + "' is not supported (no tool calling)", "unsupported_value");
+    if (body.contains("response_format") && !body["response_format"].is_null()) {
+      const json& f = body["response_format"];
+      if (!f.is_object() || f.value("type", "") != "text")
+        return bad("response_format", "'response_format' supports {\"type\": \"text\"} only", "unsupported_value");
+    }
+    if (body.contains("user") && !body["user"].is_null() && !body["user"].is_string())
+      return bad("user", "'user' must be a string, got " + kind(body["user"]));
+  } catch (const FieldError& e) {
+    return e.error;
+  } catch (const json::exception& e) {  // a type mismatch the checks above did not foresee
+    return bad("", std::string("the body does not fit the request's schema: ") + e.what());
+  }
+  return out;
+}
+
+}  // namespace npugraph::serve

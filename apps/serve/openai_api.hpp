@@ -1,0 +1,40 @@
+// npugraph-serve's OpenAI wire format: a request body (JSON text) to an engine Request, or an error
+// naming the field; the responses' JSON. No HTTP here (the parser is what a fuzzer feeds).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <variant>
+
+#include <nlohmann/json.hpp>
+
+#include "npugraph/llm/engine.hpp"
+
+namespace npugraph::serve {
+
+// An OpenAI-shaped error: HTTP status, message, type, the offending field (param) and a code.
+struct ApiError {
+  int status = 400;
+  std::string message;
+  std::string param;  // "" when no field is to blame
+  std::string type = "invalid_request_error";
+  std::string code;   // "" for none
+  nlohmann::json body() const;
+};
+
+enum class Endpoint { chat, completion };
+
+struct ParsedRequest {
+  llm::Request request;
+  bool stream = false;
+  bool include_usage = false;  // stream_options.include_usage
+};
+
+// Parses /v1/chat/completions (chat) or /v1/completions (completion) bodies. `model` is the served
+// model's id (another is a 404 model_not_found). Fields OpenAI defines that npugraph does not
+// implement (n > 1, penalties, logprobs, tools, ...) and unknown fields are 400s naming them.
+std::variant<ParsedRequest, ApiError> parse_request(Endpoint endpoint, const std::string& body,
+                                                    const std::string& model, std::int64_t max_context);
+
+}  // namespace npugraph::serve
