@@ -23,6 +23,11 @@ struct ApiError {
   nlohmann::json body() const;
 };
 
+// JSON text of a response; ill-formed UTF-8 (echoed from a request, say) as U+FFFD, never a throw.
+inline std::string to_text(const nlohmann::json& j) {
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
 enum class Endpoint { chat, completion };
 
 struct ParsedRequest {

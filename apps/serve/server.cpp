@@ -8,7 +8,7 @@
 // (a write fails) cancels its request, which frees its KV blocks at the next step. Submitting and
 // registering the channel happen under the channel lock that delivery takes, so no output can
 // arrive for a request before its channel exists. Requests beyond --max-waiting queued ones get
-// 503 with Retry-After; SIGTERM / SIGINT stop new requests (503), let the running ones finish,
+// 503 with Retry-After (running + waiting >= max_batch + max_waiting); SIGTERM / SIGINT stop new requests (503), let the running ones finish,
 // then close the listener.
 #include <httplib.h>
 
@@ -52,18 +52,22 @@ struct Options {
   int threads = 0;
   std::int64_t max_batch = 16, max_context = 0, max_waiting = 64;
   std::string mode = "graph";
+  std::int64_t max_seconds = 0;  // 0: run until a signal
+  std::int64_t min_step_ms = 0;  // pace the engine (tests: keep a request running long enough to see)
 };
 
 [[noreturn]] void usage(const std::string& error) {
   std::fprintf(stderr,
                "%s%susage: npugraph-serve [--model PATH|smollm2|gemma3] [--model-id NAME] [--host ADDR] [--port N]\n"
                "                      [--api-key KEY] [--threads N] [--max-batch N] [--max-context N]\n"
-               "                      [--max-waiting N] [--mode graph|eager]\n"
+               "                      [--max-waiting N] [--mode graph|eager] [--max-seconds N]\n"
                "  An OpenAI-compatible server: POST /v1/chat/completions, /v1/completions (stream or not),\n"
                "  GET /v1/models, /health, /metrics (Prometheus). Listens on 127.0.0.1:8000 unless told.\n"
                "  --port 0 picks a free port (printed as 'listening on http://HOST:PORT').\n"
                "  --api-key: /v1/* then need 'Authorization: Bearer KEY'.\n"
-               "  --max-waiting: queued requests beyond it get 503 with Retry-After (default 64).\n",
+               "  --max-waiting: requests queued beyond the batch's rows; more get 503 with Retry-After (default 64).\n"
+               "  --max-seconds N: drain and exit after N seconds (a safeguard for tests; default: never).\n"
+               "  --min-step-ms N: at least N ms per engine step (paces a tiny model so tests see it run).\n",
                error.c_str(), error.empty() ? "" : "\n\n");
   std::exit(2);
 }
@@ -97,6 +101,8 @@ Options parse_args(int argc, char** argv) {
     else if (a == "--max-context") o.max_context = number(i);
     else if (a == "--max-waiting") o.max_waiting = number(i);
     else if (a == "--mode") o.mode = value(i);
+    else if (a == "--max-seconds") o.max_seconds = number(i);
+    else if (a == "--min-step-ms") o.min_step_ms = number(i);
     else if (a == "-h" || a == "--help") usage("");
     else usage("unknown argument '" + a + "'");
   }
@@ -184,8 +190,10 @@ void Server::engine_loop() {
       wake_.wait_for(lock, std::chrono::milliseconds(200), [&] { return !engine_->idle() || done_.load(); });
     }
     if (engine_->idle()) continue;
+    const auto t = Clock::now();
     try {
       deliver(engine_->step());
+      if (o_.min_step_ms > 0) std::this_thread::sleep_until(t + std::chrono::milliseconds(o_.min_step_ms));
     } catch (const std::exception& e) {  // the running requests are reported 'error' by the next step
       std::cerr << "npugraph-serve: a step failed: " << e.what() << '\n';
     }
@@ -196,10 +204,12 @@ std::variant<std::pair<llm::RequestId, std::shared_ptr<Channel>>, serve::ApiErro
     const llm::Request& r, serve::Endpoint e) {
   if (draining_.load())
     return serve::ApiError{.status = 503, .message = "the server is shutting down", .type = "server_error"};
-  if (engine_->load().waiting >= o_.max_waiting)
+  const llm::EngineLoad load = engine_->load();
+  if (load.running + load.waiting >= o_.max_batch + o_.max_waiting)
     return serve::ApiError{.status = 503,
-                           .message = "the request queue is full (" + std::to_string(o_.max_waiting) +
-                                      " waiting): retry later",
+                           .message = "the server is full (" + std::to_string(load.running) + " running, " +
+                                      std::to_string(load.waiting) + " waiting; --max-waiting " +
+                                      std::to_string(o_.max_waiting) + "): retry later",
                            .type = "server_error", .code = "queue_full"};
   auto c = std::make_shared<Channel>();
   c->arrived = Clock::now();
@@ -228,7 +238,7 @@ void Server::error(httplib::Response& res, const serve::ApiError& e) {
   metrics_.rejected(e.status);
   res.status = e.status;
   if (e.status == 503) res.set_header("Retry-After", "1");
-  res.set_content(e.body().dump(), "application/json");
+  res.set_content(serve::to_text(e.body()), "application/json");
 }
 
 bool Server::authorised(const httplib::Request& req, httplib::Response& res) {
@@ -284,7 +294,7 @@ void Server::completion(const httplib::Request& req, httplib::Response& res, ser
                        : json{{"index", 0}, {"text", text}, {"finish_reason", reason}, {"logprobs", nullptr}};
     json body{{"id", rid}, {"object", chat ? "chat.completion" : "text_completion"}, {"created", created_},
               {"model", o_.model_id}, {"choices", json::array({choice})}, {"usage", usage_of(last)}};
-    res.set_content(body.dump(), "application/json");
+    res.set_content(serve::to_text(body), "application/json");
     return;
   }
   res.set_header("Cache-Control", "no-cache");
@@ -292,7 +302,7 @@ void Server::completion(const httplib::Request& req, httplib::Response& res, ser
       "text/event-stream",
       [this, id, rid, chat, endpoint, include_usage = p.include_usage, next](std::size_t, httplib::DataSink& sink) {
         auto send = [&](const json& j) {
-          const std::string event = "data: " + j.dump() + "\n\n";
+          const std::string event = "data: " + serve::to_text(j) + "\n\n";
           return sink.write(event.data(), event.size());
         };
         auto gone = [&] {  // the client closed the stream: cancel, free the blocks at the next step
@@ -345,7 +355,7 @@ void Server::run() {
   http_.Get("/v1/models", [this](const httplib::Request& req, httplib::Response& res) {
     if (!authorised(req, res)) return;
     const json m{{"id", o_.model_id}, {"object", "model"}, {"created", created_}, {"owned_by", "npugraph"}};
-    res.set_content(json{{"object", "list"}, {"data", json::array({m})}}.dump(), "application/json");
+    res.set_content(serve::to_text(json{{"object", "list"}, {"data", json::array({m})}}), "application/json");
   });
   http_.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
     res.status = draining_.load() ? 503 : 200;
@@ -358,7 +368,7 @@ void Server::run() {
     if (!res.body.empty()) return;
     const serve::ApiError e{.status = res.status, .message = "no such endpoint, or a body too large ("
                                                              + std::to_string(res.status) + ")"};
-    res.set_content(e.body().dump(), "application/json");
+    res.set_content(serve::to_text(e.body()), "application/json");
   });
   const int port = o_.port == 0 ? http_.bind_to_any_port(o_.host) : (http_.bind_to_port(o_.host, o_.port) ? o_.port : -1);
   if (port < 0) {
@@ -369,7 +379,9 @@ void Server::run() {
   std::thread listener([this] { http_.listen_after_bind(); });
   std::cout << "npugraph-serve: model '" << o_.model_id << "' listening on http://" << o_.host << ":" << port
             << std::endl;
-  while (!g_stop.load()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  const auto t0 = Clock::now();
+  while (!g_stop.load() && (o_.max_seconds <= 0 || Clock::now() - t0 < std::chrono::seconds(o_.max_seconds)))
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
   // Drain: refuse new requests, let running ones finish, then close.
   draining_.store(true);
   std::cout << "npugraph-serve: draining " << engine_->load().running + engine_->load().waiting << " requests"
