@@ -21,7 +21,7 @@ VENV_PY := $(VENV)/bin/python
 # The module is built for the venv's interpreter (Debian's python3 behind it), the one pip uses too.
 CMAKE_COMMON := -DNPUGRAPH_WERROR=ON -DPython3_EXECUTABLE=$(CURDIR)/$(VENV_PY)
 
-.PHONY: all setup packages build demo seed test test-dist test-release test-asan test-tsan test-fuzz fuzz fuzz-build \
+.PHONY: all setup packages build demo serve seed test test-dist test-release test-asan test-tsan test-fuzz fuzz fuzz-build \
         fuzz-regressions bench clean test-wheel stubs
 
 all: build
@@ -54,6 +54,11 @@ build: setup
 DEMO_PROMPT ?= What is a graph in computer science? Answer in two sentences.
 demo: build
 	./$(BUILD)/npugraph-generate --prompt "$(DEMO_PROMPT)" --max-tokens 96 --mode both
+
+# The OpenAI-compatible server on the default model (README: Serving); SERVE_ARGS adds flags.
+SERVE_ARGS ?=
+serve: build
+	./$(BUILD)/npugraph-serve $(SERVE_ARGS)
 
 # The torch_npu seed example (one attention call captured, updated, replayed).
 seed: build
