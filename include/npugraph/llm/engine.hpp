@@ -166,7 +166,8 @@ class Engine {
   // prompt that leaves no room in max_context; UnsupportedError for top_k / top_p on cuda.
   RequestId submit(const Request& request);
   // One step: admits waiting requests into free batch rows and KV blocks, runs the next prefill
-  // chunks (prefill_chunk tokens in all, at least one chunk), then one decode step of every request
+  // chunks (prefill_chunk tokens in all, a quarter of that while others decode; at least one
+  // chunk), then one decode step of every request
   // past its prefill; returns what each request produced (finished ones included, cancelled ones
   // with FinishReason::cancelled). One thread at a time: a second concurrent step() is an
   // ArgumentError. A failure inside the step (an op's error) propagates and ends every running
