@@ -184,7 +184,9 @@ void Server::deliver(std::vector<llm::StepOutput> outs) {
 }
 
 void Server::engine_loop() {
+  std::int64_t steps = 0;
   while (!done_.load()) {
+    if (++steps % 4096 == 0) engine_->reset_stats();  // RunStats keeps a batch size per step
     {
       std::unique_lock lock(wake_mu_);
       wake_.wait_for(lock, std::chrono::milliseconds(200), [&] { return !engine_->idle() || done_.load(); });
