@@ -55,6 +55,16 @@ std::size_t held_back(const std::string& text, std::size_t from, const std::vect
   return hold;
 }
 
+// Cuts the text before its first stop string, if it has one; a stop string can only start at or
+// after `emitted` (what may start one is held back).
+bool cut_at_stop(std::string& text, std::size_t emitted, const std::vector<std::string>& stops) {
+  std::size_t cut = std::string::npos;
+  for (const std::string& s : stops) cut = std::min(cut, text.find(s, emitted));
+  if (cut == std::string::npos) return false;
+  text.resize(cut);
+  return true;
+}
+
 }  // namespace
 
 const char* finish_reason_name(FinishReason reason) noexcept {
@@ -166,14 +176,9 @@ bool Engine::take(Pending& a, std::int32_t id, const float* logits, StepOutput& 
     return true;
   }
   a.result.text += a.decoder->push(id);
-  // A stop string can only start at or after `emitted` (what may start one is held back).
-  std::size_t cut = std::string::npos;
-  for (const std::string& s : a.stop) cut = std::min(cut, a.result.text.find(s, a.emitted));
-  if (cut != std::string::npos) {
-    a.result.text.resize(cut);
-    a.result.stopped = true;
+  if (cut_at_stop(a.result.text, a.emitted, a.stop)) {
+    a.result.stopped = a.cut = true;
     a.result.finish = FinishReason::stop;
-    a.cut = true;
     return true;
   }
   if (a.seq.generated >= a.max_tokens || static_cast<std::int64_t>(a.seq.tokens.size()) >= options_.max_context) {
@@ -191,10 +196,7 @@ bool Engine::take(Pending& a, std::int32_t id, const float* logits, StepOutput& 
 void Engine::finish(Pending& a, FinishReason reason, StepOutput& out) {
   if (!a.cut) {
     a.result.text += a.decoder->finish();
-    std::size_t cut = std::string::npos;
-    for (const std::string& s : a.stop) cut = std::min(cut, a.result.text.find(s, a.emitted));
-    if (cut != std::string::npos) {
-      a.result.text.resize(cut);
+    if (cut_at_stop(a.result.text, a.emitted, a.stop)) {
       a.result.stopped = true;
       if (reason == FinishReason::length) reason = FinishReason::stop;
     }

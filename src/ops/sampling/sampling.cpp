@@ -282,6 +282,18 @@ void check_i64(const char* op, const char* arg, const Tensor& t, const Tensor& l
   check_row_tensor(op, arg, t, DType::i64, logits);
 }
 
+// The tensors' part of sample's / sample_rows' parameters.
+SampleParams sample_params(const Tensor& logits, const Tensor& seeds, const Tensor& steps, const Tensor& out) {
+  SampleParams p;
+  p.logits = logits.data_ptr<float>();
+  p.seeds = seeds.data_ptr<std::int64_t>();
+  p.steps = steps.data_ptr<std::int64_t>();
+  p.out = out.data_ptr<std::int32_t>();
+  p.B = logits.size(0);
+  p.V = logits.size(1);
+  return p;
+}
+
 }  // namespace
 
 const KernelDef& argmax_kernel() { return kArgmax; }
@@ -325,13 +337,7 @@ void sample_out(const Tensor& logits, const Tensor& seeds, const Tensor& steps, 
     const std::string why = sampling_impl::sample_cuda_unsupported(options, logits.size(1), logits.device());
     if (!why.empty()) NG_THROW(UnsupportedError, why);
   }
-  SampleParams p;
-  p.logits = logits.data_ptr<float>();
-  p.seeds = seeds.data_ptr<std::int64_t>();
-  p.steps = steps.data_ptr<std::int64_t>();
-  p.out = out.data_ptr<std::int32_t>();
-  p.B = logits.size(0);
-  p.V = logits.size(1);
+  SampleParams p = sample_params(logits, seeds, steps, out);
   p.temperature = options.temperature;
   p.top_p = options.top_p;
   p.top_k = options.top_k;
@@ -364,13 +370,7 @@ void sample_rows_out(const Tensor& logits, const Tensor& seeds, const Tensor& st
     NG_CHECK_AS(UnsupportedError, !rows.top_k.defined() && !rows.top_p.defined(), op, " on ",
                 logits.device().str(), ": per-row top_k / top_p are not supported on the CUDA backend yet "
                 "(give temperature alone: a draw from the whole vocabulary, or greedy)");
-  SampleParams p;
-  p.logits = logits.data_ptr<float>();
-  p.seeds = seeds.data_ptr<std::int64_t>();
-  p.steps = steps.data_ptr<std::int64_t>();
-  p.out = out.data_ptr<std::int32_t>();
-  p.B = logits.size(0);
-  p.V = logits.size(1);
+  SampleParams p = sample_params(logits, seeds, steps, out);
   p.advance_steps = rows.advance_steps;
   p.per_row = true;
   p.row_temperature = rows.temperature.data_ptr<float>();
