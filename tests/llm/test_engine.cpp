@@ -126,8 +126,8 @@ TEST(LlmEngine, BadRequestsAndOptionsGiveNamedErrors) {
 }
 
 // A model of K-quant matrices and a Q6_K embedding (Note [Quantisation table]): graph and eager
-// agree bitwise on a ragged batch; with Q6_K matrices (no q8 kernel) the default activations give
-// the bits of Activations::f32. A matrix type without a kernel (Q3_K) is
+// agree bitwise on a ragged batch; Q6_K matrices take q8 activations by default (the logits of
+// Activations::q8, not f32's), graph == eager again. A matrix type without a kernel (Q3_K) is
 // refused at load, naming the file, the tensor, its type and the types npugraph computes on.
 TEST(LlmEngine, KQuantModelsRunAndUnknownTypesAreRefused) {
   const auto kq = ngtest::write_tiny_llama("tiny_q4k.gguf", {.hidden = 256, .ffn = 512, .matrix_type = 12, .embd_type = 14});
@@ -140,7 +140,7 @@ TEST(LlmEngine, KQuantModelsRunAndUnknownTypesAreRefused) {
   const auto eager = run_k({.mode = llm::StepMode::eager}, ragged(10));
   const auto graph = run_k({.mode = llm::StepMode::graph}, ragged(10));
   expect_same(eager, graph);
-  // Q6_K matrices have no q8 kernel yet: the default activations give Activations::f32's bits.
+  // Q6_K matrices: the default activations are q8 (their own kernel), graph == eager.
   const auto k6 = ngtest::write_tiny_llama("tiny_q6k.gguf", {.hidden = 256, .ffn = 512, .matrix_type = 14, .embd_type = 14});
   auto run_k6 = [&](llm::EngineOptions o) {
     o.model = k6;
@@ -150,7 +150,12 @@ TEST(LlmEngine, KQuantModelsRunAndUnknownTypesAreRefused) {
   };
   const auto f32 = run_k6({.activations = npugraph::ops::Activations::f32});
   const auto dflt = run_k6({});
-  for (std::size_t i = 0; i < f32.size(); ++i) EXPECT_EQ(f32[i].logits_hashes, dflt[i].logits_hashes) << i;
+  const auto q8 = run_k6({.activations = npugraph::ops::Activations::q8});
+  expect_same(run_k6({.mode = llm::StepMode::eager}), dflt);
+  for (std::size_t i = 0; i < f32.size(); ++i) {
+    EXPECT_EQ(q8[i].logits_hashes, dflt[i].logits_hashes) << i;
+    EXPECT_NE(f32[i].logits_hashes, dflt[i].logits_hashes) << i;
+  }
   const auto q3 = ngtest::write_tiny_llama("tiny_q3k.gguf", {.hidden = 256, .ffn = 512, .matrix_type = 11});
   EXPECT_TRUE(throws<npugraph::ArgumentError>(
       [&] { llm::Engine e({.model = q3}); },

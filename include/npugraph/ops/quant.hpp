@@ -101,7 +101,7 @@ inline constexpr QuantTraits kQuantTable[] = {
     {QuantType::q8_0, "Q8_0", kQuantBlock, sizeof(BlockQ8_0), true, true, true},
     {QuantType::q4_k, "Q4_K", kQuantBlockK, sizeof(BlockQ4_K), true, false, false},
     {QuantType::q5_k, "Q5_K", kQuantBlockK, sizeof(BlockQ5_K), true, false, false},
-    {QuantType::q6_k, "Q6_K", kQuantBlockK, sizeof(BlockQ6_K), false, false, false},
+    {QuantType::q6_k, "Q6_K", kQuantBlockK, sizeof(BlockQ6_K), true, false, false},
 };
 
 // The table's row for a ggml type number; nullptr when it is not one of the QuantTypes.

@@ -40,8 +40,8 @@ class ExecContext;  // npugraph/kernel.hpp (not included: nvcc compiles this hea
 
 namespace npugraph::ops::linear_impl {
 
-// Every format has a SIMD source for the float32 paths (linear_simd.cpp); q5_0, q4_k and q5_k
-// also run the q8-activation GEMV (linear_q8_simd.cpp), q6_k not yet (Note [Quantisation table]).
+// Every format has a SIMD source for the float32 paths (linear_simd.cpp); the quantised ones also
+// run the q8-activation GEMV (linear_q8_simd.cpp; Note [Quantisation table]).
 enum class WeightFormat : std::uint8_t { q4_0, q4_1, q8_0, f32, f16, bf16, q5_0, q4_k, q5_k, q6_k };
 
 // The quantised activations of the GEMV with q8 activations (Note [Q8 activations] in
@@ -50,6 +50,10 @@ enum class WeightFormat : std::uint8_t { q4_0, q4_1, q8_0, f32, f16, bf16, q5_0,
 struct QuantRows {
   std::int8_t* q = nullptr;
   float* d = nullptr;
+  // Q4_K / Q5_K / Q6_K on AVX-512 targets: per (row, super-block) 64 + 16 floats derived from q and
+  // d (Note [Q8 super-blocks] in linear_q8_super-inl.h); null elsewhere.
+  const float* super_dxe = nullptr;
+  const float* super_xs = nullptr;
 };
 
 inline constexpr std::int64_t kGemvMaxRows = 16;   // rows of x served by the GEMV path

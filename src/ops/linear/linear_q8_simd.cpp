@@ -74,9 +74,12 @@ using ops::BlockQ8_0;
 
 constexpr std::int64_t kBlock = 32;
 
-// The K-quants (blocks of x pair with their 32-element sub-blocks; no AVX-512 pair layout).
+// The K-quants with a scale and a minimum per 32-element sub-block (each pairs with one block of x).
 template <WeightFormat F>
 constexpr bool kKQuant = F == WeightFormat::q4_k || F == WeightFormat::q5_k;
+// Every 256-element super-block format: the above and Q6_K (a signed scale per 16 elements).
+template <WeightFormat F>
+constexpr bool kSuper = kKQuant<F> || F == WeightFormat::q6_k;
 
 // ---- quantising x -----------------------------------------------------------------------------------
 
@@ -244,9 +247,62 @@ HWY_INLINE Bytes LoadBytesK(const std::byte* sb, int s) {
   return w;
 }
 
+// Q6_K's sub-block s (0-7) of the super-block at sb: its 32 6-bit quants (0-63), element order.
+HWY_INLINE Bytes LoadBytesQ6K(const std::byte* sb, int s) {
+  const int h = s / 4, part = s % 4;
+  const auto* ql = reinterpret_cast<const std::uint8_t*>(sb) + 64 * h + 32 * (part % 2);
+  const auto* qh = reinterpret_cast<const std::uint8_t*>(sb) + 128 + 32 * h;
+  const hn::Repartition<std::uint16_t, D8> d16;
+  Bytes w;
+  for (int i = 0; i < kParts; ++i) {
+    auto lo = hn::LoadU(D8(), ql + i * hn::MaxLanes(D8()));
+    if (part >= 2) lo = hn::BitCast(D8(), hn::ShiftRight<4>(hn::BitCast(d16, lo)));
+    const auto hi = hn::BitCast(D8(), hn::ShiftRightSame(hn::BitCast(d16, hn::LoadU(D8(), qh + i * hn::MaxLanes(D8()))), 2 * part));
+    // bits 0-1 of each byte after the shift; << 4 within 16-bit lanes moves no bit across a byte
+    const auto high = hn::BitCast(D8(), hn::ShiftLeft<4>(hn::BitCast(d16, hn::And(hi, hn::Set(D8(), 3)))));
+    w.part[i] = hn::Or(hn::And(lo, hn::Set(D8(), 0x0F)), high);
+  }
+  return w;
+}
+
+// Q6_K's two 16-element scales of a sub-block as int16 lanes beside each pmaddubsw pair (pairs
+// never straddle the two halves).
+using D16 = hn::Repartition<std::int16_t, D8>;
+struct Scales16 {
+  hn::Vec<D16> part[kParts];
+};
+HWY_INLINE Scales16 LoadScalesQ6K(const std::int8_t* sc) {
+  Scales16 s;
+  if constexpr (kParts == 1) {
+    const hn::Half<D16> dh;
+    s.part[0] = hn::Combine(D16(), hn::Set(dh, sc[1]), hn::Set(dh, sc[0]));
+  } else {
+    for (int i = 0; i < kParts; ++i) s.part[i] = hn::Set(D16(), sc[i]);  // 16 elements a part
+  }
+  return s;
+}
+
+HWY_INLINE V32 MaddScaled(V8 u, VS8 s, hn::Vec<D16> sc) {
+#if HWY_TARGET == HWY_SSE4 || HWY_TARGET == HWY_SSSE3
+  return V32{_mm_madd_epi16(_mm_maddubs_epi16(u.raw, s.raw), sc.raw)};
+#else
+  return V32{_mm256_madd_epi16(_mm256_maddubs_epi16(u.raw, s.raw), sc.raw)};
+#endif
+}
+
+// sum_j sc_j * (q6_j - 32) * q_j over each lane's elements (exact: |.| < 2^22).
+HWY_INLINE V32 DotQ6K(const Bytes& w, const Quants& x, const Scales16& sc) {
+  V32 wq = hn::Zero(D32()), q = hn::Zero(D32());
+  for (int i = 0; i < kParts; ++i) {
+    wq = hn::Add(wq, MaddScaled(w.part[i], x.part[i], sc.part[i]));
+    q = hn::Add(q, MaddScaled(hn::Set(D8(), 1), x.part[i], sc.part[i]));
+  }
+  return hn::Sub(wq, hn::ShiftLeft<5>(q));
+}
+
 template <WeightFormat F>
 HWY_INLINE V32 QuantSums(const Quants& x) {
-  if constexpr (F == WeightFormat::q8_0) {
+  if constexpr (F == WeightFormat::q8_0 || F == WeightFormat::q6_k) {
     return hn::Zero(D32());
   } else {
     Bytes ones;
@@ -335,6 +391,33 @@ HWY_INLINE Bytes LoadBytesK(const std::byte* sb, int s) {
   return w;
 }
 
+HWY_INLINE Bytes LoadBytesQ6K(const std::byte* sb, int s) {
+  const int h = s / 4, part = s % 4;
+  const auto* ql = reinterpret_cast<const std::uint8_t*>(sb) + 64 * h + 32 * (part % 2);
+  const auto* qh = reinterpret_cast<const std::uint8_t*>(sb) + 128 + 32 * h;
+  Bytes w;
+  for (int j = 0; j < 32; ++j)
+    w.v[j] = static_cast<std::int8_t>((((ql[j] >> (4 * (part / 2))) & 15) | (((qh[j] >> (2 * part)) & 3) << 4)) - 32);
+  return w;
+}
+
+struct Scales16 {
+  std::int32_t sc[2];
+};
+HWY_INLINE Scales16 LoadScalesQ6K(const std::int8_t* sc) { return Scales16{{sc[0], sc[1]}}; }
+
+// sum_j sc_j * (q6_j - 32) * q_j over each lane's elements (lanes of kL32 <= 16 elements: one scale).
+HWY_INLINE V32 DotQ6K(const Bytes& w, const Quants& x, const Scales16& sc) {
+  const D32 d32;
+  const hn::Rebind<std::int8_t, D32> d8;
+  V32 acc = hn::Zero(d32);
+  for (std::int64_t j = 0; j < kBlock; j += kL32)
+    acc = hn::Add(acc, hn::Mul(hn::Set(d32, sc.sc[j / 16]),
+                               hn::Mul(hn::PromoteTo(d32, hn::LoadU(d8, w.v + j)),
+                                       hn::PromoteTo(d32, hn::LoadU(d8, x.q + j)))));
+  return acc;
+}
+
 template <WeightFormat F>
 HWY_INLINE V32 Dot(const Bytes& w, const Quants& x, V32) {
   const D32 d32;
@@ -363,12 +446,16 @@ template <> struct Layout<WeightFormat::q8_0> : BlockLayout<BlockQ8_0> {};
 template <> struct Layout<WeightFormat::q5_0> : BlockLayout<BlockQ5_0> {};
 template <> struct Layout<WeightFormat::q4_k> { static constexpr std::int64_t kBytes = 144, kQs = 16; };
 template <> struct Layout<WeightFormat::q5_k> { static constexpr std::int64_t kBytes = 176, kQs = 48; };
+template <> struct Layout<WeightFormat::q6_k> { static constexpr std::int64_t kBytes = 210, kQs = 0; };
 
 inline std::uint16_t load_u16(const std::byte* p) {
   std::uint16_t v;
   std::memcpy(&v, p, sizeof v);
   return v;
 }
+
+// The super-block formats on AVX-512 (TileSuper; a textual part of this namespace, no includes).
+#include "ops/linear/linear_q8_super-inl.h"  // NOLINT(build/include)
 
 // res[r][t] += the lane sums over blocks [b_begin, b_end) of weight rows w[r] against row t0 + t
 // of x, as Note [Q8 activations] defines them (x's quants in block order).
@@ -385,8 +472,16 @@ HWY_INLINE void TileBlocks(const LinearParams& p, const QuantRows& xq, const std
   for (std::int64_t b = b_begin; b < b_end; ++b) {
     Bytes wb[R];
     VF32 dw[R], mw[R];
+    Scales16 sc6[R];
     for (int r = 0; r < R; ++r) {
-      if constexpr (kKQuant<F>) {  // sub-block b % 8 of super-block b / 8
+      if constexpr (F == WeightFormat::q6_k) {  // sub-block b % 8 of super-block b / 8
+        const std::byte* sb = w[r] + b / 8 * Lay::kBytes;
+        const int j = static_cast<int>(b % 8);
+        dw[r] = hn::Set(df, table[load_u16(sb + 208)]);
+        sc6[r] = LoadScalesQ6K(reinterpret_cast<const std::int8_t*>(sb + 192) + 2 * j);
+        wb[r] = LoadBytesQ6K(sb, j);
+        continue;
+      } else if constexpr (kKQuant<F>) {  // sub-block b % 8 of super-block b / 8
         const std::byte* sb = w[r] + b / 8 * Lay::kBytes;
         const auto* sc = reinterpret_cast<const std::uint8_t*>(sb + 4);
         const int j = static_cast<int>(b % 8);
@@ -412,6 +507,10 @@ HWY_INLINE void TileBlocks(const LinearParams& p, const QuantRows& xq, const std
       VF32 xs;  // Q4_1, K-quants: float(sum of the lane's quants) * d
       if constexpr (kMin) xs = hn::Mul(hn::ConvertTo(df, qsum), d);
       for (int r = 0; r < R; ++r) {
+        if constexpr (F == WeightFormat::q6_k) {
+          acc[r][t] = hn::MulAdd(hn::Mul(hn::ConvertTo(df, DotQ6K(wb[r], x, sc6[r])), d), dw[r], acc[r][t]);
+          continue;
+        }
         acc[r][t] = hn::MulAdd(hn::Mul(hn::ConvertTo(df, Dot<F>(wb[r], x, qsum)), d), dw[r], acc[r][t]);
         if constexpr (kMin) acc[r][t] = hn::MulAdd(xs, mw[r], acc[r][t]);
       }
@@ -546,7 +645,10 @@ HWY_INLINE void Tile(const LinearParams& p, const QuantRows& xq, const std::byte
   float res[R][TB] = {};
   std::int64_t b0 = 0;
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3 && HWY_TARGET != HWY_SCALAR && HWY_TARGET != HWY_EMU128
-  if constexpr (!kKQuant<F>) {
+  if constexpr (kSuper<F>) {
+    TileSuper<F, R, TB>(p, xq, w, t0, res);
+    b0 = nb;
+  } else {
     TilePairs<F, R, TB>(p, xq, w, t0, res);
     b0 = nb / 2 * 2;
   }
@@ -597,11 +699,15 @@ void RunLinearQ8(const LinearParams& p, const ExecContext& ctx) {
   thread_local std::vector<float> d;
   q.resize(static_cast<std::size_t>(blocks * kBlock));
   d.resize(static_cast<std::size_t>(blocks));
-  const QuantRows xq{q.data(), d.data()};
+  QuantRows xq{q.data(), d.data()};
   QuantizeRowsQ8(p.x, p.T, p.K, p.x_stride, xq);
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3 && HWY_TARGET != HWY_SCALAR && HWY_TARGET != HWY_EMU128
   if (p.format == WeightFormat::q4_0 || p.format == WeightFormat::q4_1 || p.format == WeightFormat::q5_0)
     PairLayout(xq, p.T, p.K / kBlock);
+  thread_local std::vector<float> super;
+  if (p.format == WeightFormat::q4_k || p.format == WeightFormat::q5_k)
+    PrepareSuperRows<WeightFormat::q4_k>(xq, p.T, p.K, super);
+  if (p.format == WeightFormat::q6_k) PrepareSuperRows<WeightFormat::q6_k>(xq, p.T, p.K, super);
 #endif
   switch (p.format) {
     case WeightFormat::q4_0: return Gemv<WeightFormat::q4_0>(p, xq, ctx);
@@ -610,6 +716,7 @@ void RunLinearQ8(const LinearParams& p, const ExecContext& ctx) {
     case WeightFormat::q5_0: return Gemv<WeightFormat::q5_0>(p, xq, ctx);
     case WeightFormat::q4_k: return Gemv<WeightFormat::q4_k>(p, xq, ctx);
     case WeightFormat::q5_k: return Gemv<WeightFormat::q5_k>(p, xq, ctx);
+    case WeightFormat::q6_k: return Gemv<WeightFormat::q6_k>(p, xq, ctx);
     default: break;
   }
   NG_THROW(InternalError, "linear kernel: q8 activations with weight format ",

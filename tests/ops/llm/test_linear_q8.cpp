@@ -146,12 +146,12 @@ TEST(LinearQuantQ8, MatchesTheReferenceForEveryFormat) {
     }
 }
 
-// The K-quants' q8 GEMV (Q4_K, Q5_K): each 32-element sub-block against one block of x, its scale
-// and minimum from the super-block's 6-bit values (Note [Q8 activations]).
+// The K-quants' q8 GEMV (Q4_K, Q5_K, Q6_K): each 32-element sub-block against one block of x, its
+// scales (and minimum) from the super-block's (Note [Q8 activations]).
 TEST(LinearQuantQ8, KQuantsMatchTheReference) {
   std::uint32_t seed = 700;
   const std::int64_t shapes[][3] = {{1, 1, 256}, {1, 37, 512}, {3, 13, 768}, {8, 16, 256}, {16, 9, 512}};
-  for (QuantType type : {QuantType::q4_k, QuantType::q5_k})
+  for (QuantType type : {QuantType::q4_k, QuantType::q5_k, QuantType::q6_k})
     for (const auto& [T, N, K] : shapes) {
       const QuantWeight w = random_weight(type, N, K, ++seed);
       const Tensor x = random_tensor({T, K}, ++seed);

@@ -203,11 +203,11 @@ def tiny_k(tmp_path_factory):
 
 def test_tiny_k_quant_model_logits_match_the_numpy_reference(tiny_k):
     """Q4_K / Q5_K / Q6_K / Q5_0 weights (issue 34's quantisation table): with float activations
-    every product as the reference takes it; with the default q8 activations, Q5_0's products
-    (gate/up here) quantise x and the others (no q8 kernel yet) do not, so those runs are checked
-    graph against eager, bitwise."""
+    and with the default q8 ones (every type has a q8 kernel), against the reference that quantises
+    x the same way; graph and eager bitwise."""
     for mode in ("graph", "eager"):
-        check_against_reference(tiny_k, "hello world", 16, q8_reference=False, mode=mode, activations="f32")
+        for activations in (None, "f32"):
+            check_against_reference(tiny_k, "hello world", 16, mode=mode, activations=activations)
     runs = [npugraph.llm.Engine(str(tiny_k), keep_full_logits=True, mode=mode).generate(["hello world"], max_tokens=16)[0]
             for mode in ("graph", "eager")]
     assert runs[0]["logits"].tobytes() == runs[1]["logits"].tobytes()

@@ -1,0 +1,173 @@
+// The q8-activation GEMV of the 256-element super-block formats (Q4_K, Q5_K, Q6_K) on 16-lane x86
+// targets (AVX-512): a super-block at a time, its scales decoded once per weight row and kept as
+// int16 multipliers inside the integer dot product. Included by linear_q8_simd.cpp inside its
+// per-target namespace, after Layout and load_u16 (it includes nothing itself).
+//
+// Note [Q8 super-blocks]
+// x is quantised in blocks of 32 as for every other format (Note [Q8 activations]); before the
+// chunks start, each super-block's 8 blocks of each row of x also give
+//     dxe[64]: lanes 16v + l  = d_b  with b = 2v + (l >= 8)   (the scale of the block behind lane l
+//                                                            of the v-th 64-element product below)
+//     xs[16]:  Q4_K, Q5_K: lane s < 8 = d_s * sum_{j in block s} q_j, lanes 8-15 = 0;
+//              Q6_K:       lane g     = d_{g/2} * sum_{j in 16-group g} q_j
+// (each one float32 product). A weight super-block gives its quants n_j as unsigned bytes, the
+// multiplier of each element (Q4_K, Q5_K: the 6-bit scale sc_s of its 32-element sub-block; Q6_K:
+// the int8 scale of its 16-element group) and the offset of each lane
+//     mn: Q4_K, Q5_K: lane s = -(dmin * float(m_s)), lanes 8-15 = 0;  Q6_K: lane g = d * float(-32 * sc_g)
+// and per row t of x, for v = 0..3 (elements 64v .. 64v + 63):
+//     i_v = the 16 int32 lanes sum over 4 consecutive elements of mult_j * n_j * q_j   (exact:
+//           pmaddubsw pairs, then pmaddwd against the multipliers)
+//     f = float(i_0) * dxe_0;  f = fma(float(i_v), dxe_v, f)  for v = 1, 2, 3
+//     acc = fma(f, d, acc);  acc = fma(mn, xs, acc)
+// over the super-blocks in order; y = the sum of acc's lanes (Highway's SumOfLanes) plus the bias.
+// As everywhere in the q8 GEMV, y[t, n] depends on x[t], w[n] and the target only.
+//
+// Why: the 32-element path (TileBlocks) decodes a sub-block's 6-bit scale and minimum with scalar
+// code for every row of x and reaches a fifth to a third of the read bandwidth; here the decode is
+// vector code once per super-block and row, and a row of x costs 4 x (pmaddubsw, pmaddwd, convert,
+// multiply-add) + 2 multiply-adds per 256 elements.
+
+#if defined(NPUGRAPH_OPS_LINEAR_Q8_SUPER_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef NPUGRAPH_OPS_LINEAR_Q8_SUPER_INL_H_
+#undef NPUGRAPH_OPS_LINEAR_Q8_SUPER_INL_H_
+#else
+#define NPUGRAPH_OPS_LINEAR_Q8_SUPER_INL_H_
+#endif
+
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3 && HWY_TARGET != HWY_SCALAR && HWY_TARGET != HWY_EMU128
+
+// dxe and xs of every (row of x, super-block) (Note [Q8 super-blocks]); 64 + 16 floats each.
+template <WeightFormat F>
+void PrepareSuperRows(QuantRows& xq, std::int64_t T, std::int64_t K, std::vector<float>& buf) {
+  const std::int64_t nb = K / kBlock, nsb = K / 256;
+  buf.resize(static_cast<std::size_t>(T * nsb * 80));
+  float* dxe = buf.data();
+  float* xs = dxe + T * nsb * 64;
+  for (std::int64_t t = 0; t < T; ++t)
+    for (std::int64_t sb = 0; sb < nsb; ++sb) {
+      const std::int64_t b0 = t * nb + 8 * sb;
+      float* e = dxe + (t * nsb + sb) * 64;
+      for (int v = 0; v < 4; ++v)
+        for (int l = 0; l < 16; ++l) e[16 * v + l] = xq.d[b0 + 2 * v + (l >= 8)];
+      float* s = xs + (t * nsb + sb) * 16;
+      const std::int8_t* q = xq.q + b0 * kBlock;
+      constexpr int kGroup = F == WeightFormat::q6_k ? 16 : 32;
+      for (int g = 0; g < 16; ++g) {
+        if (g * kGroup >= 256) {
+          s[g] = 0.0f;
+          continue;
+        }
+        std::int32_t sum = 0;
+        for (int j = 0; j < kGroup; ++j) sum += q[g * kGroup + j];
+        s[g] = xq.d[b0 + g * kGroup / kBlock] * static_cast<float>(sum);
+      }
+    }
+  xq.super_dxe = dxe;
+  xq.super_xs = xs;
+}
+
+// One weight super-block as the products take it.
+struct SuperWeights {
+  __m512i n[4];    // elements 64v .. 64v + 63: unsigned quants
+  __m512i mult[4]; // int16 lanes: the multiplier of each pmaddubsw pair
+  __m512 mn, d;
+};
+
+// Q4_K / Q5_K: the 8 6-bit scales and 8 minimums of scales[12], as bytes (ggml's get_scale_min_k4).
+HWY_INLINE void ScalesMinsK4(const std::byte* scales, std::uint64_t& sc, std::uint64_t& m) {
+  std::uint32_t u[3];
+  std::memcpy(u, scales, 12);
+  const std::uint32_t lo6 = 0x3f3f3f3fu, lo4 = 0x0f0f0f0fu, lo2 = 0x03030303u;
+  const std::uint32_t sc_hi = (u[2] & lo4) | (((u[0] >> 6) & lo2) << 4);
+  const std::uint32_t m_hi = ((u[2] >> 4) & lo4) | (((u[1] >> 6) & lo2) << 4);
+  sc = (u[0] & lo6) | (std::uint64_t{sc_hi} << 32);
+  m = (u[1] & lo6) | (std::uint64_t{m_hi} << 32);
+}
+
+template <WeightFormat F>
+HWY_INLINE void LoadSuper(const std::byte* sb, const float* table, SuperWeights& o) {
+  const __m512i low4 = _mm512_set1_epi8(0x0F);
+  // 16-bit lanes 0-15 (bytes 0-31) shift by a, lanes 16-31 by b
+  const auto shifts = [](int a, int b) {
+    return _mm512_inserti64x4(_mm512_set1_epi16(static_cast<short>(a)), _mm256_set1_epi16(static_cast<short>(b)), 1);
+  };
+  if constexpr (F == WeightFormat::q6_k) {
+    const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sb + 192)));
+    const __m512i sc512 = _mm512_castsi256_si512(sc16);
+    for (int v = 0; v < 4; ++v) {  // pair k of the 64 elements: group 4v + k / 8
+      const __m512i pair = hn::Iota(hn::ScalableTag<std::int16_t>(), 0).raw;
+      const __m512i idx = _mm512_add_epi16(_mm512_set1_epi16(static_cast<short>(4 * v)), _mm512_srli_epi16(pair, 3));
+      o.mult[v] = _mm512_permutexvar_epi16(idx, sc512);
+    }
+    const float d = table[load_u16(sb + 208)];
+    o.d = _mm512_set1_ps(d);
+    o.mn = _mm512_mul_ps(_mm512_set1_ps(-32.0f * d),
+                         _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sb + 192)))));
+    for (int h = 0; h < 2; ++h) {
+      const __m512i ql = _mm512_loadu_si512(sb + 64 * h);
+      const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sb + 128 + 32 * h)));
+      for (int odd = 0; odd < 2; ++odd) {  // parts 0, 1 (low nibbles) or 2, 3 (high nibbles)
+        const __m512i lo = _mm512_and_si512(odd ? _mm512_srli_epi16(ql, 4) : ql, low4);
+        const __m512i hi = _mm512_and_si512(_mm512_srlv_epi16(qh, shifts(4 * odd, 4 * odd + 2)), _mm512_set1_epi8(3));
+        o.n[2 * h + odd] = _mm512_or_si512(lo, _mm512_slli_epi16(hi, 4));
+      }
+    }
+  } else {
+    std::uint64_t sc, m;
+    ScalesMinsK4(sb + 4, sc, m);
+    const __m512i sc512 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(sc))));
+    for (int v = 0; v < 4; ++v)  // pair k: sub-block 2v + (k >= 16)
+      o.mult[v] = _mm512_permutexvar_epi16(shifts(2 * v, 2 * v + 1), sc512);
+    o.d = _mm512_set1_ps(table[load_u16(sb)]);
+    o.mn = _mm512_mul_ps(_mm512_set1_ps(-table[load_u16(sb + 2)]),
+                         _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(m)))));
+    constexpr std::int64_t qs_at = F == WeightFormat::q5_k ? 48 : 16;
+    const __m512i qh = F == WeightFormat::q5_k
+                           ? _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sb + 16)))
+                           : _mm512_setzero_si512();
+    for (int v = 0; v < 4; ++v) {  // sub-blocks 2v (low nibbles of qs[32v, 32v + 32)) and 2v + 1 (high)
+      const __m512i q = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sb + qs_at + 32 * v)));
+      o.n[v] = _mm512_and_si512(_mm512_srlv_epi16(q, shifts(0, 4)), low4);
+      if constexpr (F == WeightFormat::q5_k) {
+        const __m512i bit = _mm512_and_si512(_mm512_srlv_epi16(qh, shifts(2 * v, 2 * v + 1)), _mm512_set1_epi8(1));
+        o.n[v] = _mm512_or_si512(o.n[v], _mm512_slli_epi16(bit, 4));
+      }
+    }
+  }
+}
+
+// res[r][t] = the lane sum over every super-block of weight rows w[r] against row t0 + t of x.
+template <WeightFormat F, int R, int TB>
+HWY_INLINE void TileSuper(const LinearParams& p, const QuantRows& xq, const std::byte* const* w,
+                          std::int64_t t0, float (&res)[R][TB]) {
+  const std::int64_t nb = p.K / kBlock, nsb = p.K / 256;
+  __m512 acc[R][TB];
+  for (int r = 0; r < R; ++r)
+    for (int t = 0; t < TB; ++t) acc[r][t] = _mm512_setzero_ps();
+  for (std::int64_t sb = 0; sb < nsb; ++sb) {
+    for (int r = 0; r < R; ++r) {
+      SuperWeights s;
+      LoadSuper<F>(w[r] + sb * Layout<F>::kBytes, p.half_table, s);
+      for (int t = 0; t < TB; ++t) {
+        const std::int64_t k = (t0 + t) * nsb + sb;
+        const std::int8_t* q = xq.q + ((t0 + t) * nb + 8 * sb) * kBlock;
+        const float* dxe = xq.super_dxe + k * 64;
+        __m512 f = _mm512_setzero_ps();
+        for (int v = 0; v < 4; ++v) {
+          const __m512i i = _mm512_madd_epi16(_mm512_maddubs_epi16(s.n[v], _mm512_loadu_si512(q + 64 * v)), s.mult[v]);
+          f = v == 0 ? _mm512_mul_ps(_mm512_cvtepi32_ps(i), _mm512_loadu_ps(dxe))
+                     : _mm512_fmadd_ps(_mm512_cvtepi32_ps(i), _mm512_loadu_ps(dxe + 16 * v), f);
+        }
+        acc[r][t] = _mm512_fmadd_ps(f, s.d, acc[r][t]);
+        acc[r][t] = _mm512_fmadd_ps(s.mn, _mm512_loadu_ps(xq.super_xs + k * 16), acc[r][t]);
+      }
+    }
+  }
+  const hn::ScalableTag<float> df;
+  for (int r = 0; r < R; ++r)
+    for (int t = 0; t < TB; ++t) res[r][t] += hn::GetLane(hn::SumOfLanes(df, hn::Vec<decltype(df)>{acc[r][t]}));
+}
+
+#endif  // 16-lane x86 targets
+
+#endif  // include guard
