@@ -17,10 +17,13 @@
 //     Q4_K, Q5_K: each 32-element sub-block s of a 256-element super-block pairs with one block of
 //           x:  acc += (float(sum_lane n_j q_j) * d) * (d_w * sc_s);
 //               acc += (float(sum_lane q_j) * d) * -(dmin_w * m_s)      (n_j: Q5_K's 5-bit quant)
+//     Q6_K  acc += (float(sum_lane sc_j * (n_j - 32) * q_j) * d) * d_w   (sc_j: the int8 scale of
+//           element j's 16-element group, n_j its 6-bit quant)
 // (each += one multiply-add after one float32 product), over the blocks in ascending order;
 // y[t, n] = the horizontal sum of the lanes, plus the bias. 16-lane targets (AVX3) take the blocks
 // two at a time in 512-bit vectors (each lane still one block's group) and an odd last block in a
-// second accumulator: y = the pairs' lane sum + the last block's lane sum.
+// second accumulator: y = the pairs' lane sum + the last block's lane sum; there the K-quants and
+// Q6_K take a super-block at a time instead (Note [Q8 super-blocks] in linear_q8_super-inl.h).
 // So, as in the float32 GEMV, y[t, n] depends on x[t], w[n] and the SIMD target only — not on the
 // other rows, the chunking or the thread count — and eager, replayed and updated runs agree
 // bitwise. Against the float32 result it differs by the quantisation of x: at most half a step
