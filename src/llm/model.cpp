@@ -196,6 +196,7 @@ std::shared_ptr<const Model> Model::load(const std::filesystem::path& path, Tens
   m->token_embd = matrix(f, "token_embd.weight");
   m->output = m->config_.tied_embeddings ? m->token_embd : matrix(f, "output.weight");
   m->output_norm = norm(f, "output_norm.weight");
+  if (m->config_.rope_freq_factors) m->rope_freqs = norm(f, "rope_freqs.weight");
   m->layers.resize(static_cast<std::size_t>(m->config_.layers));
   for (std::int64_t l = 0; l < m->config_.layers; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";

@@ -46,6 +46,8 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& f) {
 
   expect(f, "token_embd.weight", {c.vocab, c.hidden}, true);
   expect(f, "output_norm.weight", {c.hidden}, false);
+  c.rope_freq_factors = f.find_tensor("rope_freqs.weight") != nullptr;
+  if (c.rope_freq_factors) expect(f, "rope_freqs.weight", {c.head_dim / 2}, false);
   c.tied_embeddings = f.find_tensor("output.weight") == nullptr;
   if (!c.tied_embeddings) expect(f, "output.weight", {c.vocab, c.hidden}, true);
   for (std::int64_t l = 0; l < c.layers; ++l) {

@@ -97,6 +97,7 @@ ModelRunner::ModelRunner(std::shared_ptr<const Model> model, const EngineOptions
                     (out.dense.defined() && emb.dense.defined() && out.dense.data() == emb.dense.data());
   output_ = tied ? token_embd_ : for_linear(model_->output);
   output_norm_ = on_device(model_->output_norm);
+  if (model_->rope_freqs.defined()) rope_freqs_ = on_device(model_->rope_freqs);
   for (const LayerWeights& w : model_->layers) {
     LayerWeights& lw = layers_.emplace_back();
     for (auto [to, from] : {std::pair{&lw.attn_norm, &w.attn_norm}, {&lw.ffn_norm, &w.ffn_norm}, {&lw.q_bias, &w.q_bias},
@@ -320,6 +321,7 @@ void ModelRunner::issue_step(const Rows& r, Bucket* capture) {
   }
   s.positions = rows(positions_, n);
   s.slots = rows(slots_, n);
+  s.rope_freqs = rope_freqs_;
   std::size_t layer = 0;
   s.attention = [&] { issue_attention(r, layer, capture); };
   s.reduce = [this](const Tensor& partial) { reduce(partial); };

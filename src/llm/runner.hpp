@@ -121,6 +121,7 @@ class ModelRunner {
   // The weights the step issues: the model's on the cpu, copies on a device (Note [Engine on a device]).
   Matrix token_embd_, output_;
   Tensor output_norm_;
+  Tensor rope_freqs_;  // undefined without them
   std::vector<LayerWeights> layers_;
   // Persistent inputs (Note [Decode step graph]) on the device, and their host staging (the same
   // tensors on the cpu): ids ... steps written by the host, next_ids and logits read back.

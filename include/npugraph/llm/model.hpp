@@ -66,6 +66,7 @@ class Model {
   Matrix token_embd;  // [vocab, hidden]
   Matrix output;      // [vocab, hidden]: token_embd when the embeddings are tied
   Tensor output_norm; // float32 [hidden]
+  Tensor rope_freqs;  // float32 [head_dim / 2]: ModelConfig::rope_freq_factors, else undefined
   std::vector<LayerWeights> layers;
 
  private:

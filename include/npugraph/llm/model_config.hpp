@@ -22,6 +22,10 @@ struct ModelConfig {
   std::int64_t vocab = 0;           // <arch>.vocab_size, or the token list's length
   std::int64_t context = 0;         // <arch>.context_length
   double rope_theta = 10000.0;      // <arch>.rope.freq_base
+  // Note [RoPE scaling] (npugraph/ops/rope.hpp): <arch>.rope.scaling.type "linear" gives
+  // 1 / rope.scaling.factor (1 otherwise); a rope_freqs.weight tensor (Llama 3.1 / 3.2), its factors.
+  double rope_freq_scale = 1.0;
+  bool rope_freq_factors = false;   // the file has rope_freqs.weight, float32 [head_dim / 2]
   double rms_eps = 1e-5;            // <arch>.attention.layer_norm_rms_epsilon
   bool tied_embeddings = false;     // no output.weight: the output projection is token_embd
   // What the architecture's layers have beyond Llama's (set by the architecture, not read):

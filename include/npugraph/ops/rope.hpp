@@ -4,7 +4,8 @@
 // with the angles computed from theta instead of a cos/sin cache.
 //
 //   for each token t, head h, pair i < R/2 (R = rotary_dim, default the head dim D):
-//     angle = positions[t] * theta^(-2i / R)            (double precision, then cos/sin)
+//     angle = positions[t] * (freq_scale * theta^(-2i / R) / freq_factors[i])
+//                                   (double precision, then cos/sin; freq_factors[i] = 1 without them)
 //     (a, b) = the pair's two elements of x[t, h]
 //     out: a' = a cos - b sin,  b' = b cos + a sin        (float32)
 //   elements R..D-1 of each head are copied unchanged.
@@ -22,6 +23,14 @@
 // which turns the half-split pairs into adjacent ones. So a Llama GGUF file (SmolLM2 included) must
 // be rotated with RopeStyle::norm; the same model's Hugging Face weights with RopeStyle::neox.
 // (At position 0 both are the identity, so a wrong choice shows only from the second token on.)
+//
+// Note [RoPE scaling]
+// Two ways GGUF files stretch rope to longer contexts, both llama.cpp's ggml_rope_ext arguments:
+// freq_scale (<arch>.rope.scaling.type = "linear": 1 / rope.scaling.factor, every frequency the same)
+// and freq_factors (the rope_freqs.weight tensor of Llama 3.1 / 3.2 files: one divisor per pair,
+// which convert_hf_to_gguf.py computes from Hugging Face's "llama3" rope_scaling — low frequencies
+// divided by the factor, high ones kept, a smooth ramp between). freq_factors is a float32 tensor
+// of rot / 2 positive values on x's device, read when the kernel runs.
 //
 // positions int32 [T]; x [T, heads, D] float32 / float16 / bfloat16 (contiguous); out [T, heads, D]
 // of any float dtype (float16 for a KV cache or FIA query), may be x itself (in place, same dtype).
@@ -41,6 +50,8 @@ struct RopeOptions {
   double theta = 10000.0;        // the frequency base (rope.freq_base; SmolLM2: 1e5)
   RopeStyle style = RopeStyle::neox;
   std::int64_t rotary_dim = 0;   // 0: the whole head dim; else an even number <= D
+  double freq_scale = 1.0;       // every angle times this (Note [RoPE scaling]); positive, finite
+  Tensor freq_factors{};         // undefined, or float32 [rotary_dim / 2]: each pair's divisor
 };
 
 void rotary_embedding_out(const Tensor& positions, const Tensor& x, const Tensor& out,

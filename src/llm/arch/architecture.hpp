@@ -44,6 +44,7 @@ struct LayerStep {
   Tensor attn, act;            // [n, heads * head_dim], [n, ffn]
   Tensor gate, up, gate_up;    // gate_up defined: gate|up as one GEMV, swiglu reading its halves
   Tensor positions, slots;     // [n] int32
+  Tensor rope_freqs;           // Model::rope_freqs on the device (undefined without them)
   Tensor k_cache, v_cache;     // this layer's
   std::function<void()> attention;            // FIA over q and the cache into attn (a task group)
   std::function<void(const Tensor&)> reduce;  // sums a partial result over the ranks (or nothing)
@@ -68,6 +69,9 @@ std::string architecture_names();  // "llama, qwen2, qwen3, gemma3"
 // Shared by the Llama-like architectures (arch/llama.cpp): the "<prefix>.*" keys Llama has, and
 // the Llama layer with the features the config switches on.
 void read_llama_keys(const GgufFile& file, const std::string& prefix, ModelConfig& c);
+// "<prefix>.rope.scaling.*" into c.rope_freq_scale (read_llama_keys calls it); UnsupportedError
+// naming the file, key and value for a scaling npugraph does not run.
+void read_rope_scaling(const GgufFile& file, const std::string& prefix, ModelConfig& c);
 void llama_layer(const LayerStep& s);
 // Pieces of a layer the architectures share: q, k, v from s.h (one stacked GEMV for one token,
 // with the biases the weights have); act = activation(y Wg^T) * (y Wu^T), SwiGLU or GeGLU (gelu).

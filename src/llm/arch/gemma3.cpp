@@ -4,7 +4,7 @@
 //   per layer:  h = rmsnorm(x) * attn_norm
 //               q, k, v = h Wq^T, h Wk^T, h Wv^T;  q, k = rmsnorm of each head * attn_q_norm / attn_k_norm
 //               q, k = rope(q), rope(k)   (halves; base rope.freq_base on global layers, 10000 on
-//                                          sliding-window ones)
+//                                          sliding-window ones; linear rope scaling on global ones only)
 //               a = attention(q, cache), scale 1 / sqrt(head_dim) (query_pre_attn_scalar = head_dim)
 //               x = x + rmsnorm(a Wo^T) * post_attention_norm
 //               h = rmsnorm(x) * ffn_norm
@@ -33,10 +33,7 @@ class Gemma3 final : public Architecture {
   std::string_view name() const override { return "gemma3"; }
 
   void configure(const GgufFile& f, ModelConfig& c) const override {
-    read_llama_keys(f, "gemma3", c);
-    if (auto type = f.find<std::string>("gemma3.rope.scaling.type"))
-      NG_CHECK_AS(UnsupportedError, *type == "none", f.name(), ": gemma3.rope.scaling.type = '", *type,
-                  "': npugraph's gemma3 runs unscaled rope only (the 270M and 1B models)");
+    read_llama_keys(f, "gemma3", c);  // linear rope scaling (Gemma 3 4B and up) applies to global layers only
     c.rope_style = ops::RopeStyle::neox;
     c.qk_norm = true;
     c.post_norms = true;
@@ -56,8 +53,9 @@ class Gemma3 final : public Architecture {
     const Tensor q3 = s.q.view({n, s.heads, hd}), k3 = s.k.view({n, s.kv_heads, hd});
     ops::rms_norm_out(q3, w.q_norm, c.rms_eps, q3);
     ops::rms_norm_out(k3, w.k_norm, c.rms_eps, k3);
-    const ops::RopeOptions rope{.theta = c.is_sliding(s.layer) ? c.rope_theta_local : c.rope_theta,
-                               .style = c.rope_style};
+    const bool sliding = c.is_sliding(s.layer);
+    const ops::RopeOptions rope{.theta = sliding ? c.rope_theta_local : c.rope_theta, .style = c.rope_style,
+                                .freq_scale = sliding ? 1.0 : c.rope_freq_scale, .freq_factors = s.rope_freqs};
     ops::rotary_embedding_out(s.positions, q3, q3, rope);
     ops::rotary_embedding_out(s.positions, k3, k3, rope);
     ops::reshape_and_cache(k3, s.v.view({n, s.kv_heads, hd}), s.k_cache, s.v_cache, s.slots);

@@ -9,6 +9,8 @@
 //   x = x + a Wo^T;  h = rmsnorm(x) * ffn_norm;  x = x + (silu(h Wg^T) * (h Wu^T)) Wd^T
 #include "llm/arch/architecture.hpp"
 
+#include <cmath>
+
 #include "npugraph/error.hpp"
 #include "npugraph/ops/elementwise.hpp"
 #include "npugraph/ops/kv_cache.hpp"
@@ -71,6 +73,25 @@ void read_llama_keys(const GgufFile& f, const std::string& a, ModelConfig& c) {
   NG_CHECK_ARG(c.rms_eps > 0, f.name(), ": ", a, ".attention.layer_norm_rms_epsilon = ", c.rms_eps,
                ": must be positive");
   NG_CHECK_ARG(c.rope_theta > 0, f.name(), ": ", a, ".rope.freq_base = ", c.rope_theta, ": must be positive");
+  read_rope_scaling(f, a, c);
+}
+
+void read_rope_scaling(const GgufFile& f, const std::string& a, ModelConfig& c) {
+  const std::string type = f.get_or<std::string>(a + ".rope.scaling.type", "none");
+  if (type == "linear") {
+    const auto factor = f.get<float>(a + ".rope.scaling.factor");
+    NG_CHECK_ARG(std::isfinite(factor) && factor > 0, f.name(), ": ", a, ".rope.scaling.factor = ", factor,
+                 ": must be positive");
+    c.rope_freq_scale = 1.0 / factor;
+  } else if (auto scale = f.find<float>(a + ".rope.scale_linear"); scale && type == "none") {  // older files
+    NG_CHECK_ARG(std::isfinite(*scale) && *scale > 0, f.name(), ": ", a, ".rope.scale_linear = ", *scale,
+                 ": must be positive");
+    c.rope_freq_scale = 1.0 / *scale;
+  } else {
+    NG_CHECK_AS(UnsupportedError, type == "none", f.name(), ": ", a, ".rope.scaling.type = '", type,
+                "': npugraph runs unscaled rope, 'linear' scaling and Llama 3's rope_freqs factors (not YaRN or "
+                "LongRoPE)");
+  }
 }
 
 void matmul(const Tensor& x, const Matrix& w, const Tensor& bias, const Tensor& out, const ops::QuantLinearOptions& o) {
@@ -116,7 +137,8 @@ void llama_layer(const LayerStep& s) {
     ops::rms_norm_out(q3, w.q_norm, c.rms_eps, q3);
     ops::rms_norm_out(k3, w.k_norm, c.rms_eps, k3);
   }
-  const ops::RopeOptions rope{.theta = c.rope_theta, .style = c.rope_style};
+  const ops::RopeOptions rope{.theta = c.rope_theta, .style = c.rope_style, .freq_scale = c.rope_freq_scale,
+                              .freq_factors = s.rope_freqs};
   ops::rotary_embedding_out(s.positions, q3, q3, rope);
   ops::rotary_embedding_out(s.positions, k3, k3, rope);
   ops::reshape_and_cache(k3, s.v.view({n, s.kv_heads, hd}), s.k_cache, s.v_cache, s.slots);

@@ -20,7 +20,7 @@ void rope_tokens(const RopeParams& p, std::int64_t t0, std::int64_t t1) {
   const std::int64_t half = p.rot / 2;
   double inv_freq[kMaxHeadDim / 2];
   for (std::int64_t i = 0; i < half; ++i)
-    inv_freq[i] = std::pow(p.theta, -2.0 * static_cast<double>(i) / static_cast<double>(p.rot));
+    inv_freq[i] = rope_impl::inv_freq(p, i);
   float c[kMaxHeadDim / 2], s[kMaxHeadDim / 2];
   const bool in_place = p.x == p.out;
   for (std::int64_t t = t0; t < t1; ++t) {
@@ -79,6 +79,15 @@ void rotary_embedding_out(const Tensor& positions, const Tensor& x, const Tensor
                ": must be 0 (the head dim) or an even number in [2, ", D, "] (x = ", x.str(), ")");
   NG_CHECK_ARG(std::isfinite(options.theta) && options.theta > 0, op, ": theta = ", options.theta,
                ": must be positive and finite");
+  NG_CHECK_ARG(std::isfinite(options.freq_scale) && options.freq_scale > 0, op, ": freq_scale = ",
+               options.freq_scale, ": must be positive and finite");
+  if (options.freq_factors.defined()) {
+    const Tensor& ff = options.freq_factors;
+    NG_CHECK_ARG(ff.dtype() == DType::f32 && ff.dim() == 1 && ff.size(0) == rot / 2 && ff.is_contiguous(), op,
+                 ": freq_factors = ", ff.str(), ": must be a contiguous float32 [", rot / 2,
+                 "] (one divisor per rotated pair of x = ", x.str(), ")");
+    check_same_device(op, "freq_factors", ff, x);
+  }
   NG_CHECK_ARG(options.style == RopeStyle::neox || options.style == RopeStyle::norm, op,
                ": style = ", static_cast<int>(options.style), ": must be RopeStyle::neox or ::norm");
   check_i32(op, "positions", positions, T, "one per token of x");
@@ -98,10 +107,12 @@ void rotary_embedding_out(const Tensor& positions, const Tensor& x, const Tensor
   p.D = D;
   p.rot = rot;
   p.theta = options.theta;
+  p.freq_scale = options.freq_scale;
+  p.freq_factors = options.freq_factors.defined() ? options.freq_factors.data_ptr<float>() : nullptr;
   p.neox = options.style == RopeStyle::neox;
   p.x_dtype = x.dtype();
   p.out_dtype = out.dtype();
-  const Tensor* uses[] = {&positions, &x, &out};
+  const Tensor* uses[] = {&positions, &x, &out, &options.freq_factors};
   launch(stream, kRope, p, uses);
 }
 

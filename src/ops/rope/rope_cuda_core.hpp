@@ -4,7 +4,7 @@
 // One thread per work item of a (token, head): items [0, rot / 2) rotate the pair (a, b) of
 // Note [RoPE pairing] (rope.hpp) — the thread reads both elements before it writes either, so in
 // place is safe — and items [rot / 2, rot / 2 + D - rot) copy the unrotated tail (skipped in
-// place). The angle is the CPU kernel's: inv_freq = pow(theta, -2 i / rot) and pos * inv_freq in
+// place). The angle is the CPU kernel's: inv_freq (rope_params.hpp) and pos * inv_freq in
 // float64, cos and sin rounded to float, then a * c - b * s and b * c + a * s in float32 with
 // every rounding step the CPU's (Note [Uncontracted device arithmetic]). On the host the same code
 // calls the same libm, so the emulation is bitwise the CPU op; the device's float64 pow / cos /
@@ -33,8 +33,7 @@ NG_HD inline void item(const RopeParams& p, std::int64_t k) {
     store(p.out_dtype, p.out, base + d, load(p.x_dtype, p.x, base + d));
     return;
   }
-  const double inv_freq = pow(p.theta, -2.0 * static_cast<double>(j) / static_cast<double>(p.rot));
-  const double angle = static_cast<double>(p.positions[t]) * inv_freq;
+  const double angle = static_cast<double>(p.positions[t]) * inv_freq(p, j);
   const auto c = static_cast<float>(cos(angle));
   const auto s = static_cast<float>(sin(angle));
   const bool neox = p.neox;

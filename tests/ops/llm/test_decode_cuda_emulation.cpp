@@ -110,7 +110,11 @@ TEST(DecodeCudaEmulation, RotaryEmbeddingIsBitwiseTheCpuOpInBothStylesPartialAnd
         SCOPED_TRACE(testing::Message() << "neox " << (style == ops::RopeStyle::neox) << " rot " << rot << " "
                                         << ng::dtype_name(dt));
         const Tensor x = random_tensor({4, 3, 64}, 5, dt, -3, 3);
-        const ops::RopeOptions opt{.theta = 100000.0, .style = style, .rotary_dim = rot};
+        // with Llama 3's per-pair divisors and a linear scale (Note [RoPE scaling])
+        std::vector<float> ffv(static_cast<std::size_t>((rot == 0 ? 64 : rot) / 2));
+        for (std::size_t i = 0; i < ffv.size(); ++i) ffv[i] = 1.0f + static_cast<float>(i % 3);
+        const Tensor ff = make_tensor(ffv, {static_cast<std::int64_t>(ffv.size())});
+        const ops::RopeOptions opt{.theta = 100000.0, .style = style, .rotary_dim = rot, .freq_scale = 0.5, .freq_factors = ff};
         const Tensor cpu = ops::rotary_embedding(pos, x, opt, dt);
         const Tensor in_place = random_tensor({4, 3, 64}, 5, dt, -3, 3);
         ops::rotary_embedding_out(pos, in_place, in_place, opt);
@@ -125,6 +129,8 @@ TEST(DecodeCudaEmulation, RotaryEmbeddingIsBitwiseTheCpuOpInBothStylesPartialAnd
         p.D = 64;
         p.rot = rot == 0 ? 64 : rot;
         p.theta = 100000.0;
+        p.freq_scale = 0.5;
+        p.freq_factors = ff.data_ptr<float>();
         p.neox = style == ops::RopeStyle::neox;
         p.x_dtype = p.out_dtype = dt;
         namespace cc = ops::rope_impl::cuda_core;

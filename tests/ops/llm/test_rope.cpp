@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 
 #include "npugraph/ops/rope.hpp"
 #include "ops/llm/llm_ops_util.hpp"
@@ -21,7 +22,8 @@ std::vector<double> reference(const std::vector<float>& x, const std::vector<std
   for (std::int64_t t = 0; t < T; ++t)
     for (std::int64_t h = 0; h < heads; ++h)
       for (std::int64_t i = 0; i < R / 2; ++i) {
-        const double ang = pos[t] * std::pow(o.theta, -2.0 * i / R);
+        const double ff = o.freq_factors.defined() ? o.freq_factors.data_ptr<float>()[i] : 1.0;
+        const double ang = pos[t] * std::pow(o.theta, -2.0 * i / R) * o.freq_scale / ff;
         const std::int64_t base = (t * heads + h) * D;
         const std::int64_t a = base + (o.style == RopeStyle::neox ? i : 2 * i);
         const std::int64_t b = base + (o.style == RopeStyle::neox ? i + R / 2 : 2 * i + 1);
@@ -50,6 +52,38 @@ TEST(Rope, MatchesTheReferenceForBothPairings) {
             ASSERT_NEAR(at(y, i), ref[i], tol * (1 + std::fabs(ref[i])))
                 << (style == RopeStyle::neox ? "neox" : "norm") << " T=" << T << " D=" << D << " i=" << i;
         }
+}
+
+// Note [RoPE scaling]: linear scaling (freq_scale) and Llama 3's per-pair divisors (freq_factors),
+// alone and together, against the reference; with divisors of 1 and scale 1 the unscaled bits.
+TEST(Rope, ScalingAndFrequencyFactorsMatchTheReference) {
+  std::uint32_t seed = 40;
+  for (RopeStyle style : {RopeStyle::neox, RopeStyle::norm})
+    for (const auto& [T, heads, D, rot] : std::vector<std::array<std::int64_t, 4>>{{3, 4, 64, 0}, {9, 2, 128, 32}}) {
+      const std::int64_t R = rot ? rot : D;
+      std::vector<float> ffv(static_cast<std::size_t>(R / 2));
+      for (std::int64_t i = 0; i < R / 2; ++i) ffv[i] = 1.0f + static_cast<float>(i % 5) * 1.75f;  // 1 .. 8
+      const Tensor ff = make_tensor(ffv, {R / 2});
+      std::vector<std::int32_t> pos(T);
+      for (std::int64_t t = 0; t < T; ++t) pos[t] = static_cast<std::int32_t>(t * 1031 + 7);
+      const Tensor x = random_tensor({T, heads, D}, ++seed);
+      for (const auto& [scale, factors] : std::vector<std::pair<double, bool>>{{0.25, false}, {1.0, true}, {0.5, true}}) {
+        const RopeOptions o{.theta = 500000.0, .style = style, .rotary_dim = rot, .freq_scale = scale,
+                            .freq_factors = factors ? ff : Tensor()};
+        const Tensor y = ng::ops::rotary_embedding(int_tensor(pos, {T}), x, o);
+        const Tensor plain = ng::ops::rotary_embedding(int_tensor(pos, {T}), x, {.theta = 500000.0, .style = style, .rotary_dim = rot});
+        ng::device_synchronize();
+        const auto ref = reference(floats(x), pos, heads, D, o);
+        for (std::int64_t i = 0; i < y.numel(); ++i)
+          ASSERT_NEAR(at(y, i), ref[i], 2e-6 * (1 + std::fabs(ref[i]))) << "scale " << scale << " factors " << factors << " i=" << i;
+        EXPECT_NE(0, std::memcmp(y.data(), plain.data(), y.numel() * sizeof(float)));  // it changed something
+      }
+      const Tensor ones = make_tensor(std::vector<float>(static_cast<std::size_t>(R / 2), 1.0f), {R / 2});
+      const Tensor a = ng::ops::rotary_embedding(int_tensor(pos, {T}), x, {.theta = 500000.0, .style = style, .rotary_dim = rot, .freq_factors = ones});
+      const Tensor b = ng::ops::rotary_embedding(int_tensor(pos, {T}), x, {.theta = 500000.0, .style = style, .rotary_dim = rot});
+      ng::device_synchronize();
+      EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.numel() * sizeof(float)));
+    }
 }
 
 TEST(Rope, NormRotatesAdjacentPairsNeoxHalves) {
@@ -118,6 +152,13 @@ TEST(Rope, ArgumentErrors) {
   EXPECT_ARG_ERROR(rotary_embedding_out(pos, x, x, {.theta = 0}), "rotary_embedding: theta = 0: must be positive");
   EXPECT_ARG_ERROR(rotary_embedding_out(pos, x, ng::empty({4, 9, 32}, DType::f32), {}),
                    "rotary_embedding: out = float32[4, 9, 32]: must have the shape of x = float32[4, 9, 64]");
+  EXPECT_ARG_ERROR(rotary_embedding_out(pos, x, x, {.freq_scale = -1}),
+                   "rotary_embedding: freq_scale = -1: must be positive and finite");
+  EXPECT_ARG_ERROR(rotary_embedding_out(pos, x, x, {.freq_factors = ng::empty({16}, DType::f32)}),
+                   "rotary_embedding: freq_factors = float32[16]: must be a contiguous float32 [32] (one divisor per "
+                   "rotated pair of x = float32[4, 9, 64])");
+  EXPECT_ARG_ERROR(rotary_embedding_out(pos, x, x, {.rotary_dim = 16, .freq_factors = ng::empty({8}, DType::f16)}),
+                   "rotary_embedding: freq_factors = float16[8]: must be a contiguous float32 [8]");
   const Tensor alias = Tensor::from_blob(x.data(), {4, 9, 64}, DType::f16, x.storage());
   EXPECT_ARG_ERROR(rotary_embedding_out(pos, x, alias, {}),
                    "rotary_embedding: out = float16[4, 9, 64]: in place (out is x) needs the dtype of x = float32[4, 9, 64]");

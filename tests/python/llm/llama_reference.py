@@ -66,6 +66,12 @@ class LlamaReference:
             values = gguf.quants.dequantize(t.data, t.tensor_type)
             return np.asarray(values, dtype=np.float64).reshape([int(d) for d in reversed(t.shape)])
 
+        # rope scaling (Note [RoPE scaling]): 'linear' divides every angle by the factor (gemma3:
+        # global layers only); Llama 3's rope_freqs.weight divides pair i's angle by its factor
+        scaling = f"{arch}.rope.scaling.type"
+        linear = scaling in reader.fields and _field(reader, scaling) == "linear"
+        self.freq_scale = 1.0 / float(_field(reader, f"{arch}.rope.scaling.factor")) if linear else 1.0
+        self.rope_freqs = weight("rope_freqs.weight") if "rope_freqs.weight" in tensors else None
         self.embd = weight("token_embd.weight")
         self.output = weight("output.weight") if "output.weight" in tensors else self.embd
         self.output_norm = weight("output_norm.weight")
@@ -86,11 +92,14 @@ class LlamaReference:
     def _rmsnorm(self, x, g):
         return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + self.eps) * g
 
-    def _rope(self, x, positions, theta=None):
-        # x [T, heads, D]: rotate pair i by position * theta^(-2i / D); Llama GGUF files pair
-        # adjacent values (2i, 2i + 1), Qwen's pair the halves (i, i + D/2) (llama.cpp's NEOX).
+    def _rope(self, x, positions, theta=None, scale=None):
+        # x [T, heads, D]: rotate pair i by position * theta^(-2i / D) * scale / rope_freqs[i]; Llama
+        # GGUF files pair adjacent values (2i, 2i + 1), Qwen's pair the halves (i, i + D/2) (NEOX).
         d = self.head_dim
         inv = (theta or self.theta) ** (-np.arange(0, d, 2, dtype=np.float64) / d)
+        inv = inv * (self.freq_scale if scale is None else scale)
+        if self.rope_freqs is not None:
+            inv = inv / self.rope_freqs
         angles = positions[:, None] * inv[None, :]
         cos, sin = np.cos(angles)[:, None, :], np.sin(angles)[:, None, :]
         lo, hi = (slice(0, d // 2), slice(d // 2, d)) if self.arch != "llama" else (slice(0, d, 2), slice(1, d, 2))
@@ -130,7 +139,8 @@ class LlamaReference:
             v = (mm(h, w["attn_v"]) + w["attn_v.bias"]).reshape(t_len, self.kv_heads, self.head_dim)
             if w["attn_q_norm"] is not None:
                 q, k = self._rmsnorm(q, w["attn_q_norm"]), self._rmsnorm(k, w["attn_k_norm"])
-            q, k = self._rope(q, positions, theta), self._rope(k, positions, theta)
+            scale = 1.0 if gemma and i % 6 != 5 else None  # gemma3: linear scaling on global layers only
+            q, k = self._rope(q, positions, theta, scale), self._rope(k, positions, theta, scale)
             att = np.empty((t_len, self.heads, self.head_dim))
             for n in range(self.heads):
                 kv = n // group

@@ -60,7 +60,8 @@ K_QUANT_MIX = {"token_embd": "Q6_K", "attn_q": "Q4_K", "attn_k": "Q4_K", "attn_v
 
 
 def write_tiny_model(path, layers=2, hidden=64, heads=4, kv_heads=2, ffn=128, seed=3, weight_types=None,
-                     arch="llama", head_dim=None, rope_theta=10000.0):
+                     arch="llama", head_dim=None, rope_theta=10000.0,
+                     rope_freqs=None, rope_scaling=None):
     """weight_types: tensor kind ("attn_q", "token_embd", ...) -> ggml type name; default Q4_1 matrices
     and a Q8_0 embedding. arch "qwen2" adds q/k/v biases, "qwen3" per-head q/k norms and (with
     head_dim) heads * head_dim != hidden, as the real Qwen 3 files have."""
@@ -75,6 +76,9 @@ def write_tiny_model(path, layers=2, hidden=64, heads=4, kv_heads=2, ffn=128, se
     w.add_head_count(heads)
     w.add_head_count_kv(kv_heads)
     w.add_rope_freq_base(rope_theta)
+    if rope_scaling is not None:  # (type, factor): Note [RoPE scaling]
+        w.add_rope_scaling_type(gguf.RopeScalingType(rope_scaling[0]))
+        w.add_rope_scaling_factor(rope_scaling[1])
     w.add_layer_norm_rms_eps(1e-5)
     head_dim = head_dim or hidden // heads
     w.add_rope_dimension_count(head_dim)
@@ -111,6 +115,8 @@ def write_tiny_model(path, layers=2, hidden=64, heads=4, kv_heads=2, ffn=128, se
     s = 1.0 / np.sqrt(hidden)
     matrix("token_embd.weight", len(tokens), hidden, 1.0, qtypes.Q8_0)
     norm("output_norm.weight")
+    if rope_freqs is not None:  # Llama 3's per-pair divisors, float32 [head_dim / 2]
+        w.add_tensor("rope_freqs.weight", np.asarray(rope_freqs, dtype=np.float32))
     for i in range(layers):
         p = f"blk.{i}."
         norm(p + "attn_norm.weight")
@@ -240,6 +246,37 @@ def test_tiny_gemma3_model_matches_the_numpy_reference_and_graph_equals_eager(tm
     graph_equals_eager(model, ["a", "hello there, how are you", "xyz", "the quick brown fox", "ok"], 10, 8)
     with pytest.raises(npugraph.UnsupportedError, match=r"max_context = 512: .* attend to the last 256 tokens"):
         npugraph.llm.Engine(str(model), max_context=512)
+
+
+def _max_rel(a, b):
+    return float((np.abs(a - b).max(axis=1) / np.abs(b).max(axis=1)).max())
+
+
+@pytest.mark.parametrize("arch,freqs,linear", [("llama", True, None), ("llama", True, 4.0), ("qwen2", False, 2.0),
+                                               ("gemma3", False, 8.0)])
+def test_rope_scaling_matches_the_numpy_reference(tmp_path, arch, freqs, linear):
+    """Note [RoPE scaling]: Llama 3's rope_freqs.weight (a divisor per rotated pair) and 'linear'
+    rope.scaling (every angle / factor; gemma3: global layers only) against the reference; the same
+    weights unscaled give logits far outside the reference's tolerance, so ignoring the scaling fails."""
+    head_dim = 32 if arch == "gemma3" else 16
+    factors = (1.0 + np.arange(head_dim // 2) % 8) if freqs else None  # 1 .. 8
+    extra = dict(layers=7, head_dim=32, kv_heads=1, rope_theta=1e6) if arch == "gemma3" else {}
+    scaled = write_tiny_model(tmp_path / "scaled.gguf", arch=arch, rope_freqs=factors,
+                              rope_scaling=("linear", linear) if linear else None, **extra)
+    plain = write_tiny_model(tmp_path / "plain.gguf", arch=arch, **extra)
+    for mode in ("graph", "eager"):
+        result, _ = check_against_reference(scaled, "hello world, how are you", 12, mode=mode, activations="f32")
+    (unscaled,) = npugraph.llm.Engine(str(plain), keep_full_logits=True, activations="f32").generate(
+        ["hello world, how are you"], max_tokens=12)
+    assert _max_rel(unscaled["logits"].astype(np.float64), result["logits"].astype(np.float64)) > 1e-2
+    graph_equals_eager(scaled, ["a", "hello there, how are you", "xyz"], 8, 4)
+
+
+def test_unsupported_rope_scaling_is_refused_by_name(tmp_path):
+    bad = write_tiny_model(tmp_path / "yarn.gguf", rope_scaling=("yarn", 2.0))
+    with pytest.raises(npugraph.UnsupportedError, match=r"yarn.gguf: llama.rope.scaling.type = 'yarn': npugraph "
+                                                        r"runs unscaled rope, 'linear' scaling and Llama 3's rope_freqs"):
+        npugraph.llm.Engine(str(bad))
 
 
 @pytest.fixture(scope="module")
