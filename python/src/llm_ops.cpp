@@ -235,21 +235,25 @@ void bind_llm_ops(py::module_& m) {
   m.def(
       "npu_rotary_embedding",
       [](py::handle positions, py::handle x, double theta, py::handle style, std::int64_t rotary_dim,
-         py::handle out, py::handle out_dtype) {
+         double freq_scale, py::handle freq_factors, py::handle out, py::handle out_dtype) {
         const Kind kind = kind_of(x, "x");
         const Tensor pos = to_tensor(positions, "positions"), xt = to_tensor(x, "x");
-        const ops::RopeOptions o{.theta = theta, .style = style_arg(style), .rotary_dim = rotary_dim};
+        const ops::RopeOptions o{.theta = theta, .style = style_arg(style), .rotary_dim = rotary_dim,
+                                 .freq_scale = freq_scale, .freq_factors = optional_tensor(freq_factors, "freq_factors")};
         Tensor y = optional_tensor(out, "out");
         if (!y.defined()) y = empty(xt.shape(), optional_dtype(out_dtype).value_or(xt.dtype()), xt.device());
         run(xt, [&] { ops::rotary_embedding_out(pos, xt, y, o); });
         return out.is_none() ? from_tensor(y, kind) : py::reinterpret_borrow<py::object>(out);
       },
       py::arg("positions"), py::arg("x"), py::kw_only(), py::arg("theta") = 10000.0, py::arg("style") = "neox",
-      py::arg("rotary_dim") = 0, py::arg("out") = py::none(), py::arg("out_dtype") = py::none(),
+      py::arg("rotary_dim") = 0, py::arg("freq_scale") = 1.0, py::arg("freq_factors") = py::none(),
+      py::arg("out") = py::none(), py::arg("out_dtype") = py::none(),
       "Rotary embedding of x [tokens, heads, head_dim] by positions (int32 [tokens], read when the op\n"
       "runs, so a captured graph follows it). style 'neox': pairs (i, i + d/2) (Hugging Face's\n"
       "rotate_half); 'norm': adjacent pairs (2i, 2i + 1) — what llama.cpp uses for Llama GGUF files.\n"
-      "out may be x itself (in place).");
+      "out may be x itself (in place). Scaling (llama.cpp's rope_ext): every angle times freq_scale\n"
+      "(linear scaling: 1 / factor) and divided by freq_factors[i] (float32 [rotary_dim / 2], Llama 3's\n"
+      "rope_freqs).");
 
   m.def(
       "npu_embedding",

@@ -47,9 +47,11 @@ def test_swiglu_both_forms(rng):
     np.testing.assert_allclose(got, want, rtol=3e-6, atol=3e-6)
 
 
-def ref_rope(x, pos, theta, style):
+def ref_rope(x, pos, theta, style, freq_scale=1.0, freq_factors=None):
     T, H, D = x.shape
-    inv = theta ** (-2.0 * np.arange(D // 2) / D)
+    inv = theta ** (-2.0 * np.arange(D // 2) / D) * freq_scale
+    if freq_factors is not None:
+        inv = inv / freq_factors.astype(np.float64)
     ang = pos[:, None].astype(np.float64) * inv[None, :]
     c, s = np.cos(ang)[:, None, :], np.sin(ang)[:, None, :]
     y = x.astype(np.float64).copy()
@@ -70,6 +72,12 @@ def test_rotary_embedding(rng, style):
     np.testing.assert_allclose(got, ref_rope(x, pos, 1e5, style), rtol=2e-5, atol=2e-5)
     half = op("npu_rotary_embedding")(pos, x, theta=1e5, style=style, out_dtype=np.float16)
     assert half.dtype == np.float16
+    ff = (1.0 + np.arange(32) % 8).astype(np.float32)
+    scaled = op("npu_rotary_embedding")(pos, x, theta=1e5, style=style, freq_scale=0.25, freq_factors=ff)
+    np.testing.assert_allclose(scaled, ref_rope(x, pos, 1e5, style, 0.25, ff), rtol=2e-5, atol=2e-5)
+    assert np.abs(scaled - got).max() > 0.1
+    with pytest.raises(ValueError, match=r"freq_factors = float32\[31\]: must be a contiguous float32 \[32\]"):
+        op("npu_rotary_embedding")(pos, x, theta=1e5, freq_factors=ff[:31].copy())
     op("npu_rotary_embedding")(pos, x, theta=1e5, style=style, out=x)  # in place
     np.testing.assert_array_equal(x, got)
 

@@ -248,12 +248,14 @@ def npu_rms_norm(x: typing.Any, gamma: typing.Any, epsilon: float = 1e-06, *, ou
     torch_npu.npu_rms_norm: (y, rstd) with rstd = 1 / sqrt(mean(x^2, -1) + epsilon) (float32 [..., 1])
     and y = x * rstd * gamma. With out=, y is written there and rstd is None.
     """
-def npu_rotary_embedding(positions: typing.Any, x: typing.Any, *, theta: float = 10000.0, style: typing.Any = 'neox', rotary_dim: int = 0, out: typing.Any = None, out_dtype: typing.Any = None) -> typing.Any:
+def npu_rotary_embedding(positions: typing.Any, x: typing.Any, *, theta: float = 10000.0, style: typing.Any = 'neox', rotary_dim: int = 0, freq_scale: float = 1.0, freq_factors: typing.Any = None, out: typing.Any = None, out_dtype: typing.Any = None) -> typing.Any:
     """
     Rotary embedding of x [tokens, heads, head_dim] by positions (int32 [tokens], read when the op
     runs, so a captured graph follows it). style 'neox': pairs (i, i + d/2) (Hugging Face's
     rotate_half); 'norm': adjacent pairs (2i, 2i + 1) — what llama.cpp uses for Llama GGUF files.
-    out may be x itself (in place).
+    out may be x itself (in place). Scaling (llama.cpp's rope_ext): every angle times freq_scale
+    (linear scaling: 1 / factor) and divided by freq_factors[i] (float32 [rotary_dim / 2], Llama 3's
+    rope_freqs).
     """
 def npu_sample(logits: typing.Any, seeds: typing.Any, steps: typing.Any, *, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0, advance_steps: bool = False, out: typing.Any = None) -> typing.Any:
     """
