@@ -148,6 +148,71 @@ constexpr std::string_view kDefaultSystemOpen =
     "{% if loop.first and messages[0]['role'] != 'system' %}{{ '<|im_start|>system\\n";
 constexpr std::string_view kDefaultSystemClose = "<|im_end|>\\n' }}{% endif %}";
 
+// Gemma 3's (google/gemma-3-*-it, tokenizer_config.json; the GGUF files carry it as is), with \x02
+// where the separator after a system message stands ('\n\n' there; some files have '\n').
+constexpr std::string_view kGemmaTemplate = R"({{ bos_token }}
+{%- if messages[0]['role'] == 'system' -%}
+    {%- if messages[0]['content'] is string -%}
+        {%- set first_user_prefix = messages[0]['content'] + '' -%}
+    {%- else -%}
+        {%- set first_user_prefix = messages[0]['content'][0]['text'] + '' -%}
+    {%- endif -%}
+    {%- set loop_messages = messages[1:] -%}
+{%- else -%}
+    {%- set first_user_prefix = "" -%}
+    {%- set loop_messages = messages -%}
+{%- endif -%}
+{%- for message in loop_messages -%}
+    {%- if (message['role'] == 'user') != (loop.index0 % 2 == 0) -%}
+        {{ raise_exception("Conversation roles must alternate user/assistant/user/assistant/...") }}
+    {%- endif -%}
+    {%- if (message['role'] == 'assistant') -%}
+        {%- set role = "model" -%}
+    {%- else -%}
+        {%- set role = message['role'] -%}
+    {%- endif -%}
+    {{ '<start_of_turn>' + role + '\n' + (first_user_prefix if loop.first else "") }}
+    {%- if message['content'] is string -%}
+        {{ message['content'] | trim }}
+    {%- elif message['content'] is iterable -%}
+        {%- for item in message['content'] -%}
+            {%- if item['type'] == 'image' -%}
+                {{ '<start_of_image>' }}
+            {%- elif item['type'] == 'text' -%}
+                {{ item['text'] | trim }}
+            {%- endif -%}
+        {%- endfor -%}
+    {%- else -%}
+        {{ raise_exception("Invalid content type") }}
+    {%- endif -%}
+    {{ '<end_of_turn>\n' }}
+{%- endfor -%}
+{%- if add_generation_prompt -%}
+    {{'<start_of_turn>model\n'}}
+{%- endif -%}
+)";
+
+std::string replace_all(std::string_view s, std::string_view from, std::string_view to) {
+  std::string out;
+  for (std::size_t i = 0; i < s.size();) {
+    if (s.substr(i, from.size()) == from) {
+      out += to;
+      i += from.size();
+    } else {
+      out += s[i++];
+    }
+  }
+  return out;
+}
+
+// Jinja's trim: whitespace off both ends.
+std::string_view trim(std::string_view s) {
+  const auto space = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; };
+  while (!s.empty() && space(s.front())) s.remove_prefix(1);
+  while (!s.empty() && space(s.back())) s.remove_suffix(1);
+  return s;
+}
+
 std::string shorten(std::string_view s) {
   std::string out(s.substr(0, 200));
   if (s.size() > 200) out += "...";
@@ -161,13 +226,16 @@ ChatTemplate ChatTemplate::detect(std::string_view source, std::string_view cont
   auto unsupported = [&]() -> ArgumentError {
     return ArgumentError(detail::cat(
         "GGUF file '", context, "': tokenizer.chat_template is not a template npugraph renders "
-        "(it renders ChatML, optionally with a default system message as SmolLM2's); the template "
+        "(it renders ChatML, optionally with a default system message as SmolLM2's, and Gemma 3's); the template "
         "begins: ", shorten(source)));
   };
   if (!canon) throw unsupported();
 
   const std::string plain = *canonical(std::string(kForMessages) + std::string(kChatmlLoop));
   if (*canon == plain) return ChatTemplate(Kind::chatml, "");
+  for (std::string_view sep : {"\\n\\n", "\\n"})  // as the Jinja source spells them
+    if (*canon == *canonical(replace_all(kGemmaTemplate, "\x02", sep)))
+      return ChatTemplate(Kind::gemma, sep.size() == 4 ? "\n\n" : "\n");
 
   // With a default system message: everything but the message text must match. The message is the
   // rest of one literal, so compare the canonical forms around it.
@@ -203,6 +271,27 @@ ChatTemplate ChatTemplate::detect(std::string_view source, std::string_view cont
 std::string ChatTemplate::apply(std::span<const ChatMessage> messages,
                                 bool add_generation_prompt) const {
   std::string out;
+  if (kind_ == Kind::gemma) {
+    // No BOS text: the tokenizer adds BOS (add_bos_token), as llama.cpp strips the template's.
+    const bool system = !messages.empty() && messages[0].role == "system";
+    for (std::size_t i = system ? 1 : 0, k = 0; i < messages.size(); ++i, ++k) {
+      const ChatMessage& m = messages[i];
+      NG_CHECK_ARG((m.role == "user") == (k % 2 == 0), "chat template (Gemma 3): messages[", i, "].role = '", m.role,
+                   "': conversation roles must alternate user/assistant/user/assistant/... (after an optional "
+                   "first system message)");
+      out += "<start_of_turn>";
+      out += m.role == "assistant" ? "model" : m.role;
+      out += '\n';
+      if (k == 0 && system) {
+        out += messages[0].content;
+        out += default_system_;  // the separator
+      }
+      out += trim(m.content);
+      out += "<end_of_turn>\n";
+    }
+    if (add_generation_prompt) out += "<start_of_turn>model\n";
+    return out;
+  }
   for (std::size_t i = 0; i < messages.size(); ++i) {
     if (i == 0 && kind_ == Kind::chatml_default_system && messages[0].role != "system")
       out += "<|im_start|>system\n" + default_system_ + "<|im_end|>\n";

@@ -206,6 +206,55 @@ TEST(TokenizerChat, SmolLM2TemplateIsRecognisedAndRendered) {
   EXPECT_EQ(t.apply_chat_template({}, false), "");
 }
 
+// Gemma 3's template (google/gemma-3-4b-it's tokenizer_config.json), here on one line with
+// single-quoted strings; rendered as Hugging Face's Jinja renders it, less the leading BOS text
+// (the tokenizer adds BOS).
+std::string gemma_template(const std::string& sep) {
+  return "{{ bos_token }} {%- if messages[0]['role'] == 'system' -%} {%- if messages[0]['content'] is string -%} "
+         "{%- set first_user_prefix = messages[0]['content'] + '" + sep + "' -%} {%- else -%} {%- set "
+         "first_user_prefix = messages[0]['content'][0]['text'] + '" + sep + "' -%} {%- endif -%} {%- set "
+         "loop_messages = messages[1:] -%} {%- else -%} {%- set first_user_prefix = '' -%} {%- set loop_messages = "
+         "messages -%} {%- endif -%} {%- for message in loop_messages -%} {%- if (message['role'] == 'user') != "
+         "(loop.index0 % 2 == 0) -%} {{ raise_exception('Conversation roles must alternate "
+         "user/assistant/user/assistant/...') }} {%- endif -%} {%- if (message['role'] == 'assistant') -%} {%- set "
+         "role = 'model' -%} {%- else -%} {%- set role = message['role'] -%} {%- endif -%} {{ '<start_of_turn>' + "
+         "role + '\\n' + (first_user_prefix if loop.first else '') }} {%- if message['content'] is string -%} {{ "
+         "message['content'] | trim }} {%- elif message['content'] is iterable -%} {%- for item in "
+         "message['content'] -%} {%- if item['type'] == 'image' -%} {{ '<start_of_image>' }} {%- elif "
+         "item['type'] == 'text' -%} {{ item['text'] | trim }} {%- endif -%} {%- endfor -%} {%- else -%} {{ "
+         "raise_exception('Invalid content type') }} {%- endif -%} {{ '<end_of_turn>\\n' }} {%- endfor -%} {%- if "
+         "add_generation_prompt -%} {{'<start_of_turn>model\\n'}} {%- endif -%}";
+}
+
+TEST(TokenizerChat, GemmaTemplateRendersTurnsAndRefusesNonAlternatingRoles) {
+  const ChatTemplate g = ChatTemplate::detect(gemma_template("\\n\\n"), "gemma-3-1b-it.gguf");
+  ASSERT_EQ(g.kind(), ChatTemplate::Kind::gemma);
+  const std::vector<ChatMessage> convo{{"system", "Be brief."},
+                                       {"user", "  Hi there \n"},
+                                       {"assistant", "Hello!"},
+                                       {"user", "Colors?"}};
+  EXPECT_EQ(g.apply(convo, true),
+            "<start_of_turn>user\nBe brief.\n\nHi there<end_of_turn>\n"
+            "<start_of_turn>model\nHello!<end_of_turn>\n"
+            "<start_of_turn>user\nColors?<end_of_turn>\n<start_of_turn>model\n");
+  const std::vector<ChatMessage> user{{"user", "Hi"}};
+  EXPECT_EQ(g.apply(user, false), "<start_of_turn>user\nHi<end_of_turn>\n");
+  EXPECT_EQ(g.apply({}, true), "<start_of_turn>model\n");
+  // The variant with one newline after the system message.
+  const ChatTemplate g1 = ChatTemplate::detect(gemma_template("\\n"), "g.gguf");
+  ASSERT_EQ(g1.kind(), ChatTemplate::Kind::gemma);
+  const std::vector<ChatMessage> sys_user{{"system", "S"}, {"user", "U"}};
+  EXPECT_EQ(g1.apply(sys_user, true), "<start_of_turn>user\nS\nU<end_of_turn>\n<start_of_turn>model\n");
+  // Roles must alternate user / assistant (the template's raise_exception).
+  const std::vector<ChatMessage> two_users{{"user", "a"}, {"user", "b"}};
+  EXPECT_ARG_ERROR(g.apply(two_users, true), "chat template (Gemma 3): messages[1].role = 'user'",
+                   "conversation roles must alternate user/assistant");
+  const std::vector<ChatMessage> assistant_first{{"system", "s"}, {"assistant", "a"}};
+  EXPECT_ARG_ERROR(g.apply(assistant_first, true), "messages[1].role = 'assistant'");
+  // Another separator is another template.
+  EXPECT_ARG_ERROR(ChatTemplate::detect(gemma_template("\\n\\n\\n"), "g.gguf"), "not a template npugraph renders");
+}
+
 TEST(TokenizerChat, DetectionIgnoresLayoutButNotMeaning) {
   const ChatTemplate plain = ChatTemplate::detect(
       "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] "

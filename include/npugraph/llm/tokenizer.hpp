@@ -66,16 +66,21 @@ struct ChatMessage {
 // A chat template npugraph recognises in tokenizer.chat_template and renders natively (no Jinja).
 // Recognised: ChatML ("<|im_start|>{role}\n{content}<|im_end|>\n" per message, "<|im_start|>assistant\n"
 // as the generation prompt), with or without a default system message inserted when the first
-// message is not a system one (SmolLM2's template). Matching ignores whitespace inside tags and
-// follows Hugging Face's trim_blocks / lstrip_blocks; any other template is an ArgumentError.
+// message is not a system one (SmolLM2's template); and Gemma 3's ("<start_of_turn>{user|model}\n
+// {trimmed content}<end_of_turn>\n", a first system message prefixed to the first user turn with a
+// blank line, roles alternating user/model — an ArgumentError otherwise — and "<start_of_turn>model\n"
+// as the generation prompt; its leading {{ bos_token }} is left to the tokenizer's BOS). Matching
+// ignores whitespace inside tags and follows Hugging Face's trim_blocks / lstrip_blocks; any other
+// template is an ArgumentError.
 class ChatTemplate {
  public:
-  enum class Kind { chatml, chatml_default_system };
+  enum class Kind { chatml, chatml_default_system, gemma };
 
   // `source` is the Jinja text; `context` names the file in messages.
   static ChatTemplate detect(std::string_view source, std::string_view context);
 
   Kind kind() const noexcept { return kind_; }
+  // chatml_default_system: the default system message; gemma: what follows a system message ("\n\n").
   const std::string& default_system() const noexcept { return default_system_; }
   std::string apply(std::span<const ChatMessage> messages, bool add_generation_prompt) const;
 
