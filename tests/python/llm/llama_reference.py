@@ -106,8 +106,9 @@ class LlamaReference:
         out[..., hi] = b * cos + a * sin
         return out
 
-    def logits(self, tokens, q8_rows=None):
-        """Logits [len(tokens), vocab] of every position (position t predicts token t + 1).
+    def logits(self, tokens, q8_rows=None, last=None):
+        """Logits [len(tokens), vocab] of every position (position t predicts token t + 1), or of the
+        last `last` positions only.
         q8_rows: None (x float in every product), or a bool per position: the rows whose layer
         products take q8 activations; the output projection then takes them for every row."""
         tokens = np.asarray(tokens)
@@ -155,4 +156,5 @@ class LlamaReference:
                 x = x + self._rmsnorm(mm(act, w["ffn_down"]), w["post_ffw_norm"])
             else:
                 x = x + mm(gate / (1.0 + np.exp(-gate)) * up, w["ffn_down"])
-        return mm(self._rmsnorm(x, self.output_norm), self.output, np.full(t_len, True) if q8 else None)
+        x = x[t_len - (t_len if last is None else last):]
+        return mm(self._rmsnorm(x, self.output_norm), self.output, np.full(len(x), True) if q8 else None)
