@@ -79,20 +79,25 @@ is captured once per batch-size bucket and updated in place (mode="graph"), or r
 
 Engine(model, *, threads=0, max_batch=16, max_context=0, mode="graph",
        order="update_then_replay", temperature=0.0, top_k=0, top_p=1.0,
-       keep_logits=False, keep_full_logits=False, device="cpu", activations=None)
+       keep_logits=False, keep_full_logits=False, device="cpu", activations=None,
+       block_size=128, prefill_chunk=256)
 
 device: "cpu" or "cuda:N" (the weights and buffers there; a CUDA device without a GPU raises
 UnsupportedError naming it before the model loads).
 activations: what the quantised projections multiply in batches of up to 16 tokens: "q8" (x
 quantised to int8 per block of 32, as llama.cpp does), "f32" (x as it is), None (q8 on the cpu,
 f32 on cuda).
+block_size: tokens per KV cache block (128, 256, 384 or 512). prefill_chunk: prompt tokens per
+prefill pass (1..2048).
 )doc")
       .def(py::init([](const std::string& model, int threads, std::int64_t max_batch, std::int64_t max_context,
                        const std::string& mode, const std::string& order, double temperature,
                        std::int64_t top_k, double top_p, bool keep_logits, bool keep_full_logits,
-                       const std::string& device, const py::object& activations) {
+                       const std::string& device, const py::object& activations, std::int64_t block_size,
+                       std::int64_t prefill_chunk) {
              llm::EngineOptions o{.model = model, .threads = threads, .max_batch = max_batch,
-                                  .max_context = max_context, .mode = mode_arg(mode), .order = order_arg(order),
+                                  .max_context = max_context, .block_size = block_size,
+                                  .prefill_chunk = prefill_chunk, .mode = mode_arg(mode), .order = order_arg(order),
                                   .temperature = temperature, .top_k = top_k, .top_p = top_p,
                                   .keep_logits = keep_logits, .keep_full_logits = keep_full_logits,
                                   .device = with_context("Engine: ", [&] { return Device::parse(device); }),
@@ -104,7 +109,7 @@ f32 on cuda).
            py::arg("max_context") = 0, py::arg("mode") = "graph", py::arg("order") = "update_then_replay",
            py::arg("temperature") = 0.0, py::arg("top_k") = 0, py::arg("top_p") = 1.0,
            py::arg("keep_logits") = false, py::arg("keep_full_logits") = false, py::arg("device") = "cpu",
-           py::arg("activations") = py::none())
+           py::arg("activations") = py::none(), py::arg("block_size") = 128, py::arg("prefill_chunk") = 256)
       .def("generate",
            [](llm::Engine& e, const std::vector<std::string>& prompts, std::int64_t max_tokens, bool chat,
               std::uint64_t seed, py::object on_text) {

@@ -48,14 +48,7 @@ Engine::Engine(EngineOptions options) : options_(std::move(options)) {
   if (const auto& tp = options_.tensor_parallel) split = {.rank = tp->rank(), .size = tp->size()};
   model_ = Model::load(options_.model, split);
   const ModelConfig& mc = model_->config();
-  if (options_.max_context == 0) {
-    options_.max_context = std::min<std::int64_t>(mc.context, 2048);
-    if (mc.sliding_window > 0) options_.max_context = std::min(options_.max_context, mc.sliding_window);
-  }
-  NG_CHECK_AS(UnsupportedError, mc.sliding_window == 0 || options_.max_context <= mc.sliding_window,
-              "max_context = ", options_.max_context, ": ", mc.name, "'s sliding-window layers attend to the last ",
-              mc.sliding_window, " tokens, and npugraph's decode attention takes no window yet: max_context must be at "
-              "most ", mc.sliding_window, " (then every layer sees the whole context, as the window would)");
+  if (options_.max_context == 0) options_.max_context = std::min<std::int64_t>(mc.context, 2048);
   NG_CHECK_ARG(options_.max_context <= model_->config().context, "max_context = ", options_.max_context,
                ": the model was trained for ", model_->config().context, " tokens");
   runner_ = std::make_unique<ModelRunner>(model_, options_);

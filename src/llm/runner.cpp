@@ -32,6 +32,8 @@ void embed(const Tensor& ids, const Matrix& table, const Tensor& out) {
 }
 
 Tensor rows(const Tensor& t, std::int64_t n) { return t.narrow(0, 0, n); }
+// The same, or nothing for a buffer not allocated (the window's, for a model without one).
+Tensor rows_if(const Tensor& t, std::int64_t n) { return t.defined() ? rows(t, n) : Tensor{}; }
 
 // torch_npu's compressed mask for sparse modes 2-4: bool [2048, 2048], 1 above the diagonal (FIA
 // checks its shape and dtype; causal masking itself comes from sparse_mode 3).
@@ -58,6 +60,11 @@ struct ModelRunner::Rows {
   std::int64_t q_len = 0;  // FIA query S: n for a prefill chunk, 1 for a decode step
   std::vector<std::int64_t> kv_lengths;  // per FIA batch row
   Tensor block_table;                    // [batch, max_blocks]
+  // What sliding-window layers take instead when q_len == 1 (Note [Sliding window]): each row's
+  // KV length from its window table row's first block, that table, and the mask over it.
+  std::vector<std::int64_t> window_lengths;
+  Tensor window_table;  // [batch, window_blocks]
+  Tensor window_mask;   // [batch, 1, window_blocks * block_size]
 };
 
 struct ModelRunner::Bucket {
@@ -120,6 +127,14 @@ ModelRunner::ModelRunner(std::shared_ptr<const Model> model, const EngineOptions
   prefill_table_h_ = empty({1, max_blocks_}, DType::i32);
   std::memset(block_table_h_.data(), 0, block_table_h_.nbytes());
   std::memset(prefill_table_h_.data(), 0, prefill_table_h_.nbytes());
+  if (c.sliding_window > 0 && c.sliding_window < options.max_context) {  // Note [Sliding window]
+    window_ = c.sliding_window;
+    window_blocks_ = std::min(max_blocks_, (window_ + 2 * bs - 2) / bs);  // ceil((W + bs - 1) / bs)
+    window_table_h_ = empty({max_batch_, window_blocks_}, DType::i32);
+    window_mask_h_ = empty({max_batch_, 1, window_blocks_ * bs}, DType::u8);
+    std::memset(window_table_h_.data(), 0, window_table_h_.nbytes());
+    std::memset(window_mask_h_.data(), 0, window_mask_h_.nbytes());
+  }
   seeds_h_ = empty({max_batch_}, DType::i64);
   steps_h_ = empty({max_batch_}, DType::i64);
   temperature_h_ = empty({max_batch_}, DType::f32);
@@ -133,6 +148,8 @@ ModelRunner::ModelRunner(std::shared_ptr<const Model> model, const EngineOptions
   slots_ = on_device(slots_h_);
   block_table_ = on_device(block_table_h_);
   prefill_table_ = on_device(prefill_table_h_);
+  window_table_ = on_device(window_table_h_);
+  window_mask_ = on_device(window_mask_h_);
   seeds_ = on_device(seeds_h_);
   steps_ = on_device(steps_h_);
   temperature_ = on_device(temperature_h_);
@@ -164,14 +181,14 @@ ModelRunner::ModelRunner(std::shared_ptr<const Model> model, const EngineOptions
   std::int64_t ws = 0;
   auto need = [&](const Rows& r) {
     const Tensor query = rows(q_, r.n).view({r.batch, r.q_len, q_dim_});
-    ws = std::max(ws, ops::fia_workspace_bytes(query, k_cache_[0], v_cache_[0], attention_options(r)));
+    for (bool sliding : {false, window_ > 0})
+      ws = std::max(ws, ops::fia_workspace_bytes(query, k_cache_[0], v_cache_[0], attention_options(r, sliding)));
   };
   for (std::int64_t b : kBuckets)
-    if (b <= max_batch_)
-      need({.n = b, .batch = b, .q_len = 1, .kv_lengths = std::vector<std::int64_t>(static_cast<std::size_t>(b), 1),
-            .block_table = rows(block_table_, b)});
+    if (b <= max_batch_) need(placeholder_rows(b));
   for (std::int64_t t = 1; t <= options.prefill_chunk; t = std::min(options.prefill_chunk, t * 2)) {
-    need({.n = t, .prefill = true, .batch = 1, .q_len = t, .kv_lengths = {t}, .block_table = prefill_table_});
+    need({.n = t, .prefill = true, .batch = 1, .q_len = t, .kv_lengths = {t}, .block_table = prefill_table_,
+          .window_lengths = {1}, .window_table = rows_if(window_table_, 1), .window_mask = rows_if(window_mask_, 1)});
     if (t == options.prefill_chunk) break;
   }
   workspace_ = empty({ws}, DType::u8, d);
@@ -212,6 +229,10 @@ void ModelRunner::stage_inputs(bool prefill) {
   copy_(stream_, positions_, positions_h_);
   copy_(stream_, slots_, slots_h_);
   copy_(stream_, prefill ? prefill_table_ : block_table_, prefill ? prefill_table_h_ : block_table_h_);
+  if (window_ > 0) {
+    copy_(stream_, window_table_, window_table_h_);
+    copy_(stream_, window_mask_, window_mask_h_);
+  }
   copy_(stream_, seeds_, seeds_h_);
   copy_(stream_, steps_, steps_h_);
   copy_(stream_, temperature_, temperature_h_);
@@ -244,7 +265,29 @@ std::int64_t ModelRunner::bucket_for(std::int64_t batch) const {
   return max_batch_;
 }
 
-ops::FiaOptions ModelRunner::attention_options(const Rows& r) const {
+bool ModelRunner::windowed(std::size_t layer) const {
+  return window_ > 0 && model_->config().is_sliding(static_cast<std::int64_t>(layer));
+}
+
+std::int64_t ModelRunner::window_skip(std::int64_t length) const {
+  return std::max<std::int64_t>(0, length - window_) / options_.block_size;
+}
+
+std::int64_t ModelRunner::write_window(std::int64_t row, std::span<const std::int32_t> blocks, std::int64_t length) {
+  const std::int64_t bs = options_.block_size, skip = window_skip(length);
+  std::int32_t* table = host<std::int32_t>(window_table_h_) + row * window_blocks_;
+  const auto from = std::min(static_cast<std::size_t>(skip), blocks.size());
+  const auto n = std::min(static_cast<std::size_t>(window_blocks_), blocks.size() - from);
+  std::copy_n(blocks.begin() + static_cast<std::ptrdiff_t>(from), n, table);
+  std::fill(table + n, table + window_blocks_, 0);
+  auto* mask = host<std::uint8_t>(window_mask_h_) + row * window_blocks_ * bs;
+  const std::int64_t hidden = std::max<std::int64_t>(0, length - window_) - skip * bs;  // < bs
+  std::fill(mask, mask + hidden, std::uint8_t{1});
+  std::fill(mask + hidden, mask + window_blocks_ * bs, std::uint8_t{0});
+  return length - skip * bs;
+}
+
+ops::FiaOptions ModelRunner::attention_options(const Rows& r, bool sliding) const {
   const ModelConfig& c = model_->config();
   ops::FiaOptions o;
   o.actual_seq_lengths_kv = r.kv_lengths;
@@ -254,10 +297,19 @@ ops::FiaOptions ModelRunner::attention_options(const Rows& r) const {
   o.scale = c.attention_scale > 0 ? c.attention_scale : 1.0 / std::sqrt(static_cast<double>(c.head_dim));
   o.input_layout = "BSH";
   o.block_size = options_.block_size;
-  if (r.prefill && r.q_len > 1) {  // bottom-right causal over the cached prefix and this chunk
+  if (r.q_len > 1) {  // a prefill chunk: bottom-right causal over the cached prefix and this chunk
     o.actual_seq_lengths = {r.q_len};
     o.sparse_mode = 3;
     o.atten_mask = mask_;
+    if (sliding) {  // and within the window: the band p - W < j <= p (Note [Sliding window])
+      o.sparse_mode = 4;
+      o.pre_tokens = window_ - 1;
+      o.next_tokens = 0;
+    }
+  } else if (sliding) {  // one query row per sequence: the window's blocks, its first one masked in part
+    o.actual_seq_lengths_kv = r.window_lengths;
+    o.block_table = r.window_table;
+    o.atten_mask = r.window_mask;
   }
   return o;
 }
@@ -265,7 +317,7 @@ ops::FiaOptions ModelRunner::attention_options(const Rows& r) const {
 void ModelRunner::issue_attention(const Rows& r, std::size_t layer, Bucket* capture) {
   const Tensor query = q_rows(r.n).view({r.batch, r.q_len, q_dim_});
   const Tensor out = rows(attn_, r.n).view({r.batch, r.q_len, q_dim_});
-  const ops::FiaOptions o = attention_options(r);
+  const ops::FiaOptions o = attention_options(r, windowed(layer));
   if (!capture) {
     ops::fused_infer_attention_score_out(query, k_cache_[layer], v_cache_[layer], o, workspace_, out, lse_);
     return;
@@ -341,6 +393,22 @@ void ModelRunner::issue_step(const Rows& r, Bucket* capture) {
   issue_sampling(last, rows(logits_, last));
 }
 
+// A decode step of n rows with valid placeholders: length 1 (block 0) for every row, as a bucket is
+// captured (each step updates them).
+ModelRunner::Rows ModelRunner::placeholder_rows(std::int64_t n) const {
+  const std::vector<std::int64_t> ones(static_cast<std::size_t>(n), 1);
+  return {.n = n, .batch = n, .q_len = 1, .kv_lengths = ones, .block_table = rows(block_table_, n),
+          .window_lengths = ones, .window_table = rows_if(window_table_, n), .window_mask = rows_if(window_mask_, n)};
+}
+
+// The rows of a decode step of n rows (the batch's sequences, then padding) at these lengths.
+ModelRunner::Rows ModelRunner::decode_rows(std::int64_t n, std::vector<std::int64_t> lengths,
+                                           std::vector<std::int64_t> window_lengths) const {
+  return {.n = n, .batch = n, .q_len = 1, .kv_lengths = std::move(lengths), .block_table = rows(block_table_, n),
+          .window_lengths = std::move(window_lengths), .window_table = rows_if(window_table_, n),
+          .window_mask = rows_if(window_mask_, n)};
+}
+
 ModelRunner::Bucket& ModelRunner::bucket(std::int64_t n) {
   for (auto& b : buckets_)
     if (b->rows == n) return *b;
@@ -348,9 +416,7 @@ ModelRunner::Bucket& ModelRunner::bucket(std::int64_t n) {
   b->rows = n;
   for (std::size_t l = 0; l < model_->layers.size(); ++l)
     b->ready.emplace_back("layer " + std::to_string(l) + " attention ready (bucket " + std::to_string(n) + ")");
-  // Captured with valid placeholders: length 1 (block 0) for every row; each step updates them.
-  const Rows r{.n = n, .batch = n, .q_len = 1, .kv_lengths = std::vector<std::int64_t>(static_cast<std::size_t>(n), 1),
-               .block_table = rows(block_table_, n)};
+  const Rows r = placeholder_rows(n);
   {
     StreamGuard on(stream_);
     b->graph.capture_begin(stream_, {.mode = CaptureMode::thread_local_});
@@ -378,6 +444,7 @@ void ModelRunner::write_inputs(std::span<Sequence* const> batch, std::int64_t n)
       ids[b] = 0, pos[b] = 0, slots[b] = -1;
       write_sampling(b, nullptr);
       std::fill(row, row + max_blocks_, 0);
+      if (window_ > 0) write_window(b, {}, 0);
       continue;
     }
     Sequence& s = *batch[static_cast<std::size_t>(b)];
@@ -389,29 +456,28 @@ void ModelRunner::write_inputs(std::span<Sequence* const> batch, std::int64_t n)
     slots[b] = static_cast<std::int32_t>(s.blocks[static_cast<std::size_t>(p / bs)] * bs + p % bs);
     std::copy(s.blocks.begin(), s.blocks.end(), row);
     std::fill(row + s.blocks.size(), row + max_blocks_, 0);
+    if (window_ > 0) write_window(b, s.blocks, p + 1);
     write_sampling(b, &s);
   }
 }
 
-void ModelRunner::update(Bucket& b, std::span<const std::int64_t> lengths, bool per_layer) {
-  const Rows r{.n = b.rows, .batch = b.rows, .q_len = 1, .kv_lengths = {lengths.begin(), lengths.end()},
-               .block_table = rows(block_table_, b.rows)};
+void ModelRunner::update(Bucket& b, const Rows& r, bool per_layer) {
   // Only the KV lengths change from step to step: every tensor is the one the bucket captured (its
   // rows of the persistent buffers, each layer's cache), so each layer's task is re-issued with its
-  // host values only (Note [FIA host-value update]).
-  const ops::FiaOptions o = attention_options(r);
-  const ops::FiaHostValues lengths_only = ops::FiaHostValues::of(o);
+  // host values only (Note [FIA host-value update]) — a sliding-window layer's with the window lengths.
+  const ops::FiaOptions global = attention_options(r, false), sliding = attention_options(r, window_ > 0);
+  const ops::FiaHostValues lengths[2] = {ops::FiaHostValues::of(global), ops::FiaHostValues::of(sliding)};
+  auto of = [&](std::size_t layer) { return lengths[windowed(layer) ? 1 : 0]; };
   if (!per_layer) {  // one batched, stream-ordered update: installed before the replay that follows
     StreamGuard on(stream_);
     UpdateScope scope(stream_, b.handles);
-    for (std::size_t l = 0; l < b.handles.size(); ++l)
-      ops::fused_infer_attention_score_update(stream_, lengths_only);
+    for (std::size_t l = 0; l < b.handles.size(); ++l) ops::fused_infer_attention_score_update(stream_, of(l));
     return;
   }
   StreamGuard on(update_stream_);
   for (std::size_t l = 0; l < b.handles.size(); ++l) {
     task_update_begin(update_stream_, b.handles[l]);
-    ops::fused_infer_attention_score_update(update_stream_, lengths_only);  // abandons it on error
+    ops::fused_infer_attention_score_update(update_stream_, of(l));  // abandons it on error
     task_update_end(update_stream_, std::span<const ExternalEvent>(&b.ready[l], 1));
   }
 }
@@ -423,21 +489,24 @@ Tensor ModelRunner::decode(std::span<Sequence* const> batch, StepMode mode, Step
   Bucket* b = mode == StepMode::graph ? &bucket(n) : nullptr;  // captured once, before the timing
   auto t = Clock::now();
   write_inputs(batch, n);
-  std::vector<std::int64_t> lengths(static_cast<std::size_t>(n), 0);
-  for (std::size_t i = 0; i < batch.size(); ++i) lengths[i] = batch[i]->cached + 1;
+  std::vector<std::int64_t> lengths(static_cast<std::size_t>(n), 0), window_lengths(lengths);
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    lengths[i] = batch[i]->cached + 1;
+    window_lengths[i] = lengths[i] - window_skip(lengths[i]) * options_.block_size;
+  }
+  const Rows r = decode_rows(n, std::move(lengths), std::move(window_lengths));
   stage_inputs(/*prefill=*/false);
   times.inputs += since(t);
   if (!b) {
     t = Clock::now();
     {
       StreamGuard on(stream_);
-      issue_step({.n = n, .batch = n, .q_len = 1, .kv_lengths = lengths, .block_table = rows(block_table_, n)},
-                 nullptr);
+      issue_step(r, nullptr);
     }
     times.launch += since(t);
   } else if (options_.order == GraphOrder::update_then_replay) {
     t = Clock::now();
-    update(*b, lengths, /*per_layer=*/false);
+    update(*b, r, /*per_layer=*/false);
     times.update += since(t);
     t = Clock::now();
     b->graph.replay(stream_);
@@ -447,7 +516,7 @@ Tensor ModelRunner::decode(std::span<Sequence* const> batch, StepMode mode, Step
     b->graph.replay(stream_);
     times.launch += since(t);
     t = Clock::now();
-    update(*b, lengths, /*per_layer=*/true);
+    update(*b, r, /*per_layer=*/true);
     times.update += since(t);
   }
   t = Clock::now();
@@ -478,10 +547,15 @@ Tensor ModelRunner::prefill(Sequence& seq, std::int64_t max_chunks) {
       pos[i] = static_cast<std::int32_t>(p);
       slots[i] = static_cast<std::int32_t>(seq.blocks[static_cast<std::size_t>(p / bs)] * bs + p % bs);
     }
+    Rows r{.n = n, .prefill = true, .logits = start + n == total, .batch = 1, .q_len = n,
+           .kv_lengths = {start + n}, .block_table = prefill_table_};
+    if (n == 1 && window_ > 0) {  // decode-shaped: row 0 of the window buffers (Note [Sliding window])
+      r.window_lengths = {write_window(0, seq.blocks, start + 1)};
+      r.window_table = rows(window_table_, 1);
+      r.window_mask = rows(window_mask_, 1);
+    }
     stage_inputs(/*prefill=*/true);
-    issue_step({.n = n, .prefill = true, .logits = start + n == total, .batch = 1, .q_len = n,
-                .kv_lengths = {start + n}, .block_table = prefill_table_},
-               nullptr);
+    issue_step(r, nullptr);
     if (start + n == total) read_back(1);
     stream_.synchronize();  // the next chunk rewrites the input buffers
     seq.cached = start + n;

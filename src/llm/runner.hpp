@@ -4,9 +4,10 @@
 // Note [Decode step graph]
 // Shaped like vLLM's / vllm-ascend's model runner. Everything a decode step reads that changes from
 // step to step is a device buffer the runner owns and the host writes before the step: token ids,
-// positions, KV slot mapping, block tables, sampling seeds and step counters. So a step captured
-// once replays unchanged, except for the one host value that re-plans an op: each attention
-// layer's actual KV lengths (FIA splits the KV by them). Each attention call is captured in its own
+// positions, KV slot mapping, block tables (and the sliding window's table and mask: Note [Sliding
+// window]), sampling seeds and step counters. So a step captured once replays unchanged, except for
+// the one host value that re-plans an op: each attention layer's actual KV lengths (FIA splits the
+// KV by them; a sliding-window layer's are its window's). Each attention call is captured in its own
 // task group; a step updates all of them in one batched update (UpdateOrder::stream on the runner's
 // stream: the patch lands in stream order before the replay), or — replay_then_update, vllm-ascend's
 // order — replays first and updates layer after layer, each update recording the ExternalEvent the
@@ -17,6 +18,31 @@
 // Under tensor parallelism (Note [Tensor-parallel split]) the step also issues the two all-reduces
 // per layer on the runner's stream: captured into the graph with the rest, they replay in stream
 // order, so every rank issues the same collectives in the same order; updates touch only FIA.
+//
+// Note [Sliding window]
+// Gemma 3's sliding-window layers (ModelConfig::is_sliding) let the query at position p see key j
+// iff j <= p and p - j < W, W = sliding_window (llama.cpp's is_masked_swa, Hugging Face's). While
+// W >= max_context no sequence outgrows its window and those layers are issued as the global ones
+// are; otherwise (window_ = W) their FIA calls differ:
+// - A prefill chunk (query S > 1) takes the band anchored bottom right instead of causal: sparse_mode
+//   4, pre_tokens = W - 1, next_tokens = 0 (docs/fia.md: row p sees p - pre <= j <= p), with the same
+//   compressed mask. The kernels walk only the band's columns.
+// - One query row per sequence (decode, and a one-token prefill chunk) ignores the band, as
+//   torch_npu's does, so it takes a full mask, over a view of the paged KV that starts near the
+//   window: row b of the window table holds the sequence's blocks from block skip = max(0, L - W) /
+//   block_size on (L: its KV length), its KV length is L - skip * block_size <= W + block_size - 1,
+//   and row b of the window mask ([max_batch, 1, window_blocks * block_size] uint8, nonzero =
+//   masked; window_blocks = ceil((W + block_size - 1) / block_size), at most max_context's) hides
+//   its first max(0, L - W) - skip * block_size (< block_size) columns, the first block's keys
+//   before the window. So the layer reads O(W) keys whatever the context, and only the first block
+//   is masked in part.
+// The host writes each row's table row and mask row with the step's other inputs (write_window:
+// window_blocks ids and window_blocks * block_size mask bytes a row, rewritten whole, which costs
+// less than knowing what changed), they are staged with them (Note [Engine on a device]), and a
+// captured step reads them when it replays: a new step needs no re-capture, and its update sets
+// the sliding layers' lengths to the window lengths as it sets the global ones'. Padding rows
+// have window length 0. A one-token prefill chunk uses row 0 of both buffers, which every decode
+// step rewrites before it runs.
 //
 // Note [Engine on a device]
 // EngineOptions::device places the step on the cpu or on cuda:N. On cuda the runner copies the
@@ -99,9 +125,20 @@ class ModelRunner {
   void issue_step(const Rows& r, Bucket* capture);
   void issue_attention(const Rows& r, std::size_t layer, Bucket* capture);
   void issue_sampling(std::int64_t rows, const Tensor& logits);
-  ops::FiaOptions attention_options(const Rows& r) const;
+  // FIA's options for one attention call over `r`: a global layer's, or a sliding-window layer's.
+  ops::FiaOptions attention_options(const Rows& r, bool sliding) const;
+  Rows placeholder_rows(std::int64_t rows) const;
+  Rows decode_rows(std::int64_t rows, std::vector<std::int64_t> lengths, std::vector<std::int64_t> window_lengths) const;
   Bucket& bucket(std::int64_t rows);
-  void update(Bucket& b, std::span<const std::int64_t> lengths, bool per_layer);
+  void update(Bucket& b, const Rows& r, bool per_layer);
+
+  // Note [Sliding window]: whether `layer` attends through the window; the blocks of a KV length
+  // wholly before its window; writes row `row` of the window table and mask for a sequence holding
+  // `blocks` at KV length `length` (no blocks, length 0: a padding row) and returns the length its
+  // window table row holds.
+  bool windowed(std::size_t layer) const;
+  std::int64_t window_skip(std::int64_t length) const;
+  std::int64_t write_window(std::int64_t row, std::span<const std::int32_t> blocks, std::int64_t length);
 
   // The partial sums of w.o and w.down summed over the ranks (tensor parallel), else nothing.
   void reduce(const Tensor& partial);
@@ -112,6 +149,9 @@ class ModelRunner {
   // [Tensor-parallel split]): query heads, KV heads, q columns (heads x head_dim), k / v columns, FFN.
   std::int64_t heads_, kv_heads_, q_dim_, kv_dim_, ffn_;
   std::int64_t max_batch_, max_rows_, max_blocks_;
+  // The sliding window when some sequence can outgrow it (0: none; Note [Sliding window]), and the
+  // blocks of its table rows.
+  std::int64_t window_ = 0, window_blocks_ = 0;
   Device device_;
   const Architecture& arch_;        // its layer forward (Note [Architectures])
   ops::QuantLinearOptions linear_;  // the quantised projections' (EngineOptions::activations)
@@ -124,11 +164,12 @@ class ModelRunner {
   Tensor rope_freqs_;  // undefined without them
   std::vector<LayerWeights> layers_;
   // Persistent inputs (Note [Decode step graph]) on the device, and their host staging (the same
-  // tensors on the cpu): ids ... steps written by the host, next_ids and logits read back.
-  Tensor ids_, positions_, slots_, block_table_, prefill_table_, seeds_, steps_, temperature_, top_k_, top_p_,
-      next_ids_;
-  Tensor ids_h_, positions_h_, slots_h_, block_table_h_, prefill_table_h_, seeds_h_, steps_h_, temperature_h_,
-      top_k_h_, top_p_h_, next_ids_h_, logits_h_;
+  // tensors on the cpu): ids ... steps written by the host, next_ids and logits read back. The
+  // window table and mask are allocated with a window only (Note [Sliding window]).
+  Tensor ids_, positions_, slots_, block_table_, prefill_table_, window_table_, window_mask_, seeds_, steps_,
+      temperature_, top_k_, top_p_, next_ids_;
+  Tensor ids_h_, positions_h_, slots_h_, block_table_h_, prefill_table_h_, window_table_h_, window_mask_h_, seeds_h_,
+      steps_h_, temperature_h_, top_k_h_, top_p_h_, next_ids_h_, logits_h_;
   void write_sampling(std::int64_t row, const Sequence* seq);  // a row's seed ... top_p (padding: greedy)
   Tensor on_device(const Tensor& host);  // a device copy (the tensor itself on the cpu)
   Matrix on_device(const Matrix& host);

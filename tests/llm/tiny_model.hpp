@@ -1,5 +1,7 @@
 // A tiny Llama-architecture GGUF model with random weights, written by the tests (the engine's unit
-// tests run on it in a blink; tests/python/llm checks the same forward pass against numpy).
+// tests run on it in a blink; tests/python/llm checks the same forward pass against numpy). With
+// architecture "gemma3" it carries Gemma 3's extra tensors (per-head q/k norms, post-sublayer norms)
+// and its sliding window.
 #pragma once
 
 #include <cmath>
@@ -21,6 +23,7 @@ struct TinyLlama {
   float rope_theta = 10000.0f, eps = 1e-5f;
   std::string architecture = "llama";
   std::uint32_t seed = 7;
+  std::int64_t sliding_window = 0;  // gemma3: <arch>.attention.sliding_window (0: not written)
   // ggml type numbers of the layer matrices and of the (tied) embedding. Types without a quantiser
   // in ops::quantize (Q3_K, 11) get zero blocks: for the loader's errors.
   std::uint32_t matrix_type = 3;  // Q4_1
@@ -50,6 +53,8 @@ inline Bytes tiny_llama_bytes(const TinyLlama& o = {}) {
   w.f32(a + ".attention.layer_norm_rms_epsilon", o.eps);
   w.u32(a + ".vocab_size", static_cast<std::uint32_t>(V));
   w.u32(a + ".rope.dimension_count", static_cast<std::uint32_t>(o.hidden / o.heads));
+  if (o.sliding_window > 0) w.u32(a + ".attention.sliding_window", static_cast<std::uint32_t>(o.sliding_window));
+  const bool gemma = a == "gemma3";
   w.str("tokenizer.ggml.model", "gpt2");
   w.str("tokenizer.ggml.pre", "smollm");
   w.str_array("tokenizer.ggml.tokens", vocab.tokens);
@@ -73,22 +78,28 @@ inline Bytes tiny_llama_bytes(const TinyLlama& o = {}) {
     const auto* p = static_cast<const std::byte*>(q.bytes().data());
     w.tensor(name, {cols, rows}, static_cast<std::uint32_t>(type), Bytes(p, p + q.bytes().nbytes()));
   };
-  auto norm = [&](const std::string& name) {
-    std::vector<float> g(static_cast<std::size_t>(o.hidden));
+  auto norm = [&](const std::string& name, std::int64_t width) {
+    std::vector<float> g(static_cast<std::size_t>(width));
     for (float& v : g) v = 1.0f + 0.1f * normal(rng);
-    w.tensor(name, {o.hidden}, 0, as_bytes(g));
+    w.tensor(name, {width}, 0, as_bytes(g));
   };
   quantized("token_embd.weight", V, o.hidden, o.embd_type, 1.0f);
-  norm("output_norm.weight");
+  norm("output_norm.weight", o.hidden);
   const float s = 1.0f / std::sqrt(static_cast<float>(o.hidden));
   for (std::int64_t l = 0; l < o.layers; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
-    norm(p + "attn_norm.weight");
+    norm(p + "attn_norm.weight", o.hidden);
     quantized(p + "attn_q.weight", o.hidden, o.hidden, o.matrix_type, 2 * s);
     quantized(p + "attn_k.weight", kv_dim, o.hidden, o.matrix_type, 2 * s);
     quantized(p + "attn_v.weight", kv_dim, o.hidden, o.matrix_type, s);
     quantized(p + "attn_output.weight", o.hidden, o.hidden, o.matrix_type, s);
-    norm(p + "ffn_norm.weight");
+    norm(p + "ffn_norm.weight", o.hidden);
+    if (gemma) {
+      norm(p + "attn_q_norm.weight", o.hidden / o.heads);
+      norm(p + "attn_k_norm.weight", o.hidden / o.heads);
+      norm(p + "post_attention_norm.weight", o.hidden);
+      norm(p + "post_ffw_norm.weight", o.hidden);
+    }
     quantized(p + "ffn_gate.weight", o.ffn, o.hidden, o.matrix_type, s);
     quantized(p + "ffn_up.weight", o.ffn, o.hidden, o.matrix_type, s);
     quantized(p + "ffn_down.weight", o.hidden, o.ffn, o.matrix_type, s);

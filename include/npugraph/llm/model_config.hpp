@@ -36,7 +36,8 @@ struct ModelConfig {
   double embedding_scale = 1.0;     // the embeddings times this (gemma3: sqrt(hidden))
   double attention_scale = 0.0;     // FIA's scale; 0: 1 / sqrt(head_dim)
   // Sliding-window layers (gemma3): every layer but each global_every-th one (layer % global_every
-  // == global_every - 1) attends to the last sliding_window tokens only, with rope base
+  // == global_every - 1) attends to the last sliding_window tokens only (position p sees keys j with
+  // p - sliding_window < j <= p; Note [Sliding window] in src/llm/runner.hpp), with rope base
   // rope_theta_local. 0: none.
   std::int64_t sliding_window = 0;
   std::int64_t global_every = 0;

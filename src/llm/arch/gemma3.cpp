@@ -12,9 +12,9 @@
 //   logits = (rmsnorm(x) * output_norm) token_embd^T
 // The norms' weights are stored with Gemma's "1 +" already added (llama.cpp's converter does it),
 // so they are plain RMSNorm weights here. Every sixth layer (layer % 6 == 5) is global; the others
-// attend to the last attention.sliding_window tokens, which the engine keeps within reach by
-// bounding the context at the window (EngineOptions::max_context; a longer context is refused
-// until the decode attention takes a window).
+// attend to the last attention.sliding_window tokens (the query's own included): the runner
+// issues their attention through the window at any context (Note [Sliding window] in
+// src/llm/runner.hpp), so this layer calls s.attention() as every architecture does.
 #include "llm/arch/architecture.hpp"
 
 #include <cmath>

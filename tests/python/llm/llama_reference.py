@@ -8,7 +8,9 @@ are checked against (test_engine_reference.py).
         q, k = rmsnorm(q_head) * q_norm, rmsnorm(k_head) * k_norm                      # qwen3 only
         q, k = rope(q), rope(k)   # llama: adjacent pairs (2i, 2i+1); qwen, gemma: halves; theta^(-2i/D)
     gemma3 differs: x = embed * sqrt(hidden); each sublayer's output RMS-normed (post norms) before
-    its residual add; GeGLU (tanh GELU) instead of SwiGLU; rope base 10000 on sliding layers.
+    its residual add; GeGLU (tanh GELU) instead of SwiGLU; rope base 10000 on sliding layers (every
+    layer but each sixth), where the query at position p sees the keys j with p - W < j <= p only
+    (W = gemma3.attention.sliding_window; llama.cpp's is_masked_swa, Hugging Face's sliding window).
         a = softmax(q k^T / sqrt(D) + causal) v   (each query head on its KV head, GQA)
         x = x + a Wo^T
         h = rmsnorm(x) * ffn_norm;  x = x + (silu(h Wg^T) * (h Wu^T)) Wd^T
@@ -43,7 +45,8 @@ def _field(reader, key):
 
 
 class LlamaReference:
-    def __init__(self, path):
+    def __init__(self, path, sliding_window=None):
+        """sliding_window: None, the file's (gemma3); 0, none (every layer sees the whole context)."""
         import gguf
 
         reader = gguf.GGUFReader(str(path))
@@ -59,6 +62,9 @@ class LlamaReference:
         key_length = f"{arch}.attention.key_length"
         self.head_dim = (int(_field(reader, key_length)) if key_length in reader.fields
                          else self.hidden // self.heads)
+        window_key = f"{arch}.attention.sliding_window"
+        file_window = int(_field(reader, window_key)) if window_key in reader.fields else 0
+        self.window = file_window if sliding_window is None else sliding_window
         tensors = {t.name: t for t in reader.tensors}
 
         def weight(name):
@@ -109,8 +115,9 @@ class LlamaReference:
         out[..., hi] = b * cos + a * sin
         return out
 
-    def logits(self, tokens, q8_rows=None):
-        """Logits [len(tokens), vocab] of every position (position t predicts token t + 1).
+    def logits(self, tokens, q8_rows=None, last=None):
+        """Logits [len(tokens), vocab] of every position (position t predicts token t + 1), or of the
+        last `last` positions only.
         q8_rows: None (x float in every product), or a bool per position: the rows whose layer
         products take q8 activations; the output projection then takes them for every row."""
         tokens = np.asarray(tokens)
@@ -129,10 +136,12 @@ class LlamaReference:
         x = self.embd[tokens] * (np.sqrt(np.float32(self.hidden)) if gemma else 1.0)
         group = self.heads // self.kv_heads
         causal = np.triu(np.full((t_len, t_len), -np.inf), k=1)
+        # gemma3's sliding layers: also -inf where p - j >= W (row p, column j)
+        windowed = causal + (np.tril(np.full((t_len, t_len), -np.inf), k=-self.window) if self.window else 0.0)
         for i, w in enumerate(self.blocks):
-            # gemma3: layers i % 6 != 5 use rope base 10000 (and a sliding window, which these
-            # tests' contexts never exceed)
-            theta = 10000.0 if gemma and i % 6 != 5 else self.theta
+            sliding = gemma and i % 6 != 5  # rope base 10000 and the window
+            theta = 10000.0 if sliding else self.theta
+            mask = windowed if sliding else causal
             h = self._rmsnorm(x, w["attn_norm"])
             q = (mm(h, w["attn_q"]) + w["attn_q.bias"]).reshape(t_len, self.heads, self.head_dim)
             k = (mm(h, w["attn_k"]) + w["attn_k.bias"]).reshape(t_len, self.kv_heads, self.head_dim)
@@ -144,7 +153,7 @@ class LlamaReference:
             att = np.empty((t_len, self.heads, self.head_dim))
             for n in range(self.heads):
                 kv = n // group
-                s = q[:, n, :] @ k[:, kv, :].T / np.sqrt(self.head_dim) + causal
+                s = q[:, n, :] @ k[:, kv, :].T / np.sqrt(self.head_dim) + mask
                 p = np.exp(s - s.max(axis=1, keepdims=True))
                 p /= p.sum(axis=1, keepdims=True)
                 att[:, n, :] = p @ v[:, kv, :]
@@ -157,4 +166,5 @@ class LlamaReference:
                 x = x + self._rmsnorm(mm(act, w["ffn_down"]), w["post_ffw_norm"])
             else:
                 x = x + mm(gate / (1.0 + np.exp(-gate)) * up, w["ffn_down"])
-        return mm(self._rmsnorm(x, self.output_norm), self.output, np.full(t_len, True) if q8 else None)
+        x = x[t_len - (t_len if last is None else last):]
+        return mm(self._rmsnorm(x, self.output_norm), self.output, np.full(len(x), True) if q8 else None)

@@ -113,3 +113,13 @@ def test_bad_requests_name_the_field(tiny, kwargs, words):
         e.submit(**kwargs)
     assert words in str(info.value)
     assert e.idle
+
+
+@pytest.mark.parametrize("kwargs, words", [
+    (dict(block_size=64), "block_size = 64: must be 128, 256, 384 or 512"),
+    (dict(prefill_chunk=0), "prefill_chunk = 0: must be in [1, 2048]"),
+])
+def test_bad_engine_options_name_the_option(tiny, kwargs, words):
+    with pytest.raises(npugraph.ArgumentError, match=None) as info:
+        npugraph.llm.Engine(tiny, **kwargs)
+    assert words in str(info.value)
