@@ -14,6 +14,24 @@
 #include "npugraph/llm/tokenizer.hpp"
 
 namespace npugraph::python {
+
+namespace {
+
+// [{'role': ..., 'content': ...}, ...] as chat messages; ValueError naming `op` and the entry.
+std::vector<llm::ChatMessage> chat_messages(const py::object& messages, const char* op) {
+  std::vector<llm::ChatMessage> out;
+  for (const py::handle msg : messages) {
+    NG_CHECK_ARG(py::isinstance<py::dict>(msg), op, ": messages[", out.size(), "] must be a dict with 'role' and 'content'");
+    const auto d = py::reinterpret_borrow<py::dict>(msg);
+    NG_CHECK_ARG(d.contains("role") && d.contains("content"), op, ": messages[", out.size(),
+                 "] must have 'role' and 'content'");
+    out.push_back({py::str(d["role"]), py::str(d["content"])});
+  }
+  return out;
+}
+
+}  // namespace
+
 namespace {
 
 llm::StepMode mode_arg(const std::string& mode) {
@@ -144,16 +162,7 @@ keep_full_logits). on_text(index, piece) receives each request's text as it is d
               std::optional<double> top_p, const py::object& stop) {
              llm::Request r{.prompt = prompt, .max_tokens = max_tokens, .chat = chat, .seed = seed,
                             .temperature = temperature, .top_k = top_k, .top_p = top_p};
-             if (!messages.is_none()) {
-               for (const py::handle msg : messages) {
-                 NG_CHECK_ARG(py::isinstance<py::dict>(msg), "submit: messages[", r.messages.size(),
-                              "] must be a dict with 'role' and 'content'");
-                 const auto d = py::reinterpret_borrow<py::dict>(msg);
-                 NG_CHECK_ARG(d.contains("role") && d.contains("content"), "submit: messages[", r.messages.size(),
-                              "] must have 'role' and 'content'");
-                 r.messages.push_back({py::str(d["role"]), py::str(d["content"])});
-               }
-             }
+             if (!messages.is_none()) r.messages = chat_messages(messages, "submit");
              if (py::isinstance<py::str>(stop)) r.stop.push_back(py::str(stop));
              else if (!stop.is_none()) for (const py::handle x : stop) r.stop.push_back(py::str(x));
              py::gil_scoped_release release;  // tokenising a long prompt lets other threads run
@@ -238,6 +247,14 @@ Tokenizer(model): model is the GGUF file's path.
            },
            py::arg("ids"), py::kw_only(), py::arg("skip_special") = false,
            "The text of ids (ill-formed UTF-8 as U+FFFD).")
+      .def(
+          "apply_chat_template",
+          [](const llm::Tokenizer& t, const py::object& messages, bool add_generation_prompt) {
+            return t.apply_chat_template(chat_messages(messages, "apply_chat_template"), add_generation_prompt);
+          },
+          py::arg("messages"), py::kw_only(), py::arg("add_generation_prompt") = true,
+          "The file's chat template rendered natively over messages ([{'role', 'content'}]) — ChatML,\n"
+          "SmolLM2's or Gemma 3's; ValueError for a file without one or with another template.")
       .def_property_readonly("vocab_size", &llm::Tokenizer::vocab_size);
 }
 

@@ -84,6 +84,11 @@ class Tokenizer:
     """
     def __init__(self, model: str) -> None:
         ...
+    def apply_chat_template(self, messages: typing.Any, *, add_generation_prompt: bool = True) -> str:
+        """
+        The file's chat template rendered natively over messages ([{'role', 'content'}]) — ChatML,
+        SmolLM2's or Gemma 3's; ValueError for a file without one or with another template.
+        """
     def decode(self, ids: list[int], *, skip_special: bool = False) -> str:
         """
         The text of ids (ill-formed UTF-8 as U+FFFD).

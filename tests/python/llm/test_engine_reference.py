@@ -63,7 +63,7 @@ K_QUANT_MIX = {"token_embd": "Q6_K", "attn_q": "Q4_K", "attn_k": "Q4_K", "attn_v
 
 def write_tiny_model(path, layers=2, hidden=64, heads=4, kv_heads=2, ffn=128, seed=3, weight_types=None,
                      arch="llama", head_dim=None, rope_theta=10000.0, context=256, sliding_window=256,
-                     rope_freqs=None, rope_scaling=None):
+                     rope_freqs=None, rope_scaling=None, chat_template=None):
     """weight_types: tensor kind ("attn_q", "token_embd", ...) -> ggml type name; default Q4_1 matrices
     and a Q8_0 embedding. arch "qwen2" adds q/k/v biases, "qwen3" per-head q/k norms and (with
     head_dim) heads * head_dim != hidden, as the real Qwen 3 files have; "gemma3" writes
@@ -100,7 +100,7 @@ def write_tiny_model(path, layers=2, hidden=64, heads=4, kv_heads=2, ffn=128, se
     w.add_eos_token_id(2)
     w.add_pad_token_id(2)
     w.add_add_bos_token(False)
-    w.add_chat_template(SMOL_TEMPLATE)
+    w.add_chat_template(chat_template or SMOL_TEMPLATE)
     qtypes = gguf.GGMLQuantizationType
 
     def matrix(name, rows, cols, scale, qtype=qtypes.Q4_1):
@@ -342,6 +342,86 @@ def test_unsupported_rope_scaling_is_refused_by_name(tmp_path):
     with pytest.raises(npugraph.UnsupportedError, match=r"yarn.gguf: llama.rope.scaling.type = 'yarn': npugraph "
                                                         r"runs unscaled rope, 'linear' scaling and Llama 3's rope_freqs"):
         npugraph.llm.Engine(str(bad))
+
+
+# Gemma 3's chat template as google/gemma-3-4b-it's tokenizer_config.json has it.
+GEMMA_TEMPLATE = """{{ bos_token }}
+{%- if messages[0]['role'] == 'system' -%}
+    {%- if messages[0]['content'] is string -%}
+        {%- set first_user_prefix = messages[0]['content'] + '\\n\\n' -%}
+    {%- else -%}
+        {%- set first_user_prefix = messages[0]['content'][0]['text'] + '\\n\\n' -%}
+    {%- endif -%}
+    {%- set loop_messages = messages[1:] -%}
+{%- else -%}
+    {%- set first_user_prefix = "" -%}
+    {%- set loop_messages = messages -%}
+{%- endif -%}
+{%- for message in loop_messages -%}
+    {%- if (message['role'] == 'user') != (loop.index0 % 2 == 0) -%}
+        {{ raise_exception("Conversation roles must alternate user/assistant/user/assistant/...") }}
+    {%- endif -%}
+    {%- if (message['role'] == 'assistant') -%}
+        {%- set role = "model" -%}
+    {%- else -%}
+        {%- set role = message['role'] -%}
+    {%- endif -%}
+    {{ '<start_of_turn>' + role + '\\n' + (first_user_prefix if loop.first else "") }}
+    {%- if message['content'] is string -%}
+        {{ message['content'] | trim }}
+    {%- elif message['content'] is iterable -%}
+        {%- for item in message['content'] -%}
+            {%- if item['type'] == 'image' -%}
+                {{ '<start_of_image>' }}
+            {%- elif item['type'] == 'text' -%}
+                {{ item['text'] | trim }}
+            {%- endif -%}
+        {%- endfor -%}
+    {%- else -%}
+        {{ raise_exception("Invalid content type") }}
+    {%- endif -%}
+    {{ '<end_of_turn>\\n' }}
+{%- endfor -%}
+{%- if add_generation_prompt -%}
+    {{'<start_of_turn>model\\n'}}
+{%- endif -%}
+"""
+
+
+def test_gemma_chat_template_renders_as_jinja_does(tmp_path):
+    """Gemma 3's template rendered natively == jinja2 rendering the file's template as Hugging Face
+    does (trim_blocks, lstrip_blocks; bos_token empty: the tokenizer adds BOS) on 300 random
+    conversations, and the alternation error where Jinja raises."""
+    jinja2 = pytest.importorskip("jinja2")
+    model = write_tiny_model(tmp_path / "gemma_chat.gguf", chat_template=GEMMA_TEMPLATE)
+    tok = npugraph.llm.Tokenizer(str(model))
+
+    def fail(message):
+        raise ValueError(message)
+
+    env = jinja2.Environment(trim_blocks=True, lstrip_blocks=True)
+    template = env.from_string(GEMMA_TEMPLATE)
+    rng = np.random.default_rng(5)
+    words = ["hi", " padded ", "\tTab", "line\nbreak", "", "  ", "ünï", "x" * 40, "\n\nlead"]
+    raised = 0
+    for _ in range(300):
+        n = int(rng.integers(1, 6))  # (Jinja fails on an empty conversation: messages[0])
+        messages = [{"role": "system", "content": str(rng.choice(words))}] if rng.random() < 0.4 else []
+        for k in range(n):
+            role = "user" if k % 2 == 0 else "assistant"
+            if rng.random() < 0.05:
+                role = str(rng.choice(["user", "assistant", "system"]))  # sometimes out of turn
+            messages.append({"role": role, "content": " ".join(str(rng.choice(words)) for _ in range(3))})
+        gen = bool(rng.random() < 0.7)
+        try:
+            want = template.render(messages=messages, add_generation_prompt=gen, bos_token="", raise_exception=fail)
+        except ValueError:
+            raised += 1
+            with pytest.raises(ValueError, match="conversation roles must alternate user/assistant"):
+                tok.apply_chat_template(messages, add_generation_prompt=gen)
+            continue
+        assert tok.apply_chat_template(messages, add_generation_prompt=gen) == want, messages
+    assert raised > 0
 
 
 @pytest.fixture(scope="module")
