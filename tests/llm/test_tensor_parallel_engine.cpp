@@ -164,6 +164,38 @@ TEST(LlmTensorParallelEngine, TwoRanksGiveOneProcesssTokensAndGraphEqualsEagerBi
   }
 }
 
+// The other architectures' features under the split (Note [Tensor-parallel split]): qwen2's q/k/v
+// biases sliced with their rows, qwen3's and gemma3's per-head q/k norms (whole on every rank),
+// gemma3's post-sublayer norms after the reduction and its sliding-window layers (W = 8 < the
+// context, so the windowed path runs): two ranks give one process's tokens, graph == eager bitwise.
+TEST(LlmTensorParallelEngine, QwenAndGemmaLayersSplitAcrossTwoRanks) {
+  struct Case {
+    const char* file;
+    ngtest::TinyLlama options;
+  };
+  const Case cases[] = {{"tiny_qwen2_tp.gguf", {.architecture = "qwen2", .qkv_bias = true}},
+                        {"tiny_qwen3_tp.gguf", {.architecture = "qwen3"}},
+                        {"tiny_gemma3_tp.gguf", {.layers = 6, .architecture = "gemma3", .sliding_window = 8}}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.file);
+    const auto model = ngtest::write_tiny_llama(c.file, c.options);
+    const auto single = generate(model, llm::StepMode::graph, nullptr);
+    const auto graph = generate_parallel(model, llm::StepMode::graph, 2);
+    const auto eager = generate_parallel(model, llm::StepMode::eager, 2);
+    for (std::size_t i = 0; i < requests().size(); ++i)
+      for (std::size_t r = 0; r < 2; ++r) {
+        ASSERT_FALSE(single[i].tokens.empty());
+        EXPECT_EQ(graph[r][i].tokens, single[i].tokens) << "request " << i << " rank " << r;
+        EXPECT_EQ(eager[r][i].logits, graph[r][i].logits) << "request " << i << " rank " << r;
+        EXPECT_EQ(graph[r][i].logits, graph[0][i].logits) << "request " << i << " rank " << r;
+        ASSERT_EQ(graph[r][i].logits.size(), single[i].logits.size());
+        for (std::size_t k = 0; k < single[i].logits.size(); ++k)
+          ASSERT_NEAR(graph[r][i].logits[k], single[i].logits[k], 1e-4f * (1.0f + std::fabs(single[i].logits[k])))
+              << "request " << i << " rank " << r << " logit " << k;
+      }
+  }
+}
+
 TEST(LlmTensorParallelEngine, AHookThatDoesNotFitTheModelIsANamedError) {
   const auto model = ngtest::write_tiny_llama("tiny_llama_tp_engine.gguf");
   auto group = std::make_shared<ThreadGroup>(3);  // 3 ranks, 2 KV heads

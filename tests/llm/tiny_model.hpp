@@ -24,6 +24,7 @@ struct TinyLlama {
   std::string architecture = "llama";
   std::uint32_t seed = 7;
   std::int64_t sliding_window = 0;  // gemma3: <arch>.attention.sliding_window (0: not written)
+  bool qkv_bias = false;            // writes attn_q/k/v.bias (what qwen2 needs)
   // ggml type numbers of the layer matrices and of the (tied) embedding. Types without a quantiser
   // in ops::quantize (Q3_K, 11) get zero blocks: for the loader's errors.
   std::uint32_t matrix_type = 3;  // Q4_1
@@ -94,9 +95,16 @@ inline Bytes tiny_llama_bytes(const TinyLlama& o = {}) {
     quantized(p + "attn_v.weight", kv_dim, o.hidden, o.matrix_type, s);
     quantized(p + "attn_output.weight", o.hidden, o.hidden, o.matrix_type, s);
     norm(p + "ffn_norm.weight", o.hidden);
-    if (gemma) {
+    if (o.qkv_bias) {
+      norm(p + "attn_q.bias", o.hidden);
+      norm(p + "attn_k.bias", kv_dim);
+      norm(p + "attn_v.bias", kv_dim);
+    }
+    if (gemma || a == "qwen3") {
       norm(p + "attn_q_norm.weight", o.hidden / o.heads);
       norm(p + "attn_k_norm.weight", o.hidden / o.heads);
+    }
+    if (gemma) {
       norm(p + "post_attention_norm.weight", o.hidden);
       norm(p + "post_ffw_norm.weight", o.hidden);
     }
