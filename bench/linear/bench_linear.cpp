@@ -221,7 +221,12 @@ const bool registered = [] {
                                   // What Q4_K_M files hold (issue 34): Q5_0 where rows are not whole
                                   // 256-element blocks, the K-quants where they are.
                                   {"Q5_0", 1536, 576}, {"Q4_K", 576, 1536}, {"Q5_K", 576, 1536},
-                                  {"Q6_K", 576, 1536}};
+                                  {"Q6_K", 576, 1536},
+                                  // Gemma 3 270M's tied output projection (178 MB: most of its bytes
+                                  // per token) and its Q4_K_M FFN shapes (gate/up Q5_0: 640 is not a multiple of 256).
+                                  {"Q8_0", 262144, 640}, {"Q5_0", 2048, 640}, {"Q4_K", 640, 2048}, {"Q6_K", 640, 2048},
+                                  // K-quant matrices of 9.4 and 37.7 MB (per-call costs amortised; the second larger than L3)
+                                  {"Q4_K", 8192, 2048}, {"Q4_K", 16384, 4096}, {"Q6_K", 16384, 4096}};
   for (bool avx2 : {false, true}) {
     const std::string sfx = avx2 ? "/avx2" : "";
     const char* prefix[] = {"gemv", "gemv_q8", "gemv_q8p"};
