@@ -12,7 +12,9 @@
 #include <vector>
 
 #include "llm/tiny_model.hpp"
+#include "npugraph/error.hpp"
 #include "npugraph/llm/engine.hpp"
+#include "support/throws.hpp"
 
 namespace {
 
@@ -98,6 +100,14 @@ TEST(LlmEngineWindow, GraphAndEagerAreBitwiseEqualPastTheWindowInBothOrders) {
       EXPECT_EQ(e[i].logits_hashes, r[i].logits_hashes) << "request " << i;
     }
   }
+}
+
+TEST(LlmEngineWindow, ANegativeWindowIsRefusedByName) {
+  const auto bad = ngtest::write_tiny_llama("tiny_gemma3_negative_window.gguf",
+                                            {.architecture = "gemma3", .sliding_window = -4});
+  EXPECT_TRUE(ngtest::throws<npugraph::ArgumentError>(
+      [&] { llm::Engine e({.model = bad}); },
+      {"tiny_gemma3_negative_window.gguf", "gemma3.attention.sliding_window = -4", "must be positive"}));
 }
 
 }  // namespace

@@ -55,6 +55,7 @@ inline Bytes tiny_llama_bytes(const TinyLlama& o = {}) {
   w.u32(a + ".vocab_size", static_cast<std::uint32_t>(V));
   w.u32(a + ".rope.dimension_count", static_cast<std::uint32_t>(o.hidden / o.heads));
   if (o.sliding_window > 0) w.u32(a + ".attention.sliding_window", static_cast<std::uint32_t>(o.sliding_window));
+  if (o.sliding_window < 0) w.i32(a + ".attention.sliding_window", static_cast<std::int32_t>(o.sliding_window));
   const bool gemma = a == "gemma3";
   w.str("tokenizer.ggml.model", "gpt2");
   w.str("tokenizer.ggml.pre", "smollm");

@@ -40,6 +40,8 @@ class Gemma3 final : public Architecture {
     c.embedding_scale = std::sqrt(static_cast<double>(c.hidden));
     c.attention_scale = 1.0 / std::sqrt(static_cast<double>(c.head_dim));
     c.sliding_window = f.get_or<std::int64_t>("gemma3.attention.sliding_window", 0);
+    NG_CHECK_ARG(c.sliding_window >= 0, f.name(), ": gemma3.attention.sliding_window = ", c.sliding_window,
+                 ": must be positive (or 0: no sliding-window layers)");
     c.global_every = 6;
     c.rope_theta_local = 10000.0;
   }
