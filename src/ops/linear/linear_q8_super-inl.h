@@ -73,15 +73,21 @@ struct SuperWeights {
   __m512 mn, d;
 };
 
-// Q4_K / Q5_K: the 8 6-bit scales and 8 minimums of scales[12], as bytes (ggml's get_scale_min_k4).
-HWY_INLINE void ScalesMinsK4(const std::byte* scales, std::uint64_t& sc, std::uint64_t& m) {
-  std::uint32_t u[3];
-  std::memcpy(u, scales, 12);
-  const std::uint32_t lo6 = 0x3f3f3f3fu, lo4 = 0x0f0f0f0fu, lo2 = 0x03030303u;
-  const std::uint32_t sc_hi = (u[2] & lo4) | (((u[0] >> 6) & lo2) << 4);
-  const std::uint32_t m_hi = ((u[2] >> 4) & lo4) | (((u[1] >> 6) & lo2) << 4);
-  sc = (u[0] & lo6) | (std::uint64_t{sc_hi} << 32);
-  m = (u[1] & lo6) | (std::uint64_t{m_hi} << 32);
+// Q4_K / Q5_K: the 8 6-bit scales and 8 minimums of scales[12] (ggml's get_scale_min_k4) as bytes
+// 0-7 and 8-15 of a vector, from a 16-byte load at scales (the last 4 bytes, quants, unused):
+//   s < 4: scale = b[s] & 63,  min = b[s + 4] & 63
+//   s >= 4: scale = (b[s + 4] & 15) | (b[s - 4] >> 6) << 4,  min = (b[s + 4] >> 4) | (b[s] >> 6) << 4
+HWY_INLINE __m128i ScalesMinsK4(const std::byte* scales) {
+  const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(scales));
+  // low bits from b[0-3], b[8-11] (scales), b[4-7], b[8-11] (minimums); high bits from b[0-3], b[4-7]
+  const __m128i lo_src = _mm_shuffle_epi8(b, _mm_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 8, 9, 10, 11));
+  const __m128i hi_src = _mm_shuffle_epi8(b, _mm_setr_epi8(-1, -1, -1, -1, 0, 1, 2, 3, -1, -1, -1, -1, 4, 5, 6, 7));
+  const __m128i lo = _mm_or_si128(
+      _mm_and_si128(lo_src, _mm_setr_epi8(63, 63, 63, 63, 15, 15, 15, 15, 63, 63, 63, 63, 0, 0, 0, 0)),
+      _mm_and_si128(_mm_srli_epi16(lo_src, 4), _mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 15, 15, 15, 15)));
+  // (x >> 6) << 4 = (x & 0xC0) >> 2: bits 6-7 of each byte to 4-5 (a 16-bit shift moves only zeros across)
+  const __m128i hi = _mm_srli_epi16(_mm_and_si128(hi_src, _mm_set1_epi8(static_cast<char>(0xC0))), 2);
+  return _mm_or_si128(lo, hi);
 }
 
 template <WeightFormat F>
@@ -113,14 +119,13 @@ HWY_INLINE void LoadSuper(const std::byte* sb, const float* table, SuperWeights&
       }
     }
   } else {
-    std::uint64_t sc, m;
-    ScalesMinsK4(sb + 4, sc, m);
-    const __m512i sc512 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(sc))));
+    const __m128i sm = ScalesMinsK4(sb + 4);  // scales in bytes 0-7, minimums in 8-15
+    const __m512i sc512 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(sm));
     for (int v = 0; v < 4; ++v)  // pair k: sub-block 2v + (k >= 16)
       o.mult[v] = _mm512_permutexvar_epi16(shifts(2 * v, 2 * v + 1), sc512);
     o.d = _mm512_set1_ps(table[load_u16(sb)]);
     o.mn = _mm512_mul_ps(_mm512_set1_ps(-table[load_u16(sb + 2)]),
-                         _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(m)))));
+                         _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_srli_si128(sm, 8))));
     constexpr std::int64_t qs_at = F == WeightFormat::q5_k ? 48 : 16;
     const __m512i qh = F == WeightFormat::q5_k
                            ? _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sb + 16)))
