@@ -33,9 +33,10 @@
 //     unit it computes next.
 //   - Decode (query S <= kDecodeMaxSeq, not TND/NTD): a unit is (batch, KV head, KV split) and
 //     serves every query row of that KV head's GQA group (group x S rows) from one read of its
-//     K/V slice; its partial states go to the workspace and a merge pass combines the splits of
-//     each row in split order (flash-decoding). Its path (FiaPath::decode_tiles or
-//     decode_direct) is the same for every unit of a launch.
+//     K/V slice; its partial states go to the workspace, and the unit that completes a (batch,
+//     KV head)'s last split combines the splits of each of its rows in split order and writes
+//     them (flash-decoding, without a second parallel pass; Note [FIA decode splits]). Its path
+//     (FiaPath::decode_tiles or decode_direct) is the same for every unit of a launch.
 //   - Prefill: a unit is (batch, KV head, a tile of query positions) x the group's heads; it
 //     streams the columns its rows can see and writes its rows directly (tiles; a last unit of at
 //     most kDirectRows rows takes the direct path).

@@ -1,6 +1,7 @@
 // The fast FIA decode kernel (query S <= kDecodeMaxSeq): flash-decoding over (batch, KV head,
 // KV split) units, each reading its K/V slice once for every query row of the KV head's GQA group,
-// then a merge pass that combines each row's splits in split order and writes the outputs.
+// the unit that completes a (batch, KV head)'s last split then combining each of its rows' splits
+// in split order and writing the outputs.
 // Note [FIA fast kernels] (fia_fast.hpp) and Note [FIA workspace] (fia_params.hpp).
 //
 // Note [FIA decode splits]
@@ -9,6 +10,12 @@
 // rounded up to kFastChunk; batch b gets ceil(lkv_b / length) splits (1 at least, at most the
 // plan's fast_splits), the length then evened out over them. Long batches get more splits than
 // short ones, so ragged batches balance; the splits depend only on the lengths, the shapes and T.
+// The merge is fused into the units: each (batch, KV head) counts its computed splits (an
+// acquire-release counter, only when some batch has several splits), and the unit that computes
+// the last one merges the rows of that KV head's group in split order and writes them, so a
+// launch is one parallel pass (the merge's arithmetic, and so its bits, do not depend on which
+// unit does it). With one split per batch (KV lengths up to kMinSplit always) a unit writes its
+// rows as soon as it is computed.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "ops/attention/fia_fast_decode.cpp"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
