@@ -140,6 +140,12 @@ const std::vector<FiaCaseSpec>& fia_case_specs() {
       // In-cache (8 MiB of KV, for the last-level cache): the kernels' compute rate, beside the DRAM-bound cases above.
       {.name = "decode_f16_hot", .heads = 8, .kv_heads = 8, .kv_lengths = {2048}, .hot = true},
       {.name = "decode_f16_gqa4_hot", .kv_heads = 8, .kv_lengths = {2048}, .hot = true},
+      // One attention layer of the SmolLM2-135M decode step (bench_llm): 9 heads on 3, D 64, a
+      // paged cache of block 128, ~170 tokens; per-call fixed costs, not bandwidth, decide these.
+      {.name = "decode_f16_small_b1", .heads = 9, .kv_heads = 3, .dim = 64, .kv_lengths = {170},
+       .block_size = 128, .hot = true},
+      {.name = "decode_f16_small_b8", .batch = 8, .heads = 9, .kv_heads = 3, .dim = 64,
+       .kv_lengths = ragged_lengths(8, 150, 190), .block_size = 128, .hot = true},
   };
   return specs;
 }

@@ -25,16 +25,18 @@
 //     rows per unit each converted tile serves enough rows that converting once wins.
 //   - direct (units of at most kDirectRows query rows, no rope, D a multiple of the vector: decode
 //     at GQA groups up to 4): K and V are loaded and converted in registers inside the Q·K and
-//     P·V loops (Q·K 1 row x 8 columns or 4 x 4; P·V 1 row x 8 vectors or 4 x 4), and the next
-//     run's keys are prefetched while scoring and its values while accumulating (into L2), so
-//     that the loads are spread over the whole run rather than issued in bursts during
-//     conversions, which leaves the memory bus idle between bursts; each worker also prefetches
-//     the first run of the unit it computes next.
+//     P·V loops (Q·K 1 row x 8 columns or 4 x 4; P·V 1 row x 8 vectors or 4 x 4; 3 rows, GQA 3,
+//     as 3 x 4 on 32 vector registers rather than 4 x 4 with a spare row), and the next run's
+//     keys are prefetched while scoring and its values while accumulating (into L2), so that the
+//     loads are spread over the whole run rather than issued in bursts during conversions, which
+//     leaves the memory bus idle between bursts; each worker also prefetches the first run of the
+//     unit it computes next.
 //   - Decode (query S <= kDecodeMaxSeq, not TND/NTD): a unit is (batch, KV head, KV split) and
 //     serves every query row of that KV head's GQA group (group x S rows) from one read of its
-//     K/V slice; its partial states go to the workspace and a merge pass combines the splits of
-//     each row in split order (flash-decoding). Its path (FiaPath::decode_tiles or
-//     decode_direct) is the same for every unit of a launch.
+//     K/V slice; its partial states go to the workspace, and the unit that completes a (batch,
+//     KV head)'s last split combines the splits of each of its rows in split order and writes
+//     them (flash-decoding, without a second parallel pass; Note [FIA decode splits]). Its path
+//     (FiaPath::decode_tiles or decode_direct) is the same for every unit of a launch.
 //   - Prefill: a unit is (batch, KV head, a tile of query positions) x the group's heads; it
 //     streams the columns its rows can see and writes its rows directly (tiles; a last unit of at
 //     most kDirectRows rows takes the direct path).

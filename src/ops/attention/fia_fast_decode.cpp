@@ -1,6 +1,7 @@
 // The fast FIA decode kernel (query S <= kDecodeMaxSeq): flash-decoding over (batch, KV head,
 // KV split) units, each reading its K/V slice once for every query row of the KV head's GQA group,
-// then a merge pass that combines each row's splits in split order and writes the outputs.
+// the unit that completes a (batch, KV head)'s last split then combining each of its rows' splits
+// in split order and writing the outputs.
 // Note [FIA fast kernels] (fia_fast.hpp) and Note [FIA workspace] (fia_params.hpp).
 //
 // Note [FIA decode splits]
@@ -9,6 +10,12 @@
 // rounded up to kFastChunk; batch b gets ceil(lkv_b / length) splits (1 at least, at most the
 // plan's fast_splits), the length then evened out over them. Long batches get more splits than
 // short ones, so ragged batches balance; the splits depend only on the lengths, the shapes and T.
+// The merge is fused into the units: each (batch, KV head) counts its computed splits (an
+// acquire-release counter, only when some batch has several splits), and the unit that computes
+// the last one merges the rows of that KV head's group in split order and writes them, so a
+// launch is one parallel pass (the merge's arithmetic, and so its bits, do not depend on which
+// unit does it). With one split per batch (KV lengths up to kMinSplit always) a unit writes its
+// rows as soon as it is computed.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "ops/attention/fia_fast_decode.cpp"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
@@ -27,39 +34,56 @@ HWY_BEFORE_NAMESPACE();
 namespace npugraph::ops::attention::fast {
 namespace HWY_NAMESPACE {
 
-struct DecodeSplits {
-  std::vector<std::int64_t> count;  // splits of batch b
-  std::vector<std::int64_t> length; // columns per split of batch b
-  std::vector<std::int64_t> first;  // the first unit of batch b (B + 1 entries)
+// Note [FIA decode splits]: count[b], length[b], first[b] (first[B]: the units). Batches up to
+// kInline keep the arrays on the stack (no allocation per launch).
+class DecodeSplits {
+ public:
+  DecodeSplits(const FiaLaunch& l, std::int64_t threads);
+  DecodeSplits(const DecodeSplits&) = delete;
+  DecodeSplits& operator=(const DecodeSplits&) = delete;
+
+  std::int64_t* count;   // splits of batch b
+  std::int64_t* length;  // columns per split of batch b
+  std::int64_t* first;   // the first unit of batch b (B + 1 entries)
+  bool several = false;  // some batch has more than one split
+
+ private:
+  static constexpr std::int64_t kInline = 64;
+  std::int64_t local_[3 * kInline + 1];
+  std::vector<std::int64_t> heap_;
 };
 
 // Below this many multiply-adds a decode launch runs on one thread (RunDecode).
 constexpr std::int64_t kSerialDecodeWork = std::int64_t{1} << 16;
 
 // Note [FIA decode splits].
-DecodeSplits plan_splits(const FiaLaunch& l, std::int64_t threads) {
+DecodeSplits::DecodeSplits(const FiaLaunch& l, std::int64_t threads) {
   const std::int64_t B = l.key.batch, kvn = l.key.kv_heads;
-  DecodeSplits s;
-  s.count.resize(B);
-  s.length.resize(B);
-  s.first.resize(B + 1);
+  std::int64_t* base = local_;
+  if (B > kInline) {
+    heap_.resize(static_cast<std::size_t>(3 * B + 1));
+    base = heap_.data();
+  }
+  count = base;
+  length = base + B;
+  first = base + 2 * B;
   std::int64_t total = 0;
   for (std::int64_t b = 0; b < B; ++b) total += l.lkv(b);
   const std::int64_t target = 4 * std::max<std::int64_t>(1, threads);
   std::int64_t len = std::max(kMinSplit, (total * kvn + target - 1) / target);
   len = (len + kFastChunk - 1) / kFastChunk * kFastChunk;
-  s.first[0] = 0;
+  first[0] = 0;
   for (std::int64_t b = 0; b < B; ++b) {
     const std::int64_t n = std::max<std::int64_t>(1, l.lkv(b));
     std::int64_t c = std::clamp<std::int64_t>((n + len - 1) / len, 1, l.p.plan.fast_splits);
     std::int64_t per = (n + c - 1) / c;
     per = (per + kFastChunk - 1) / kFastChunk * kFastChunk;
     c = (n + per - 1) / per;
-    s.count[b] = c;
-    s.length[b] = per;
-    s.first[b + 1] = s.first[b] + c * kvn;
+    count[b] = c;
+    length[b] = per;
+    first[b + 1] = first[b] + c * kvn;
+    several = several || c > 1;
   }
-  return s;
 }
 
 float* partial(const FiaLaunch& l, std::int64_t row, std::int64_t split) {
@@ -76,7 +100,7 @@ struct DecodeUnit {
 DecodeUnit unit_at(const FiaLaunch& l, const DecodeSplits& sp, std::int64_t unit) {
   const std::int64_t B = l.key.batch;
   DecodeUnit u;
-  u.b = std::upper_bound(sp.first.begin(), sp.first.begin() + B + 1, unit) - sp.first.begin() - 1;
+  u.b = std::upper_bound(sp.first, sp.first + B + 1, unit) - sp.first - 1;
   const std::int64_t local = unit - sp.first[u.b];
   u.h = local / sp.count[u.b];
   u.split = local % sp.count[u.b];
@@ -85,9 +109,33 @@ DecodeUnit unit_at(const FiaLaunch& l, const DecodeSplits& sp, std::int64_t unit
   return u;
 }
 
-// `after`: the first run of the unit this worker computes next (UnitRows::after).
+// Combines the splits of rows [begin, end) (r = (b * N + n) * Sq + s) in split order and writes
+// them.
+void merge_rows(const FiaLaunch& l, const DecodeSplits& sp, std::int64_t begin, std::int64_t end) {
+  const std::int64_t N = l.key.heads, Sq = l.key.q_seq, dvp = l.p.plan.fast_dv;
+  for (std::int64_t r = begin; r < end; ++r) {
+    const std::int64_t s = r % Sq, n = (r / Sq) % N, b = r / Sq / N;
+    float* acc = partial(l, r, 0);
+    SoftmaxState st{acc[dvp], acc[dvp + 1]};
+    for (std::int64_t k = 1; k < sp.count[b]; ++k) {
+      const float* part = partial(l, r, k);
+      float fa, fb;
+      st = SoftmaxState::merge(st, SoftmaxState{part[dvp], part[dvp + 1]}, fa, fb);
+      for (std::int64_t d = 0; d < dvp; ++d) acc[d] = fa * acc[d] + fb * part[d];
+    }
+    Row row{};
+    row.b = b;
+    row.n = n;
+    row.s = s;
+    l.finish(row, acc, st.max, st.sum);
+  }
+}
+
+// `after`: the first run of the unit this worker computes next (UnitRows::after). `done`: per
+// (batch, KV head), how many of its splits are computed (null when every batch has one split).
+// The unit that computes a (batch, KV head)'s last split merges and writes its rows.
 void decode_unit(const FiaLaunch& l, const DecodeSplits& sp, std::int64_t unit, const KvRun& after,
-                 std::byte* slot) {
+                 std::byte* slot, std::atomic<std::int64_t>* done) {
   const FiaWorkspacePlan& plan = l.p.plan;
   const std::int64_t Sq = l.key.q_seq;
   const auto [b, h, split, c0, c1] = unit_at(l, sp, unit);
@@ -115,35 +163,20 @@ void decode_unit(const FiaLaunch& l, const DecodeSplits& sp, std::int64_t unit, 
                 reinterpret_cast<float*>(slot + plan.fast_v_offset),
                 reinterpret_cast<float*>(slot + plan.fast_score_offset)};
   ProcessRowsAny(l, b, h, UnitRows{rows, q, acc, st, R, after}, c0, c1, t);
-}
-
-// Combines the splits of rows [begin, end) (r = (b * N + n) * Sq + s) in split order and writes
-// them.
-void merge_rows(const FiaLaunch& l, const DecodeSplits& sp, std::int64_t begin, std::int64_t end) {
-  const std::int64_t N = l.key.heads, Sq = l.key.q_seq, dvp = l.p.plan.fast_dv;
-  for (std::int64_t r = begin; r < end; ++r) {
-    const std::int64_t s = r % Sq, n = (r / Sq) % N, b = r / Sq / N;
-    float* acc = partial(l, r, 0);
-    SoftmaxState st{acc[dvp], acc[dvp + 1]};
-    for (std::int64_t k = 1; k < sp.count[b]; ++k) {
-      const float* part = partial(l, r, k);
-      float fa, fb;
-      st = SoftmaxState::merge(st, SoftmaxState{part[dvp], part[dvp + 1]}, fa, fb);
-      for (std::int64_t d = 0; d < dvp; ++d) acc[d] = fa * acc[d] + fb * part[d];
-    }
-    Row row{};
-    row.b = b;
-    row.n = n;
-    row.s = s;
-    l.finish(row, acc, st.max, st.sum);
-  }
+  // The last split of (b, h) to finish: the acquire makes the other splits' partials visible, their
+  // release (the same read-modify-write) publishes them. Its rows are consecutive.
+  if (done && done[b * l.key.kv_heads + h].fetch_add(1, std::memory_order_acq_rel) !=
+                  sp.count[b] - 1)
+    return;
+  const std::int64_t r0 = (b * l.key.heads + h * l.group) * Sq;
+  merge_rows(l, sp, r0, r0 + l.group * Sq);
 }
 
 void RunDecode(const FiaLaunch& l, const ExecContext& ctx) {
   // Every unit serves the group x S rows of one KV head: one path for the whole launch.
   count_fia_path(UseDirect(l, l.group * l.key.q_seq) ? FiaPath::decode_direct
                                                      : FiaPath::decode_tiles);
-  const DecodeSplits sp = plan_splits(l, ctx.num_threads());
+  const DecodeSplits sp(l, ctx.num_threads());
   const std::int64_t units = sp.first[l.key.batch];
   // A launch with little work runs on the stream's worker alone: handing units to the pool's
   // helpers (a wake-up, on a VM a yield when threads outnumber cores) cost several times the
@@ -154,6 +187,10 @@ void RunDecode(const FiaLaunch& l, const ExecContext& ctx) {
   work *= l.key.heads * l.key.q_seq * (l.key.dk + l.key.dr + l.key.dv);
   const int threads = work < kSerialDecodeWork ? 1 : std::max(ctx.num_threads(), 1);
   const std::int64_t slots = std::min<std::int64_t>({threads, l.p.plan.fast_slots, units});
+  // Split counters only where some row has splits to merge (Note [FIA decode splits]).
+  std::vector<std::atomic<std::int64_t>> counters(
+      sp.several ? static_cast<std::size_t>(l.key.batch * l.key.kv_heads) : 0);
+  std::atomic<std::int64_t>* done = sp.several ? counters.data() : nullptr;
   std::atomic<std::int64_t> next{0};
   ctx.parallel_for(slots, 1, [&](std::int64_t begin, std::int64_t) {
     std::byte* slot = SlotBase(l, begin);
@@ -168,14 +205,9 @@ void RunDecode(const FiaLaunch& l, const ExecContext& ctx) {
         const DecodeUnit f = unit_at(l, sp, following);
         if (f.c0 < f.c1) after = run_at(l, f.b, f.h, f.c0, std::min(kFastChunk, f.c1 - f.c0));
       }
-      decode_unit(l, sp, u, after, slot);
+      decode_unit(l, sp, u, after, slot, done);
       u = following;
     }
-  });
-  const std::int64_t rows = l.key.batch * l.key.heads * l.key.q_seq;
-  const std::int64_t grain = threads == 1 ? rows : std::max<std::int64_t>(1, rows / (8 * threads));
-  ctx.parallel_for(rows, grain, [&](std::int64_t begin, std::int64_t end) {
-    merge_rows(l, sp, begin, end);
   });
 }
 

@@ -145,7 +145,9 @@ HWY_INLINE void DirectPV(float* const* acc, const float* const* p, const T* v,
 // kDirectRows query rows (decode at small GQA groups): K and V are converted in registers as they
 // are used instead of through float32 tiles, and the next run's rows are prefetched while each
 // phase streams (K during Q·K, V during P·V), so the loads stay evenly spread over the run. Rows
-// are computed in blocks of R (1 or 4; 2 and 3 rows run as 4 with the extra rows discarded).
+// are computed in blocks of R (1 or 4; 2 and 3 rows run as 4 with the extra rows discarded,
+// except 3 rows on 32 vector registers, which run as 3: a row's scores and accumulator take the
+// same operations in the same order whatever rows are blocked beside it).
 inline constexpr std::int64_t kDirectRows = 4;
 
 template <class T, Dq KK, Dq VK>
@@ -176,6 +178,13 @@ struct DirectPath {
                                 pf.len, sa);
       return;
     }
+    // 3 rows (GQA 3) x 4 columns on 32 registers: no spare row's FMAs (the same bits: a row's
+    // scores do not depend on the rows beside it).
+    if (kVecRegs >= 32 && na == 3) {
+      DirectScores<3, 4, T, KK>(qa, k, run.k_stride, l.key.dk, run.len, &kq, nk, pf.k_stride,
+                                pf.len, sa);
+      return;
+    }
     for (std::int64_t a = na; a < kDirectRows; ++a) {
       qa[a] = zero_q;
       sa[a] = spare_s;
@@ -193,6 +202,11 @@ struct DirectPath {
     const T* nv = reinterpret_cast<const T*>(pf.v);
     if (npv == 1) {
       DirectPV<1, 8, T, VK>(acc, p, v, run.v_stride, l.key.dv, run.len, &vq, nv, pf.v_stride,
+                            pf.len);
+      return;
+    }
+    if (kVecRegs >= 32 && npv == 3) {
+      DirectPV<3, 4, T, VK>(acc, p, v, run.v_stride, l.key.dv, run.len, &vq, nv, pf.v_stride,
                             pf.len);
       return;
     }
