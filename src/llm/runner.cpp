@@ -273,6 +273,10 @@ std::int64_t ModelRunner::window_skip(std::int64_t length) const {
   return std::max<std::int64_t>(0, length - window_) / options_.block_size;
 }
 
+std::int64_t ModelRunner::window_length(std::int64_t length) const {
+  return length - window_skip(length) * options_.block_size;
+}
+
 std::int64_t ModelRunner::write_window(std::int64_t row, std::span<const std::int32_t> blocks, std::int64_t length) {
   const std::int64_t bs = options_.block_size, skip = window_skip(length);
   std::int32_t* table = host<std::int32_t>(window_table_h_) + row * window_blocks_;
@@ -284,7 +288,7 @@ std::int64_t ModelRunner::write_window(std::int64_t row, std::span<const std::in
   const std::int64_t hidden = std::max<std::int64_t>(0, length - window_) - skip * bs;  // < bs
   std::fill(mask, mask + hidden, std::uint8_t{1});
   std::fill(mask + hidden, mask + window_blocks_ * bs, std::uint8_t{0});
-  return length - skip * bs;
+  return window_length(length);
 }
 
 ops::FiaOptions ModelRunner::attention_options(const Rows& r, bool sliding) const {
@@ -397,8 +401,7 @@ void ModelRunner::issue_step(const Rows& r, Bucket* capture) {
 // captured (each step updates them).
 ModelRunner::Rows ModelRunner::placeholder_rows(std::int64_t n) const {
   const std::vector<std::int64_t> ones(static_cast<std::size_t>(n), 1);
-  return {.n = n, .batch = n, .q_len = 1, .kv_lengths = ones, .block_table = rows(block_table_, n),
-          .window_lengths = ones, .window_table = rows_if(window_table_, n), .window_mask = rows_if(window_mask_, n)};
+  return decode_rows(n, ones, ones);
 }
 
 // The rows of a decode step of n rows (the batch's sequences, then padding) at these lengths.
@@ -492,7 +495,7 @@ Tensor ModelRunner::decode(std::span<Sequence* const> batch, StepMode mode, Step
   std::vector<std::int64_t> lengths(static_cast<std::size_t>(n), 0), window_lengths(lengths);
   for (std::size_t i = 0; i < batch.size(); ++i) {
     lengths[i] = batch[i]->cached + 1;
-    window_lengths[i] = lengths[i] - window_skip(lengths[i]) * options_.block_size;
+    window_lengths[i] = window_length(lengths[i]);
   }
   const Rows r = decode_rows(n, std::move(lengths), std::move(window_lengths));
   stage_inputs(/*prefill=*/false);

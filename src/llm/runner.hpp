@@ -138,6 +138,7 @@ class ModelRunner {
   // window table row holds.
   bool windowed(std::size_t layer) const;
   std::int64_t window_skip(std::int64_t length) const;
+  std::int64_t window_length(std::int64_t length) const;  // the KV length its window table row holds
   std::int64_t write_window(std::int64_t row, std::span<const std::int32_t> blocks, std::int64_t length);
 
   // The partial sums of w.o and w.down summed over the ranks (tensor parallel), else nothing.
