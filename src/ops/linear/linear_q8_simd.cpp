@@ -160,13 +160,17 @@ struct Quants {
   VS8 part[kParts];
 };
 
-HWY_INLINE V32 MaddBytes(V8 u, VS8 s) {
+// pmaddubsw, then pmaddwd against per-pair int16 multipliers (ones: the plain lane sums).
+using D16 = hn::Repartition<std::int16_t, D8>;
+HWY_INLINE V32 MaddScaled(V8 u, VS8 s, hn::Vec<D16> sc) {
 #if HWY_TARGET == HWY_SSE4 || HWY_TARGET == HWY_SSSE3
-  return V32{_mm_madd_epi16(_mm_maddubs_epi16(u.raw, s.raw), _mm_set1_epi16(1))};
+  return V32{_mm_madd_epi16(_mm_maddubs_epi16(u.raw, s.raw), sc.raw)};
 #else
-  return V32{_mm256_madd_epi16(_mm256_maddubs_epi16(u.raw, s.raw), _mm256_set1_epi16(1))};
+  return V32{_mm256_madd_epi16(_mm256_maddubs_epi16(u.raw, s.raw), sc.raw)};
 #endif
 }
+
+HWY_INLINE V32 MaddBytes(V8 u, VS8 s) { return MaddScaled(u, s, hn::Set(D16(), 1)); }
 
 HWY_INLINE Quants LoadQuants(const std::int8_t* q) {
   Quants x;
@@ -270,7 +274,6 @@ HWY_INLINE Bytes LoadBytesQ6K(const std::byte* sb, int s) {
 
 // Q6_K's two 16-element scales of a sub-block as int16 lanes beside each pmaddubsw pair (pairs
 // never straddle the two halves).
-using D16 = hn::Repartition<std::int16_t, D8>;
 struct Scales16 {
   hn::Vec<D16> part[kParts];
 };
@@ -283,14 +286,6 @@ HWY_INLINE Scales16 LoadScalesQ6K(const std::int8_t* sc) {
     for (int i = 0; i < kParts; ++i) s.part[i] = hn::Set(D16(), sc[i]);  // 16 elements a part
   }
   return s;
-}
-
-HWY_INLINE V32 MaddScaled(V8 u, VS8 s, hn::Vec<D16> sc) {
-#if HWY_TARGET == HWY_SSE4 || HWY_TARGET == HWY_SSSE3
-  return V32{_mm_madd_epi16(_mm_maddubs_epi16(u.raw, s.raw), sc.raw)};
-#else
-  return V32{_mm256_madd_epi16(_mm256_maddubs_epi16(u.raw, s.raw), sc.raw)};
-#endif
 }
 
 // sum_j sc_j * (q6_j - 32) * q_j over each lane's elements (exact: |.| < 2^22).
