@@ -12,7 +12,7 @@
 //                                 us_best, GBps_best, bw_frac_best   the fastest batch of 16 calls
 //                                 (as the roofline keeps its best pass: on a shared machine other
 //                                 processes only ever slow a batch down)
-//   gemv_hot/...                  the same with one weight copy (cache-resident: the kernel's
+//   gemv_hot/...                  the same (T 1 and 8) with one weight copy (cache-resident: the kernel's
 //                                 compute ceiling, not a DRAM figure)
 //   gemv_q8/..., gemv_q8_hot/...  the same with q8 activations (Note [Q8 activations])
 //   gemv_q8p/..., gemv_q8p_hot/...  q8 activations on rows16 weights (pack_rows16, Note [Packed
@@ -20,13 +20,15 @@
 //   gemm/<fmt>/<N>x<K>/T:128      prefill: GFLOPs, peak_frac (of fma_f32)
 // Weight copies total >= 1 GiB (4x this machine's 260 MiB L3) so GEMV weights come from DRAM.
 // Every case runs on the best Highway target and again with AVX2 forced (suffix /avx2, through
-// hwy::SetSupportedTargetsForTest); `target` reports which ran (the HWY_* bit).
+// hwy::SetSupportedTargetsForTest), and AVX3 (/avx3) where the best is AVX3_DL; `target` reports
+// which ran (the HWY_* bit).
 #include <benchmark/benchmark.h>
 
 #include <chrono>
 #include <cstring>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <hwy/targets.h>
@@ -124,11 +126,11 @@ const Weights& weights_for(const Spec& s, bool hot, bool packed) {
   return cache.back().second;
 }
 
-// Forces AVX2 for the scope (all targets again at its end).
+// Forces the target `bit` for the scope (0: none; all targets again at its end).
 class TargetScope {
  public:
-  explicit TargetScope(bool avx2) : forced_(avx2) {
-    if (forced_) hwy::SetSupportedTargetsForTest(HWY_AVX2);
+  explicit TargetScope(std::int64_t bit) : forced_(bit != 0) {
+    if (forced_) hwy::SetSupportedTargetsForTest(bit);
   }
   ~TargetScope() {
     if (forced_) hwy::SetSupportedTargetsForTest(0);
@@ -146,10 +148,10 @@ double running_target_bit() { return static_cast<double>(npugraph::ops::simd_dis
 // What enters the call: float32 activations, q8 ones, q8 ones on rows16 weights.
 enum class Variant { f32, q8, q8_packed };
 
-void BM_linear(benchmark::State& state, Spec s, std::int64_t T, bool hot, bool avx2,
+void BM_linear(benchmark::State& state, Spec s, std::int64_t T, bool hot, std::int64_t target,
                Variant variant = Variant::f32) {
   const Roofline roof = roofline();
-  const TargetScope scope(avx2);
+  const TargetScope scope(target);
   const Weights& w = weights_for(s, hot, variant == Variant::q8_packed);
   const bool q8 = variant != Variant::f32;
   const ng::Stream stream = ng::current_stream();
@@ -227,8 +229,11 @@ const bool registered = [] {
                                   {"Q8_0", 262144, 640}, {"Q5_0", 2048, 640}, {"Q4_K", 640, 2048}, {"Q6_K", 640, 2048},
                                   // K-quant matrices of 9.4 and 37.7 MB (per-call costs amortised; the second larger than L3)
                                   {"Q4_K", 8192, 2048}, {"Q4_K", 16384, 4096}, {"Q6_K", 16384, 4096}};
-  for (bool avx2 : {false, true}) {
-    const std::string sfx = avx2 ? "/avx2" : "";
+  // The forced targets: AVX2, and AVX3 where the best is above it (AVX3_DL: the q8 GEMVs' VNNI).
+  std::vector<std::pair<std::string, std::int64_t>> targets = {{"", 0}, {"/avx2", HWY_AVX2}};
+  if (ng::ops::simd_dispatch_target() < HWY_AVX3 && (hwy::SupportedTargets() & HWY_AVX3) != 0)
+    targets.insert(targets.begin() + 1, {"/avx3", HWY_AVX3});
+  for (const auto& [sfx, target] : targets) {
     const char* prefix[] = {"gemv", "gemv_q8", "gemv_q8p"};
     for (const Spec& s : gemv)
       for (Variant v : {Variant::f32, Variant::q8, Variant::q8_packed}) {
@@ -237,18 +242,19 @@ const bool registered = [] {
         for (std::int64_t T : {1, 8})
           benchmark::RegisterBenchmark(
               (std::string(prefix[static_cast<int>(v)]) + "/" + shape_name(s) + "/T:" + std::to_string(T) + sfx).c_str(),
-              [s, T, avx2, v](benchmark::State& st) { BM_linear(st, s, T, false, avx2, v); })
+              [s, T, target, v](benchmark::State& st) { BM_linear(st, s, T, false, target, v); })
               ->UseManualTime()->Unit(benchmark::kMicrosecond)->MinTime(0.3);
       }
     for (Variant v : {Variant::f32, Variant::q8, Variant::q8_packed})
       for (const Spec& s : {Spec{"Q4_1", 1536, 576}, Spec{"Q8_0", 49152, 576}})
-        benchmark::RegisterBenchmark(
-            (std::string(prefix[static_cast<int>(v)]) + "_hot/" + shape_name(s) + "/T:1" + sfx).c_str(),
-            [s, avx2, v](benchmark::State& st) { BM_linear(st, s, 1, true, avx2, v); })
-            ->UseManualTime()->Unit(benchmark::kMicrosecond)->MinTime(0.3);
+        for (std::int64_t T : {1, 8})
+          benchmark::RegisterBenchmark(
+              (std::string(prefix[static_cast<int>(v)]) + "_hot/" + shape_name(s) + "/T:" + std::to_string(T) + sfx).c_str(),
+              [s, T, target, v](benchmark::State& st) { BM_linear(st, s, T, true, target, v); })
+              ->UseManualTime()->Unit(benchmark::kMicrosecond)->MinTime(0.3);
     for (const Spec& s : {Spec{"Q4_1", 1536, 576}, Spec{"Q4_1", 576, 1536}})
       benchmark::RegisterBenchmark(("gemm/" + shape_name(s) + "/T:128" + sfx).c_str(),
-                                   [s, avx2](benchmark::State& st) { BM_linear(st, s, 128, true, avx2); })
+                                   [s, target](benchmark::State& st) { BM_linear(st, s, 128, true, target); })
           ->UseManualTime()->Unit(benchmark::kMillisecond)->MinTime(0.3);
   }
   return true;

@@ -204,12 +204,16 @@ TEST(LinearQuantPacked, RowsAreBatchInvariantAndTheFloatPathsAreTheRowsLayouts) 
 
 TEST(LinearQuantPacked, BiasAndHalfOutputs) {
   const QuantWeight p = ng::ops::pack_rows16(random_weight(QuantType::q4_1, 20, 64, 41));
-  const Tensor x = random_tensor({2, 64}, 42), bias = random_tensor({20}, 43);
+  // 9 rows of x: a whole 8-row tile and one more; rows 0-15 of a group are stored as a vector, 16-19 one by one.
+  const Tensor x = random_tensor({9, 64}, 42), bias = random_tensor({20}, 43);
   const Tensor y = ng::ops::weight_quant_linear(x, p, {}, DType::f32, kQ8);
   const Tensor yb = ng::ops::weight_quant_linear(x, p, bias, DType::f16, kQ8);
+  const Tensor yf = ng::ops::weight_quant_linear(x, p, bias, DType::f32, kQ8);
   ng::device_synchronize();
-  for (std::int64_t i = 0; i < 40; ++i)
+  for (std::int64_t i = 0; i < 9 * 20; ++i) {
     EXPECT_EQ(at(yb, i), static_cast<float>(ng::half(at(y, i) + at(bias, i % 20)))) << i;
+    EXPECT_EQ(at(yf, i), at(y, i) + at(bias, i % 20)) << i;
+  }
 }
 
 TEST(LinearQuantPacked, ReplayAndUpdateEqualEagerBitwise) {
