@@ -96,12 +96,13 @@ ModelRunner::ModelRunner(std::shared_ptr<const Model> model, const EngineOptions
   const ModelConfig& c = model_->config();
   const std::int64_t nb = blocks_.num_blocks(), bs = options.block_size;
   const Device d = device_;
-  // The weights, copied once (Note [Engine on a device]); a tied output is the embeddings' copy.
-  token_embd_ = on_device(model_->token_embd);
+  // The weights, copied once (Note [Engine on a device]); a tied output is the embeddings' copy,
+  // in the projections' layout (the embedding lookup reads rows16 too).
   const Matrix& out = model_->output;
   const Matrix& emb = model_->token_embd;
   const bool tied = (out.quant.defined() && emb.quant.defined() && out.quant.data() == emb.quant.data()) ||
                     (out.dense.defined() && emb.dense.defined() && out.dense.data() == emb.dense.data());
+  token_embd_ = tied ? for_linear(model_->token_embd) : on_device(model_->token_embd);
   output_ = tied ? token_embd_ : for_linear(model_->output);
   output_norm_ = on_device(model_->output_norm);
   if (model_->rope_freqs.defined()) rope_freqs_ = on_device(model_->rope_freqs);
@@ -214,7 +215,7 @@ Matrix ModelRunner::on_device(const Matrix& host) {
 }
 
 // Q8 activations on the cpu: the quantised projections in the rows16 layout, whose GEMV keeps one
-// weight row per SIMD lane (Note [Packed weights]); a tied output stays the embeddings' rows.
+// weight row per SIMD lane (Note [Packed weights]); a tied output's embeddings too.
 Matrix ModelRunner::for_linear(const Matrix& host) {
   Matrix m = on_device(host);
   if (device_.is_cpu() && linear_.activations == ops::Activations::q8 && m.quant.defined() &&

@@ -1,6 +1,7 @@
 // Embedding lookup: out[t, :] = table[ids[t], :] with ids read from an int32 device tensor (so a
 // captured step embeds each step's tokens), the table block-quantised (a QuantWeight, e.g. GGUF's
-// Q8_0 token_embd, dequantised exactly as ggml does) or float32 / float16 / bfloat16 [V, H].
+// Q8_0 token_embd, dequantised exactly as ggml does; on the cpu in either QuantLayout, so a tied
+// output projection's rows16 copy serves both) or float32 / float16 / bfloat16 [V, H].
 // ids int32 of any shape [...]; out [..., H] of any float dtype (contiguous).
 //
 // An id outside [0, V) is not clamped (that would be silent garbage): the kernel checks every id

@@ -181,8 +181,8 @@ void dequantize_rows(const QuantWeight& w, std::int64_t row0, std::int64_t count
 // layout), and back. Host helpers, not stream ops: a model loader packs its weights once. On the
 // cpu, weight_quant_linear with q8 activations runs rows16 weights through a kernel that keeps
 // one row per SIMD lane (Note [Packed weights]); every other use of a rows16 weight either unpacks
-// it first (the float32 paths, bitwise the rows layout's results) or refuses it (embedding, the
-// cuda kernels).
+// it first (the float32 paths and the cpu embedding lookup, bitwise the rows layout's results) or
+// refuses it (the cuda kernels).
 QuantWeight pack_rows16(const QuantWeight& w);
 QuantWeight unpack_rows(const QuantWeight& w);
 

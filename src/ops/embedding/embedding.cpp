@@ -6,6 +6,7 @@
 #include "npugraph/stream.hpp"
 #include "ops/activation/float_io.hpp"
 #include "ops/embedding/embedding_params.hpp"
+#include "ops/linear/quant_pack.hpp"
 
 namespace npugraph::ops {
 namespace {
@@ -17,8 +18,14 @@ using embedding_impl::EmbeddingParams;
 template <class TT, class TO>
 void rows(const EmbeddingParams& p, std::int64_t t0, std::int64_t t1) {
   std::vector<float> buf;
+  std::vector<std::byte> ggml_row;
   for (std::int64_t t = t0; t < t1; ++t) {
     const std::byte* row = p.table + p.ids[t] * p.row_bytes;
+    if (p.rows16) {  // the row's blocks gathered into ggml's order first: the same bytes, so the same values
+      ggml_row.resize(static_cast<std::size_t>(p.row_bytes));
+      quant_pack::unpack(p.quant_type, p.table, p.H, p.ids[t], 1, ggml_row.data());
+      row = ggml_row.data();
+    }
     if (p.quant) {
       if constexpr (std::is_same_v<TO, float>) {
         dequantize_blocks(p.quant_type, row, static_cast<float*>(p.out) + t * p.H, p.H);
@@ -80,11 +87,12 @@ void embedding_out(const Tensor& ids, const QuantWeight& table, const Tensor& ou
   const Stream& stream = current_stream_ref(ids.device());
   const UpdateErrorGuard guard(stream);
   NG_CHECK_ARG(table.defined(), "embedding: table is undefined");
-  NG_CHECK_ARG(table.layout() == QuantLayout::rows, "embedding: table = ", table.str(),
-               ": must be in the rows layout (rows16 is for weight_quant_linear; unpack_rows)");
   check_io(ids, out, table.cols(), table.str());
   NG_CHECK_ARG(table.bytes().device() == ids.device(), "embedding: table is on ",
                table.bytes().device().str(), ": must be on ", ids.device().str());
+  if (table.layout() == QuantLayout::rows16 && !ids.device().is_cpu())
+    NG_THROW(UnsupportedError, "embedding: table = ", table.str(), " on ", ids.device().str(),
+             ": the rows16 layout is read on the cpu only (unpack_rows)");
   if (ids.device().type() == DeviceType::cuda && !quant_traits(table.type()).cuda)
     NG_THROW(UnsupportedError, "embedding: table = ", table.str(), " on ", ids.device().str(),
              ": the cuda kernels read Q4_0, Q4_1 and Q8_0 tables only");
@@ -97,6 +105,7 @@ void embedding_out(const Tensor& ids, const QuantWeight& table, const Tensor& ou
   p.H = table.cols();
   p.row_bytes = table.row_bytes();
   p.quant = true;
+  p.rows16 = table.layout() == QuantLayout::rows16;
   p.quant_type = table.type();
   p.out_dtype = out.dtype();
   const Tensor* uses[] = {&ids, &table.bytes(), &out};

@@ -19,6 +19,7 @@ struct EmbeddingParams {
   void* out = nullptr;
   std::int64_t T = 0, V = 0, H = 0, row_bytes = 0;
   bool quant = false;
+  bool rows16 = false;  // a quantised table in the rows16 layout (cpu only): row_bytes is a ggml row's
   QuantType quant_type{};
   DType table_dtype = DType::f32, out_dtype = DType::f32;
 };

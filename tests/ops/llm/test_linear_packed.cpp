@@ -250,14 +250,36 @@ TEST(LinearQuantPacked, LayoutErrors) {
   const Tensor ids = ng::empty({2}, DType::i32);
   ids.data_ptr<std::int32_t>()[0] = 1;
   ids.data_ptr<std::int32_t>()[1] = 2;
-  EXPECT_ARG_ERROR(ng::ops::embedding(ids, p), "embedding: table = Q4_1[20, 64] rows16",
-                   "must be in the rows layout");
   // The runtime stays usable: the packed weight still runs, and the rows weight embeds.
   const Tensor y = ng::ops::weight_quant_linear(random_tensor({1, 64}, 72), p, {}, DType::f32, kQ8);
   const Tensor e = ng::ops::embedding(ids, w);
   ng::device_synchronize();
   EXPECT_TRUE(std::isfinite(at(y, 19)));
   EXPECT_TRUE(std::isfinite(at(e, 0)));
+}
+
+// A rows16 table embeds the same values as its rows layout (a tied output projection's packed copy
+// serves the lookup), in every group and padding-adjacent row.
+TEST(LinearQuantPacked, EmbeddingReadsRows16Tables) {
+  for (QuantType type : kTypes) {
+    const QuantWeight w = random_weight(type, 37, 96, 81);
+    const QuantWeight p = ng::ops::pack_rows16(w);
+    const Tensor ids = ng::empty({37}, DType::i32);
+    for (std::int32_t i = 0; i < 37; ++i) ids.data_ptr<std::int32_t>()[i] = (i * 11) % 37;
+    for (DType dt : {DType::f32, DType::f16}) {
+      const Tensor a = ng::ops::embedding(ids, w, dt), b = ng::ops::embedding(ids, p, dt);
+      ng::device_synchronize();
+      EXPECT_TRUE(ngtest::bitwise_equal(a, b)) << ng::ops::quant_type_name(type);
+    }
+    // and against dequantize_rows directly (an id's row, not its neighbour's)
+    std::vector<float> want(96);
+    ng::ops::dequantize_rows(w, 36, 1, want.data());
+    const Tensor one = ng::empty({1}, DType::i32);
+    one.data_ptr<std::int32_t>()[0] = 36;
+    const Tensor got = ng::ops::embedding(one, p);
+    ng::device_synchronize();
+    EXPECT_EQ(0, std::memcmp(got.data(), want.data(), sizeof(float) * 96)) << ng::ops::quant_type_name(type);
+  }
 }
 
 }  // namespace
