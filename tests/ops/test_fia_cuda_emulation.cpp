@@ -361,6 +361,14 @@ TEST(FiaCudaRefusal, NamesTheArgumentTheValueAndWhatIsSupported) {
   expect_refusal({.layout = "BNSD", .decode = true, .prefix = true}, {"key_shared_prefix = float16["});
   expect_refusal({.layout = "BSH", .mode = 3, .padding = true}, {"query_padding_size = int64[1]"});
   expect_refusal({.layout = "BNSD", .quant = OutQuant::tensor}, {"quant_scale2 = "});
+  {  // a float32 query over a float16 cache: the cpu op's extension, refused on cuda by name
+    const FiaBuilt b = build_case({.layout = "BNSD", .decode = true});
+    std::vector<double> x = read_back(b.q);
+    const Tensor q32 = host_tensor(x, b.q.shape(), DType::f32);
+    const std::string why = cuda_refusal(q32, b.k, b.v, b.opt);
+    EXPECT_NE(why.find("key = float16["), std::string::npos) << why;
+    EXPECT_NE(why.find("a key/value dtype other than the query's float32"), std::string::npos) << why;
+  }
 }
 
 }  // namespace

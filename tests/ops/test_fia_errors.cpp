@@ -85,7 +85,13 @@ TEST_F(FiaErrors, UndefinedTensors) {
 TEST_F(FiaErrors, Dtypes) {
   std::vector<double> x;
   k = random_tensor(x, k.shape(), DType::bf16, 6);
-  EXPECT_TRUE(throws<ng::ArgumentError>(call(), {"key = bfloat16[2, 2, 5, 8]", "dtype bfloat16 must equal the query's dtype float16"}));
+  EXPECT_TRUE(throws<ng::ArgumentError>(call(), {"key = bfloat16[2, 2, 5, 8]", "dtype bfloat16 must equal the query's dtype float16",
+                                        "or be float16 / bfloat16 under a float32 query"}));
+  SetUp();  // a float32 query reads a half cache, not the other way round; value follows the key
+  q = random_tensor(x, q.shape(), DType::f32, 7);
+  k = random_tensor(x, k.shape(), DType::f32, 8);
+  v = random_tensor(x, v.shape(), DType::f16, 9);
+  EXPECT_TRUE(throws<ng::ArgumentError>(call(), {"value = float16[2, 2, 5, 8]", "must equal the key's dtype float32"}));
   SetUp();
   v = random_tensor(x, v.shape(), DType::f32, 6);
   EXPECT_TRUE(throws<ng::ArgumentError>(call(), {"value = float32[2, 2, 5, 8]", "must equal the key's dtype float16"}));

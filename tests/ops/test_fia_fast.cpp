@@ -266,6 +266,51 @@ TEST(FiaFast, DecodeSplitsEagerReplayUpdateBitwise) {
   expect_eager_replay_update_bitwise(b);
 }
 
+// A float32 query over a float16 / bfloat16 cache (the decode engine's kv_dtype): the same bits as
+// the float32 cache holding the same (widened) values, on the fast kernels' decode paths (direct,
+// tiles, with splits, paged) and prefill, and on the simple kernel; eager == replay == updated.
+TEST(FiaFast, Float32QueryOverAHalfCacheIsTheWidenedCache) {
+  const auto widen = [](const Tensor& t) {
+    std::vector<double> x = read_back(t);
+    return host_tensor(x, t.shape(), DType::f32);
+  };
+  struct Shape5 { std::int64_t B, N, KVN, Sq, Skv; };
+  for (DType dt : {DType::f16, DType::bf16})
+    for (const Shape5 s : {Shape5{3, 4, 4, 1, 700}, Shape5{2, 9, 3, 1, 170}, Shape5{2, 16, 2, 3, 1024},
+                           Shape5{2, 8, 2, 1, 3000}, Shape5{2, 4, 2, 150, 300}}) {
+      SCOPED_TRACE(testing::Message() << ng::dtype_name(dt) << " B " << s.B << " N " << s.N << " KV_N "
+                                      << s.KVN << " Sq " << s.Sq << " Skv " << s.Skv);
+      Big b = make_big(dt, s.B, s.N, s.KVN, s.Sq, s.Skv, 91);
+      b.q = widen(b.q);
+      b.opt.actual_seq_lengths_kv = {s.Skv};  // ragged: the other batches two thirds as long, plus one
+      for (std::int64_t i = 1; i < s.B; ++i) b.opt.actual_seq_lengths_kv.push_back(s.Skv * 2 / 3 + i);
+      if (s.Sq > 1) {
+        b.opt.sparse_mode = 3;
+        b.opt.atten_mask = compressed_mask();
+      }
+      for (bool paged : {false, true}) {
+        Big mixed = b;
+        if (paged) make_paged(mixed, 128, 92);
+        Big wide = mixed;
+        wide.k = widen(mixed.k);
+        wide.v = widen(mixed.v);
+        for (att::FiaKernelMode mode : {att::FiaKernelMode::fast, att::FiaKernelMode::simple}) {
+          ModeScope m(mode);
+          const auto a = ng::ops::fused_infer_attention_score(mixed.q, mixed.k, mixed.v, mixed.opt);
+          const auto w = ng::ops::fused_infer_attention_score(wide.q, wide.k, wide.v, wide.opt);
+          ng::device_synchronize();
+          EXPECT_EQ(a.attention_out.dtype(), DType::f32);
+          EXPECT_TRUE(bitwise_equal(a.attention_out, w.attention_out)) << "paged " << paged << " mode " << static_cast<int>(mode);
+          EXPECT_TRUE(bitwise_equal(a.softmax_lse, w.softmax_lse)) << "paged " << paged;
+        }
+        if (s.Sq == 1) expect_fast_matches_simple(mixed, FiaPath::count);
+      }
+    }
+  Big b = make_big(DType::f16, 2, 8, 2, 1, 2048, 93);
+  b.q = widen(b.q);
+  expect_eager_replay_update_bitwise(b);
+}
+
 // int8 K/V (D = 64) with separate antiquant parameters: per-channel (mode 0, [KV_N, 1, D] in the
 // query's dtype, with offsets) or per-token (mode 1, [B, S] float32).
 enum class Int8Kind { channel, token, key_channel_value_token };

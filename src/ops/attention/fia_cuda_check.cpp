@@ -35,6 +35,9 @@ std::string fia_cuda_unsupported(const FiaPlan& c, const Device& device) {
                   ", value_antiquant_mode = ", c.o.value_antiquant_mode, ")");
   if (c.q_dtype != DType::f16 && c.q_dtype != DType::bf16 && c.q_dtype != DType::f32)
     return refuse("query = ", TensorText{c.q});
+  if (c.kv_dtype != c.q_dtype)
+    return refuse("key = ", TensorText{c.k}, " (a key/value dtype other than the query's ",
+                  dtype_name(c.q_dtype), ")");
   if (c.rope)
     return refuse("query_rope = ", TensorText{c.o.query_rope}, " (with key_rope = ",
                   TensorText{c.o.key_rope}, ")");

@@ -161,7 +161,13 @@ void run_rows(const FiaLaunch& l, const ExecContext& ctx) {
 template <class QT>
 void dispatch_kv(const FiaLaunch& l, const ExecContext& ctx) {
   if (l.kv_t == DType::i8) run_rows<QT, std::int8_t>(l, ctx);
-  else run_rows<QT, QT>(l, ctx);
+  else if constexpr (std::is_same_v<QT, float>) {  // a float32 query over a float16 / bfloat16 cache
+    if (l.kv_t == DType::f16) run_rows<float, half>(l, ctx);
+    else if (l.kv_t == DType::bf16) run_rows<float, bfloat16>(l, ctx);
+    else run_rows<float, float>(l, ctx);
+  } else {
+    run_rows<QT, QT>(l, ctx);
+  }
 }
 
 }  // namespace

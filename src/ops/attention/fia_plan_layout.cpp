@@ -127,9 +127,12 @@ void check_dtypes(FiaPlan& c) {
   NG_CHECK_ARG(is_floating(qt), kOp, "query = ", TensorText{c.q},
                ": dtype must be float32, float16 or bfloat16");
   const DType kt = c.k.dtype();
-  NG_CHECK_ARG(kt == qt || kt == DType::i8, kOp, "key = ", TensorText{c.k}, ": dtype ",
+  // A float32 query may read a float16 / bfloat16 cache (our extension, as llama.cpp keeps its KV
+  // in float16 beside float32 activations): the keys are widened as they are loaded.
+  const bool half_kv = qt == DType::f32 && (kt == DType::f16 || kt == DType::bf16);
+  NG_CHECK_ARG(kt == qt || kt == DType::i8 || half_kv, kOp, "key = ", TensorText{c.k}, ": dtype ",
                dtype_name(kt), " must equal the query's dtype ", dtype_name(qt),
-               " or be int8 (with antiquant parameters)");
+               ", be int8 (with antiquant parameters), or be float16 / bfloat16 under a float32 query");
   NG_CHECK_ARG(c.v.dtype() == kt, kOp, "value = ", TensorText{c.v}, ": dtype ",
                dtype_name(c.v.dtype()), " must equal the key's dtype ", dtype_name(kt));
   c.q_dtype = qt;
