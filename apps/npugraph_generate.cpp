@@ -3,7 +3,7 @@
 //   npugraph-generate [--model PATH] --prompt TEXT [--max-tokens N] [--batch B] [--mode graph|eager|both]
 //                     [--order update-first|replay-first] [--threads T] [--temperature X] [--top-k K]
 //                     [--top-p P] [--seed S] [--max-context N] [--raw] [--separate-projections]
-//                     [--device cpu|cuda:N] [--activations q8|f32]
+//                     [--device cpu|cuda:N] [--activations q8|f32] [--kv-dtype f32|f16|bf16]
 //   mpirun -np N npugraph-generate --tp N ...   (built with NPUGRAPH_MPI: tensor-parallel decode)
 //
 // Streams request 0's text as it is generated (a progress bar for --batch > 1), then prints a
@@ -48,6 +48,7 @@ struct Args {
   std::optional<std::int64_t> tp;  // --tp N: tensor-parallel over N MPI processes
   npugraph::Device device;         // --device cpu|cuda:N (EngineOptions::device)
   std::optional<npugraph::ops::Activations> activations;  // --activations (EngineOptions::activations)
+  npugraph::DType kv_dtype = npugraph::DType::f32;        // --kv-dtype (EngineOptions::kv_dtype)
 };
 
 [[noreturn]] void usage(const std::string& error) {
@@ -56,10 +57,12 @@ struct Args {
                "                  [--mode graph|eager|both] [--order update-first|replay-first]\n"
                "                  [--threads T] [--temperature X] [--top-k K] [--top-p P] [--seed S]\n"
                "                  [--max-context N] [--raw] [--separate-projections] [--tp N]\n"
-               "                  [--device cpu|cuda:N] [--activations q8|f32]\n"
+               "                  [--device cpu|cuda:N] [--activations q8|f32] [--kv-dtype f32|f16|bf16]\n"
                "  --device: where the model runs (default cpu); cuda:N needs the CUDA backend and GPU N\n"
                "  --activations: x of the quantised projections quantised to int8 as llama.cpp does (q8,\n"
                "          the cpu's default) or kept float32 (f32, the only choice on cuda)\n"
+               "  --kv-dtype: the KV cache's elements: f32 (default, exact), f16 or bf16 (half the bytes\n"
+               "          attention reads, as llama.cpp's default f16 cache; cpu only)\n"
                "  --tp N: tensor-parallel decode over N MPI processes (mpirun -np N; N must be the\n"
                "          number of processes and split the model's KV heads and FFN width)\n"
                "  --model: a GGUF path, or smollm2 / gemma3 for the files tools/fetch_model.py fetches\n"
@@ -131,6 +134,9 @@ Args parse(int argc, char** argv) {
     else if (f == "--activations") {
       if (v != "q8" && v != "f32") usage("--activations " + v + ": q8 or f32");
       a.activations = v == "q8" ? npugraph::ops::Activations::q8 : npugraph::ops::Activations::f32;
+    } else if (f == "--kv-dtype") {
+      if (v != "f32" && v != "f16" && v != "bf16") usage("--kv-dtype " + v + ": f32, f16 or bf16");
+      a.kv_dtype = v == "f32" ? npugraph::DType::f32 : v == "f16" ? npugraph::DType::f16 : npugraph::DType::bf16;
     }
     else usage("unknown option " + f);
   }
@@ -156,7 +162,7 @@ Run run(const Args& a, llm::StepMode mode, bool show, const std::shared_ptr<llm:
                                                          : llm::GraphOrder::replay_then_update,
                       .temperature = a.temperature, .top_k = a.top_k, .top_p = a.top_p, .keep_logits = true,
                       .fuse_projections = !a.separate, .tensor_parallel = tp, .device = a.device,
-                      .activations = a.activations});
+                      .activations = a.activations, .kv_dtype = a.kv_dtype});
   bool chat = !a.raw;
   if (chat) {
     try {

@@ -8,6 +8,7 @@
 
 #include "args.hpp"
 #include "bindings.hpp"
+#include "convert.hpp"
 #include "npugraph/error.hpp"
 #include "npugraph/llm/engine.hpp"
 #include "npugraph/llm/gguf.hpp"
@@ -54,6 +55,15 @@ std::optional<ops::Activations> activations_arg(const py::object& a) {
   NG_THROW(ArgumentError, "activations = '", s, "': must be 'q8', 'f32' or None (q8 on the cpu, f32 on cuda)");
 }
 
+// "float32", "float16", "bfloat16" (or a numpy / torch dtype); the engine refuses the other dtypes by name.
+DType kv_dtype_arg(const py::object& a) {
+  try {
+    return to_dtype(a);
+  } catch (const ArgumentError&) {
+  }
+  NG_THROW(ArgumentError, "kv_dtype = '", std::string(py::str(a)), "': must be 'float32', 'float16' or 'bfloat16'");
+}
+
 py::dict result_dict(const llm::Result& r, std::int64_t vocab) {
   py::dict d;
   d["text"] = r.text;
@@ -98,7 +108,7 @@ is captured once per batch-size bucket and updated in place (mode="graph"), or r
 Engine(model, *, threads=0, max_batch=16, max_context=0, mode="graph",
        order="update_then_replay", temperature=0.0, top_k=0, top_p=1.0,
        keep_logits=False, keep_full_logits=False, device="cpu", activations=None,
-       block_size=128, prefill_chunk=256)
+       block_size=128, prefill_chunk=256, kv_dtype="float32")
 
 device: "cpu" or "cuda:N" (the weights and buffers there; a CUDA device without a GPU raises
 UnsupportedError naming it before the model loads).
@@ -107,19 +117,22 @@ quantised to int8 per block of 32, as llama.cpp does), "f32" (x as it is), None 
 f32 on cuda).
 block_size: tokens per KV cache block (128, 256, 384 or 512). prefill_chunk: prompt tokens per
 prefill pass (1..2048).
+kv_dtype: the KV cache's element type: "float32" (exact), "float16" or "bfloat16" (half the bytes
+attention reads per step, as llama.cpp's default float16 cache; cpu only).
 )doc")
       .def(py::init([](const std::string& model, int threads, std::int64_t max_batch, std::int64_t max_context,
                        const std::string& mode, const std::string& order, double temperature,
                        std::int64_t top_k, double top_p, bool keep_logits, bool keep_full_logits,
                        const std::string& device, const py::object& activations, std::int64_t block_size,
-                       std::int64_t prefill_chunk) {
+                       std::int64_t prefill_chunk, const py::object& kv_dtype) {
              llm::EngineOptions o{.model = model, .threads = threads, .max_batch = max_batch,
                                   .max_context = max_context, .block_size = block_size,
                                   .prefill_chunk = prefill_chunk, .mode = mode_arg(mode), .order = order_arg(order),
                                   .temperature = temperature, .top_k = top_k, .top_p = top_p,
                                   .keep_logits = keep_logits, .keep_full_logits = keep_full_logits,
                                   .device = with_context("Engine: ", [&] { return Device::parse(device); }),
-                                  .activations = activations_arg(activations)};
+                                  .activations = activations_arg(activations),
+                                  .kv_dtype = kv_dtype_arg(kv_dtype)};
              py::gil_scoped_release release;
              return std::make_unique<llm::Engine>(o);
            }),
@@ -127,7 +140,8 @@ prefill pass (1..2048).
            py::arg("max_context") = 0, py::arg("mode") = "graph", py::arg("order") = "update_then_replay",
            py::arg("temperature") = 0.0, py::arg("top_k") = 0, py::arg("top_p") = 1.0,
            py::arg("keep_logits") = false, py::arg("keep_full_logits") = false, py::arg("device") = "cpu",
-           py::arg("activations") = py::none(), py::arg("block_size") = 128, py::arg("prefill_chunk") = 256)
+           py::arg("activations") = py::none(), py::arg("block_size") = 128, py::arg("prefill_chunk") = 256,
+           py::arg("kv_dtype") = "float32")
       .def("generate",
            [](llm::Engine& e, const std::vector<std::string>& prompts, std::int64_t max_tokens, bool chat,
               std::uint64_t seed, py::object on_text) {

@@ -30,7 +30,12 @@ void check_options(const EngineOptions& o) {
   NG_CHECK_ARG(!o.activations || *o.activations == ops::Activations::f32 ||
                    *o.activations == ops::Activations::q8,
                "activations = ", static_cast<int>(*o.activations), ": must be Activations::f32 or Activations::q8");
+  NG_CHECK_ARG(o.kv_dtype == DType::f32 || o.kv_dtype == DType::f16 || o.kv_dtype == DType::bf16,
+               "kv_dtype = ", dtype_name(o.kv_dtype), ": must be float32, float16 or bfloat16");
   if (!o.device.is_cpu()) {
+    NG_CHECK_AS(UnsupportedError, o.kv_dtype == DType::f32, "device = ", o.device.str(), ": kv_dtype = ",
+                dtype_name(o.kv_dtype), " runs on the cpu only (the cuda attention reads a cache of the "
+                "query's dtype, float32)");
     NG_CHECK_AS(UnsupportedError, o.activations != ops::Activations::q8, "device = ", o.device.str(),
                 ": activations = q8 runs on the cpu only (leave activations unset, or Activations::f32)");
     NG_CHECK_AS(UnsupportedError, !o.tensor_parallel || o.tensor_parallel->size() == 1, "device = ",

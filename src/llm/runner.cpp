@@ -118,8 +118,8 @@ ModelRunner::ModelRunner(std::shared_ptr<const Model> model, const EngineOptions
       *to = for_linear(*from);
   }
   for (std::int64_t l = 0; l < c.layers; ++l) {
-    k_cache_.push_back(empty({nb, bs, kv_dim_}, DType::f32, d));
-    v_cache_.push_back(empty({nb, bs, kv_dim_}, DType::f32, d));
+    k_cache_.push_back(empty({nb, bs, kv_dim_}, options.kv_dtype, d));
+    v_cache_.push_back(empty({nb, bs, kv_dim_}, options.kv_dtype, d));
   }
   ids_h_ = empty({max_rows_}, DType::i32);
   positions_h_ = empty({max_rows_}, DType::i32);

@@ -3,6 +3,8 @@
 // and options give named errors.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -175,6 +177,52 @@ TEST(LlmEngine, ActivationsDefaultToQ8OnTheCpuAndF32IsAvailable) {
   EXPECT_EQ(unset[0].logits_hashes, q8[0].logits_hashes);
   EXPECT_NE(f32[0].logits_hashes, q8[0].logits_hashes);
   expect_same(f32_eager, f32);
+}
+
+// EngineOptions::kv_dtype: a float16 / bfloat16 cache gives graph == eager bitwise (ragged batches,
+// continuous batching), logits other than the float32 cache's (so the half cache is what attention
+// reads) and within the halves' rounding of them (float32 activations: no q8 rounding flips).
+TEST(LlmEngine, AHalfKvCacheIsBitwiseGraphEqualEagerAndCloseToFloat32) {
+  using npugraph::DType;
+  using npugraph::ops::Activations;
+  const std::vector<llm::Request> req{{.prompt = "the tall cat sat on a mat", .max_tokens = 6}};
+  llm::EngineOptions base{.activations = Activations::f32};
+  base.keep_full_logits = true;
+  const auto f32 = run(base, req);
+  for (DType dt : {DType::f16, DType::bf16}) {
+    SCOPED_TRACE(npugraph::dtype_name(dt));
+    llm::EngineOptions o = base;
+    o.kv_dtype = dt;
+    const auto half = run(o, req);
+    EXPECT_NE(half[0].logits_hashes, f32[0].logits_hashes);
+    // The first token's logits: the prompt's attention read the half cache too.
+    const std::size_t V = half[0].logits.size() / half[0].tokens.size();
+    double scale = 0, diff = 0;
+    for (std::size_t i = 0; i < V; ++i) {
+      scale = std::max(scale, std::abs(static_cast<double>(f32[0].logits[i])));
+      diff = std::max(diff, std::abs(static_cast<double>(half[0].logits[i]) - f32[0].logits[i]));
+    }
+    EXPECT_GT(diff, 0.0);
+    EXPECT_LT(diff, (dt == DType::f16 ? 1e-2 : 5e-2) * (1 + scale));
+    for (llm::GraphOrder order : {llm::GraphOrder::update_then_replay, llm::GraphOrder::replay_then_update}) {
+      const auto batch = ragged(8);
+      expect_same(run({.max_batch = 4, .mode = llm::StepMode::eager, .kv_dtype = dt}, batch),
+                  run({.max_batch = 4, .mode = llm::StepMode::graph, .order = order, .kv_dtype = dt}, batch));
+    }
+  }
+}
+
+TEST(LlmEngine, BadKvDtypesAreRefused) {
+  EXPECT_TRUE(throws<npugraph::ArgumentError>(
+      [] { run({.kv_dtype = npugraph::DType::i8}, {{.prompt = "hi"}}); },
+      {"kv_dtype = int8", "must be float32, float16 or bfloat16"}));
+  // A half cache on a cuda device: refused before the model loads, whether or not a GPU is present.
+  EXPECT_TRUE(throws<npugraph::UnsupportedError>(
+      [] {
+        llm::Engine e({.model = "/nonexistent/model.gguf", .device = npugraph::Device::cuda(0),
+                       .kv_dtype = npugraph::DType::f16});
+      },
+      {"device = cuda:0", "kv_dtype = float16 runs on the cpu only"}));
 }
 
 TEST(LlmEngine, BadActivationsAreRefused) {

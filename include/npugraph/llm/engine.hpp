@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "npugraph/device.hpp"
+#include "npugraph/dtype.hpp"
 #include "npugraph/llm/tokenizer.hpp"
 #include "npugraph/ops/linear.hpp"
 
@@ -73,6 +74,10 @@ struct EngineOptions {
   // per block of 32 as llama.cpp does (q8), or x as it is (f32); Note [Q8 activations]. Unset: q8
   // on the cpu, f32 on cuda (q8 on a cuda device is an UnsupportedError).
   std::optional<ops::Activations> activations{};
+  // The KV cache's element type: float32 (exact), or float16 / bfloat16 (half the bytes attention
+  // reads per step, as llama.cpp's default float16 cache; each key and value rounded once as it is
+  // written, attention computing in float32 on the widened values). cpu only for the half types.
+  DType kv_dtype = DType::f32;
 };
 
 // One request: a prompt, or a conversation rendered by the model's chat template.

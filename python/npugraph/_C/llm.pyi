@@ -14,7 +14,7 @@ class Engine:
     Engine(model, *, threads=0, max_batch=16, max_context=0, mode="graph",
            order="update_then_replay", temperature=0.0, top_k=0, top_p=1.0,
            keep_logits=False, keep_full_logits=False, device="cpu", activations=None,
-           block_size=128, prefill_chunk=256)
+           block_size=128, prefill_chunk=256, kv_dtype="float32")
     
     device: "cpu" or "cuda:N" (the weights and buffers there; a CUDA device without a GPU raises
     UnsupportedError naming it before the model loads).
@@ -23,8 +23,10 @@ class Engine:
     f32 on cuda).
     block_size: tokens per KV cache block (128, 256, 384 or 512). prefill_chunk: prompt tokens per
     prefill pass (1..2048).
+    kv_dtype: the KV cache's element type: "float32" (exact), "float16" or "bfloat16" (half the bytes
+    attention reads per step, as llama.cpp's default float16 cache; cpu only).
     """
-    def __init__(self, model: str, *, threads: int = 0, max_batch: int = 16, max_context: int = 0, mode: str = 'graph', order: str = 'update_then_replay', temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0, keep_logits: bool = False, keep_full_logits: bool = False, device: str = 'cpu', activations: typing.Any = None, block_size: int = 128, prefill_chunk: int = 256) -> None:
+    def __init__(self, model: str, *, threads: int = 0, max_batch: int = 16, max_context: int = 0, mode: str = 'graph', order: str = 'update_then_replay', temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0, keep_logits: bool = False, keep_full_logits: bool = False, device: str = 'cpu', activations: typing.Any = None, block_size: int = 128, prefill_chunk: int = 256, kv_dtype: typing.Any = 'float32') -> None:
         ...
     def cancel(self, id: int) -> bool:
         """

@@ -115,11 +115,13 @@ class LlamaReference:
         out[..., hi] = b * cos + a * sin
         return out
 
-    def logits(self, tokens, q8_rows=None, last=None):
+    def logits(self, tokens, q8_rows=None, last=None, kv_dtype=None):
         """Logits [len(tokens), vocab] of every position (position t predicts token t + 1), or of the
         last `last` positions only.
         q8_rows: None (x float in every product), or a bool per position: the rows whose layer
-        products take q8 activations; the output projection then takes them for every row."""
+        products take q8 activations; the output projection then takes them for every row.
+        kv_dtype: None, or a numpy dtype (np.float16) every key and value is rounded to (via
+        float32, as the engine's kv_dtype cache stores them) before attention reads it."""
         tokens = np.asarray(tokens)
         q8 = q8_rows is not None
 
@@ -150,6 +152,9 @@ class LlamaReference:
                 q, k = self._rmsnorm(q, w["attn_q_norm"]), self._rmsnorm(k, w["attn_k_norm"])
             scale = 1.0 if gemma and i % 6 != 5 else None  # gemma3: linear scaling on global layers only
             q, k = self._rope(q, positions, theta, scale), self._rope(k, positions, theta, scale)
+            if kv_dtype is not None:
+                k = k.astype(np.float32).astype(kv_dtype).astype(np.float64)
+                v = v.astype(np.float32).astype(kv_dtype).astype(np.float64)
             att = np.empty((t_len, self.heads, self.head_dim))
             for n in range(self.heads):
                 kv = n // group

@@ -217,6 +217,32 @@ def test_tiny_model_logits_match_the_numpy_reference(tiny):
             check_against_reference(tiny, "hello world", 24, mode=mode, activations=activations)
 
 
+def test_a_float16_kv_cache_matches_the_reference_rounding_keys_and_values(tiny):
+    """kv_dtype="float16": every step's logits as the reference's with k and v rounded to float16
+    (float32 activations, so nothing else rounds; 3e-5 seen: a key rounding to the other float16
+    neighbour from the engine's float32 value than from the reference's float64 one), and 20x farther
+    (6e-4) from the unrounded reference."""
+    ref = LlamaReference(tiny)
+    for mode in ("graph", "eager"):
+        engine = npugraph.llm.Engine(str(tiny), mode=mode, activations="f32", kv_dtype="float16",
+                                     keep_full_logits=True)
+        (result,) = engine.generate(["hello world"], max_tokens=16)
+        sequence = result["prompt_tokens"] + result["tokens"]
+        last = len(sequence) - len(result["prompt_tokens"])
+        rounded = ref.logits(sequence[:-1], last=last, kv_dtype=np.float16)
+        exact = ref.logits(sequence[:-1], last=last)
+        rel = relative_difference(result["logits"], rounded).max()
+        off = relative_difference(result["logits"], exact).max()
+        assert rel <= 1e-4, f"{mode}: {rel:.3g} from the float16-rounded reference"
+        assert off >= 10 * rel, f"{mode}: {off:.3g} from the float32 reference, {rel:.3g} from the rounded one"
+        assert result["tokens"] == [int(i) for i in rounded.argmax(axis=1)]
+    graph_equals_eager(tiny, ["a", "hello there, how are you", "xyz"], 8, 4, kv_dtype="bfloat16")
+    with pytest.raises(ValueError, match=r"kv_dtype = 'fp8': must be 'float32', 'float16' or 'bfloat16'"):
+        npugraph.llm.Engine(str(tiny), kv_dtype="fp8")
+    with pytest.raises(ValueError, match=r"kv_dtype = int8: must be float32, float16 or bfloat16"):
+        npugraph.llm.Engine(str(tiny), kv_dtype="int8")
+
+
 def test_tiny_model_graph_and_eager_are_bitwise_equal_for_one_and_a_ragged_five(tiny):
     graph_equals_eager(tiny, ["hello"], 16, 1)
     graph_equals_eager(tiny, ["a", "hello there, how are you", "xyz", "the quick brown fox", "ok"], 12, 8)
