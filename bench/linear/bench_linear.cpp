@@ -20,8 +20,8 @@
 //   gemm/<fmt>/<N>x<K>/T:128      prefill: GFLOPs, peak_frac (of fma_f32)
 // Weight copies total >= 1 GiB (4x this machine's 260 MiB L3) so GEMV weights come from DRAM.
 // Every case runs on the best Highway target and again with AVX2 forced (suffix /avx2, through
-// hwy::SetSupportedTargetsForTest), and AVX3 (/avx3) where the best is AVX3_DL; `target` reports
-// which ran (the HWY_* bit).
+// hwy::SetSupportedTargetsForTest), and the rows16 cases with AVX3 (/avx3) where the best is
+// AVX3_DL (their VNNI code); `target` reports which ran (the HWY_* bit).
 #include <benchmark/benchmark.h>
 
 #include <chrono>
@@ -229,14 +229,17 @@ const bool registered = [] {
                                   {"Q8_0", 262144, 640}, {"Q5_0", 2048, 640}, {"Q4_K", 640, 2048}, {"Q6_K", 640, 2048},
                                   // K-quant matrices of 9.4 and 37.7 MB (per-call costs amortised; the second larger than L3)
                                   {"Q4_K", 8192, 2048}, {"Q4_K", 16384, 4096}, {"Q6_K", 16384, 4096}};
-  // The forced targets: AVX2, and AVX3 where the best is above it (AVX3_DL: the q8 GEMVs' VNNI).
+  // The forced targets: AVX2, and AVX3 where the best is above it (AVX3_DL: only the rows16 GEMV
+  // has code of its own there, VNNI, so /avx3 rows are that variant's).
   std::vector<std::pair<std::string, std::int64_t>> targets = {{"", 0}, {"/avx2", HWY_AVX2}};
   if (ng::ops::simd_dispatch_target() < HWY_AVX3 && (hwy::SupportedTargets() & HWY_AVX3) != 0)
     targets.insert(targets.begin() + 1, {"/avx3", HWY_AVX3});
   for (const auto& [sfx, target] : targets) {
     const char* prefix[] = {"gemv", "gemv_q8", "gemv_q8p"};
+    const auto skip = [&, target = target](Variant v) { return target == HWY_AVX3 && v != Variant::q8_packed; };
     for (const Spec& s : gemv)
       for (Variant v : {Variant::f32, Variant::q8, Variant::q8_packed}) {
+        if (skip(v)) continue;
         if (v != Variant::f32 && (!is_quant(s) || !ng::ops::quant_traits(quant_of(s)).q8_kernel)) continue;
         if (v == Variant::q8_packed && !ng::ops::quant_traits(quant_of(s)).rows16) continue;
         for (std::int64_t T : {1, 8})
@@ -247,11 +250,14 @@ const bool registered = [] {
       }
     for (Variant v : {Variant::f32, Variant::q8, Variant::q8_packed})
       for (const Spec& s : {Spec{"Q4_1", 1536, 576}, Spec{"Q8_0", 49152, 576}})
-        for (std::int64_t T : {1, 8})
+        for (std::int64_t T : {1, 8}) {
+          if (skip(v)) continue;
           benchmark::RegisterBenchmark(
               (std::string(prefix[static_cast<int>(v)]) + "_hot/" + shape_name(s) + "/T:" + std::to_string(T) + sfx).c_str(),
               [s, T, target, v](benchmark::State& st) { BM_linear(st, s, T, true, target, v); })
               ->UseManualTime()->Unit(benchmark::kMicrosecond)->MinTime(0.3);
+        }
+    if (target == HWY_AVX3) continue;
     for (const Spec& s : {Spec{"Q4_1", 1536, 576}, Spec{"Q4_1", 576, 1536}})
       benchmark::RegisterBenchmark(("gemm/" + shape_name(s) + "/T:128" + sfx).c_str(),
                                    [s, target](benchmark::State& st) { BM_linear(st, s, 128, true, target); })
