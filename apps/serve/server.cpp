@@ -54,18 +54,22 @@ struct Options {
   std::string mode = "graph";
   std::int64_t max_seconds = 0;  // 0: run until a signal
   std::int64_t min_step_ms = 0;  // pace the engine (tests: keep a request running long enough to see)
+  npugraph::DType kv_dtype = npugraph::DType::f32;  // --kv-dtype (EngineOptions::kv_dtype)
 };
 
 [[noreturn]] void usage(const std::string& error) {
   std::fprintf(stderr,
                "%s%susage: npugraph-serve [--model PATH|smollm2|gemma3] [--model-id NAME] [--host ADDR] [--port N]\n"
                "                      [--api-key KEY] [--threads N] [--max-batch N] [--max-context N]\n"
-               "                      [--max-waiting N] [--mode graph|eager] [--max-seconds N]\n"
+               "                      [--max-waiting N] [--mode graph|eager] [--kv-dtype f32|f16|bf16]\n"
+               "                      [--max-seconds N]\n"
                "  An OpenAI-compatible server: POST /v1/chat/completions, /v1/completions (stream or not),\n"
                "  GET /v1/models, /health, /metrics (Prometheus). Listens on 127.0.0.1:8000 unless told.\n"
                "  --port 0 picks a free port (printed as 'listening on http://HOST:PORT').\n"
                "  --api-key: /v1/* then need 'Authorization: Bearer KEY'.\n"
                "  --max-waiting: requests queued beyond the batch's rows; more get 503 with Retry-After (default 64).\n"
+               "  --kv-dtype: the KV cache's elements: f32 (default), f16 or bf16 (half the memory per\n"
+               "  sequence, as llama.cpp's default f16 cache).\n"
                "  --max-seconds N: drain and exit after N seconds (a safeguard for tests; default: never).\n"
                "  --min-step-ms N: at least N ms per engine step (paces a tiny model so tests see it run).\n",
                error.c_str(), error.empty() ? "" : "\n\n");
@@ -101,6 +105,11 @@ Options parse_args(int argc, char** argv) {
     else if (a == "--max-context") o.max_context = number(i);
     else if (a == "--max-waiting") o.max_waiting = number(i);
     else if (a == "--mode") o.mode = value(i);
+    else if (a == "--kv-dtype") {
+      const std::string v = value(i);
+      if (v != "f32" && v != "f16" && v != "bf16") usage("--kv-dtype = '" + v + "': must be f32, f16 or bf16");
+      o.kv_dtype = v == "f32" ? npugraph::DType::f32 : v == "f16" ? npugraph::DType::f16 : npugraph::DType::bf16;
+    }
     else if (a == "--max-seconds") o.max_seconds = number(i);
     else if (a == "--min-step-ms") o.min_step_ms = number(i);
     else if (a == "-h" || a == "--help") usage("");
@@ -417,7 +426,7 @@ int main(int argc, char** argv) {
   try {
     auto engine = std::make_unique<llm::Engine>(llm::EngineOptions{
         .model = o.model, .threads = o.threads, .max_batch = o.max_batch, .max_context = o.max_context,
-        .mode = o.mode == "eager" ? llm::StepMode::eager : llm::StepMode::graph});
+        .mode = o.mode == "eager" ? llm::StepMode::eager : llm::StepMode::graph, .kv_dtype = o.kv_dtype});
     Server(o, std::move(engine)).run();
   } catch (const std::exception& e) {
     std::cerr << "npugraph-serve: " << e.what() << '\n';

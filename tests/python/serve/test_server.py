@@ -277,7 +277,9 @@ def test_fuzzed_bodies_get_4xx_or_200_and_the_server_lives(server):
 
 def test_api_key_full_server_and_sigterm_drain(tiny):
     # --min-step-ms 20: the long stream below runs for seconds, so the full-server check sees it running.
-    s = Server(tiny, "--api-key", "sekrit", "--max-batch", "1", "--max-waiting", "0", "--min-step-ms", "20")
+    # and a float16 KV cache (--kv-dtype): the server's whole life on it
+    s = Server(tiny, "--api-key", "sekrit", "--max-batch", "1", "--max-waiting", "0", "--min-step-ms", "20",
+               "--kv-dtype", "f16")
     try:
         with pytest.raises(openai.AuthenticationError):
             chat(s.client(), "hi", max_tokens=2)
@@ -301,3 +303,10 @@ def test_api_key_full_server_and_sigterm_drain(tiny):
         assert "draining 1 requests" in s.proc.stdout.read()
     finally:
         s.stop()
+
+
+def test_a_bad_kv_dtype_is_a_usage_error(tiny):
+    r = subprocess.run([binary(), "--model", str(tiny), "--kv-dtype", "fp8"], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 2
+    assert "--kv-dtype = 'fp8': must be f32, f16 or bf16" in r.stderr
