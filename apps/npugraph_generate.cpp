@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "kv_dtype_flag.hpp"
 #include "model_names.hpp"
 #include "npugraph/error.hpp"
 #include "npugraph/llm/engine.hpp"
@@ -135,8 +136,9 @@ Args parse(int argc, char** argv) {
       if (v != "q8" && v != "f32") usage("--activations " + v + ": q8 or f32");
       a.activations = v == "q8" ? npugraph::ops::Activations::q8 : npugraph::ops::Activations::f32;
     } else if (f == "--kv-dtype") {
-      if (v != "f32" && v != "f16" && v != "bf16") usage("--kv-dtype " + v + ": f32, f16 or bf16");
-      a.kv_dtype = v == "f32" ? npugraph::DType::f32 : v == "f16" ? npugraph::DType::f16 : npugraph::DType::bf16;
+      const auto dt = npugraph::apps::kv_dtype_named(v);
+      if (!dt) usage("--kv-dtype " + v + ": " + npugraph::apps::kKvDtypeNames);
+      a.kv_dtype = *dt;
     }
     else usage("unknown option " + f);
   }

@@ -27,6 +27,7 @@
 #include <thread>
 #include <vector>
 
+#include "kv_dtype_flag.hpp"
 #include "model_names.hpp"
 #include "npugraph/error.hpp"
 #include "npugraph/llm/engine.hpp"
@@ -107,8 +108,9 @@ Options parse_args(int argc, char** argv) {
     else if (a == "--mode") o.mode = value(i);
     else if (a == "--kv-dtype") {
       const std::string v = value(i);
-      if (v != "f32" && v != "f16" && v != "bf16") usage("--kv-dtype = '" + v + "': must be f32, f16 or bf16");
-      o.kv_dtype = v == "f32" ? npugraph::DType::f32 : v == "f16" ? npugraph::DType::f16 : npugraph::DType::bf16;
+      const auto dt = npugraph::apps::kv_dtype_named(v);
+      if (!dt) usage("--kv-dtype = '" + v + "': must be " + npugraph::apps::kKvDtypeNames);
+      o.kv_dtype = *dt;
     }
     else if (a == "--max-seconds") o.max_seconds = number(i);
     else if (a == "--min-step-ms") o.min_step_ms = number(i);
