@@ -18,10 +18,18 @@ PYTHON := /usr/bin/python3
 # pybind11 stay visible; the pinned test packages of tools/requirements-test.txt go into it.
 VENV := .venv
 VENV_PY := $(VENV)/bin/python
-# The module is built for the venv's interpreter (Debian's python3 behind it), the one pip uses too.
-CMAKE_COMMON := -DNPUGRAPH_WERROR=ON -DPython3_EXECUTABLE=$(CURDIR)/$(VENV_PY)
+# The second Python matrix (DESIGN.md section 14, docs/install.md "Two torches"): PyPI's torch 2.10
+# with numpy 2 (tools/requirements-torch2.txt), ~3.4 GB, in a venv installed once per machine
+# outside the checkout and reused by every clone; `make test` runs the Python suites under both.
+TORCH2_VENV ?= $(HOME)/.cache/npugraph/venv-torch2.10
+TORCH2_PY := $(TORCH2_VENV)/bin/python
+# The module is built for the venv's interpreter (Debian's python3 behind it), the one pip uses too,
+# against the venv's pinned pybind11 (>= 2.12 reads numpy 2's dtype layout; Debian's 2.10 does not).
+CMAKE_COMMON := -DNPUGRAPH_WERROR=ON -DPython3_EXECUTABLE=$(CURDIR)/$(VENV_PY) \
+                -Dpybind11_DIR=$$($(CURDIR)/$(VENV_PY) -m pybind11 --cmakedir) \
+                -DNPUGRAPH_TORCH2_PYTHON=$(TORCH2_PY)
 
-.PHONY: all setup packages build demo serve seed test test-dist test-release test-asan test-tsan test-fuzz fuzz fuzz-build \
+.PHONY: all setup packages torch2-venv build demo serve seed test test-dist test-release test-asan test-tsan test-fuzz fuzz fuzz-build \
         fuzz-regressions bench clean test-wheel stubs
 
 all: build
@@ -45,6 +53,14 @@ $(VENV)/.requirements-installed: tools/requirements-test.txt | packages
 	$(VENV_PY) -m pip install -q --disable-pip-version-check -r tools/requirements-test.txt
 	touch $@
 
+# The torch 2.x venv (make test needs it; make demo does not).
+torch2-venv: $(TORCH2_VENV)/.requirements-installed
+
+$(TORCH2_VENV)/.requirements-installed: tools/requirements-torch2.txt tools/requirements-test.txt | packages
+	[ -x $(TORCH2_PY) ] || $(PYTHON) -m venv $(TORCH2_VENV)
+	$(TORCH2_PY) -m pip install -q --disable-pip-version-check -r tools/requirements-torch2.txt
+	touch $@
+
 build: setup
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_COMMON) $(CMAKE_FLAGS)
 	cmake --build $(BUILD) -j$(JOBS)
@@ -66,7 +82,7 @@ seed: build
 
 test: test-release test-wheel test-asan test-tsan test-fuzz
 
-test-release: build
+test-release: build torch2-venv
 	cd $(BUILD) && ctest --output-on-failure -j$(JOBS)
 
 # The Python package as users get it: `pip wheel .` (scikit-build-core, pyproject.toml) from the
@@ -74,18 +90,27 @@ test-release: build
 # tests run against that installed copy, not the build tree.
 WHEEL_DIR := $(BUILD)/wheel
 WHEEL_VENV := $(BUILD)/wheel-venv
+# The same wheel under torch 2.x: a fresh venv that sees the torch2 venv's packages through a .pth
+WHEEL_VENV2 := $(BUILD)/wheel-venv-torch2
+WHEEL_TESTS := test_docs.py test_compat.py test_torch_api.py test_fia.py test_runtime.py
 # The build folder's own options, so that scikit-build-core's configure changes nothing there.
 WHEEL_CONFIG := build-dir=$(BUILD) $(foreach o,TESTS BENCH EXAMPLES APPS,cmake.define.NPUGRAPH_BUILD_$(o)=ON) \
                 cmake.define.NPUGRAPH_INSTALL=ON cmake.define.NPUGRAPH_WERROR=ON
-test-wheel: build
-	rm -rf $(WHEEL_DIR) $(WHEEL_VENV)
+test-wheel: build torch2-venv
+	rm -rf $(WHEEL_DIR) $(WHEEL_VENV) $(WHEEL_VENV2)
 	CMAKE_GENERATOR="Unix Makefiles" $(VENV_PY) -m pip wheel -q --disable-pip-version-check --no-deps \
 	  --no-build-isolation -w $(WHEEL_DIR) . \
 	  $(foreach c,$(WHEEL_CONFIG),--config-settings=$(c))
 	$(PYTHON) -m venv --system-site-packages $(WHEEL_VENV)
 	$(WHEEL_VENV)/bin/pip install -q --disable-pip-version-check --no-deps $(WHEEL_DIR)/npugraph-*.whl
 	cd tests/python && env -u PYTHONPATH NPUGRAPH_REQUIRE_INSTALLED=1 ../../$(WHEEL_VENV)/bin/python -m pytest -q \
-	  -p no:cacheprovider test_docs.py test_compat.py test_torch_api.py test_fia.py test_runtime.py
+	  -p no:cacheprovider $(WHEEL_TESTS)
+	$(PYTHON) -m venv $(WHEEL_VENV2)
+	$(TORCH2_PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' \
+	  > $$($(WHEEL_VENV2)/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/torch2.pth
+	$(WHEEL_VENV2)/bin/python -m pip install -q --disable-pip-version-check --no-deps $(WHEEL_DIR)/npugraph-*.whl
+	cd tests/python && env -u PYTHONPATH NPUGRAPH_REQUIRE_INSTALLED=1 ../../$(WHEEL_VENV2)/bin/python -m pytest -q \
+	  -p no:cacheprovider $(WHEEL_TESTS)
 
 # The extension's type stubs, python/npugraph/_C/*.pyi (checked by tests/python/test_stubs.py).
 stubs: build

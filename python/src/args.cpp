@@ -7,7 +7,12 @@
 namespace npugraph::python {
 namespace {
 
-bool is_numpy_bool(PyObject* x) { return std::strcmp(Py_TYPE(x)->tp_name, "numpy.bool_") == 0; }
+// numpy's bool scalar type: `numpy.bool_` in numpy 1, renamed `numpy.bool` in numpy 2 (bool_ stays
+// an alias of the same type).
+bool is_numpy_bool(PyObject* x) {
+  const char* name = Py_TYPE(x)->tp_name;
+  return std::strcmp(name, "numpy.bool_") == 0 || std::strcmp(name, "numpy.bool") == 0;
+}
 
 enum class IntStatus { ok, wrong_type, overflow };
 

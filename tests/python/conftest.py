@@ -57,3 +57,8 @@ def run_isolated(scenario, timeout=120):
                                   f"stdout:\n{proc.stdout[-3000:]}\nstderr:\n{proc.stderr[-3000:]}")
     assert "SCENARIO OK" in proc.stdout, proc.stdout[-3000:]
     return proc.stdout
+
+
+def pytest_report_header(config):
+    """Which of the two matrices (docs/install.md "Two torches") this run is."""
+    return f"npugraph matrix: torch {torch.__version__}, numpy {np.__version__}"
