@@ -48,12 +48,29 @@ Reading a tensor without a torch op (``.numpy()``, the buffer protocol) is not s
 the installing thread passes through this Python dispatch mode — about 3 µs per op on top of
 torch's own (64-float ops: 4.4 µs instead of 1.3 µs on a Zen 5 core), which matters for models of
 many small ops and not for large ones.
+
+Note [torch.compile under the shim]
+torch.compile (dynamo, torch >= 2.0) refuses to compile any frame while a user dispatch mode is on
+the thread's stack ("non-infra torch dispatch mode present") and runs it eagerly instead, unless the
+mode says ``ignore_compile_internals()`` (torch >= 2.8: the mode is switched off while dynamo
+compiles and on again while the compiled code runs). So the thread's mode has two classes: while it
+only orders eager ops (the shim installed, no capture on the thread) it is ``OrderingOps``, which
+says so, and torch.compile compiles; while it captures it is ``StreamOps``, which does not, so
+dynamo runs the function op by op and every op is recorded (a compiled kernel would run at capture
+time and leave the graph without it). torch reads those flags when a mode is entered, so starting
+or ending a capture swaps the thread's mode (``_refit``). Compiled kernels do not pass through the
+mode, so the shim's ``torch.compile`` wraps what it returns: a call first waits for the current
+stream's pending work (a queued replay's outputs are then what the compiled code reads, as on the
+device, where the compiled kernels queue behind it), and a call made while the current stream
+captures runs the original function, op by op, into the graph. ``Module.compile()`` (in place) is
+not wrapped: call it outside captures, after synchronizing.
 """
+import functools as _functools
 import threading as _threading
 
 from . import _C
 
-__all__ = ["begin", "end", "order_eager_ops"]
+__all__ = ["begin", "end", "order_eager_ops", "compiled_call"]
 
 # Allocation-only ops: their memory comes from the graph's pool, nothing to replay.
 _ALLOCATION_OPS = frozenset(
@@ -309,11 +326,19 @@ def _make_mode(torch):
                 capture.recorded += 1
             return result
 
-    return StreamOps
+    class OrderingOps(StreamOps):
+        """StreamOps while the thread only orders its eager ops (no capture on it): a mode that
+        torch.compile compiles under (Note [torch.compile under the shim])."""
+
+        @classmethod
+        def ignore_compile_internals(cls):
+            return True
+
+    return StreamOps, OrderingOps
 
 
 _local = _threading.local()
-_mode_class = None
+_mode_classes = None
 
 
 def _torch():
@@ -325,26 +350,43 @@ def _torch():
     return torch
 
 
+def _mode_class_for(mode_state_captures):
+    """The mode class a thread needs: StreamOps while it captures, OrderingOps when it only orders."""
+    global _mode_classes
+    if _mode_classes is None:
+        _mode_classes = _make_mode(_torch())
+    return _mode_classes[1] if not mode_state_captures else _mode_classes[0]
+
+
 def _thread_mode(create):
     """This thread's StreamOps mode, pushed on torch's mode stack while it has work to do."""
-    global _mode_class
     mode = getattr(_local, "mode", None)
     if mode is None and create:
-        torch = _torch()
-        if torch is None:
+        if _torch() is None:
             return None
-        if _mode_class is None:
-            _mode_class = _make_mode(torch)
-        mode = _mode_class()
+        mode = _mode_class_for(False)()
         mode.__enter__()
         _local.mode = mode
     return mode
 
 
-def _release_if_idle(mode):
+def _refit(mode):
+    """Swaps this thread's mode for the class its state needs (Note [torch.compile under the
+    shim]): torch reads a mode's class-level flags when the mode is entered, so a thread that starts
+    or ends a capture while it orders its eager ops exits one mode and enters the other."""
     if not mode.captures and not mode.ordering:
         _local.mode = None
         mode.__exit__(None, None, None)
+        return None
+    want = _mode_class_for(bool(mode.captures))
+    if type(mode) is want:
+        return mode
+    fresh = want()
+    fresh.captures, fresh.ordering = mode.captures, mode.ordering
+    mode.__exit__(None, None, None)
+    fresh.__enter__()
+    _local.mode = fresh
+    return fresh
 
 
 def begin(graph_id):
@@ -355,6 +397,7 @@ def begin(graph_id):
         return None
     capture = Capture(graph_id)
     mode.captures.append(capture)
+    _refit(mode)
     return capture
 
 
@@ -368,7 +411,7 @@ def end(graph_id):
         if mode.captures[i].graph_id == graph_id:
             found = mode.captures.pop(i)
             break
-    _release_if_idle(mode)
+    _refit(mode)
     return found
 
 
@@ -379,4 +422,20 @@ def order_eager_ops(enabled):
     if mode is None:
         return
     mode.ordering = bool(enabled)
-    _release_if_idle(mode)
+    _refit(mode)
+
+
+def compiled_call(original, compiled):
+    """What the shim's torch.compile returns for a function (Note [torch.compile under the shim]):
+    `compiled` after the current stream's pending work, or `original` while that stream captures."""
+
+    @_functools.wraps(original)
+    def call(*args, **kwargs):
+        stream = _C.npu.current_stream()
+        if stream.is_capturing():
+            return original(*args, **kwargs)
+        if not stream.query():
+            stream.synchronize()
+        return compiled(*args, **kwargs)
+
+    return call

@@ -12,7 +12,10 @@ the tensor is already where npugraph computes), and lets torch's tensor factorie
 ``linspace``, ``*_like``), ``Tensor.to`` and ``nn.Module.to`` take ``device="npu"`` / ``"npu:0"`` (as
 the CPU), and ``nn.Module.npu()`` returns the module as it is. Other device values pass through to
 torch unchanged. ``torch.device("npu")`` / ``torch.device("npu", 0)`` give ``device(type='cpu')``:
-torch 1.13 cannot name a new device type, so the name resolves to npugraph's device. ``uninstall()`` restores torch.
+torch 1.13 cannot name a new device type, so the name resolves to npugraph's device.
+``torch.compile`` (torch >= 2.0) compiles code that runs under the shim; what it returns waits for
+the current stream's pending work, and inside a capture runs op by op into the graph (Note
+[torch.compile under the shim]). ``uninstall()`` restores torch.
 """
 import functools as _functools
 import sys as _sys
@@ -101,6 +104,27 @@ def _device_class(real):
     return _DeviceMeta("device", (), {"__doc__": _device_class.__doc__, "__module__": "torch"})
 
 
+def _wrap_compile(real):
+    """torch.compile under the shim (Note [torch.compile under the shim] in _torch_capture.py):
+    torch's, whose result waits for the current stream's pending work and, called while that
+    stream captures, runs the original code op by op into the graph."""
+
+    @_functools.wraps(real)
+    def compile(model=None, **kwargs):
+        if model is None:  # @torch.compile(mode=...): a decorator
+            return lambda m: compile(m, **kwargs)
+        import torch
+
+        result = real(model, **kwargs)
+        if isinstance(result, torch.nn.Module):  # an OptimizedModule: its forward is the compiled call
+            if result is not model:
+                result.forward = _torch_capture.compiled_call(model, result.forward)
+            return result
+        return _torch_capture.compiled_call(model, result)
+
+    return compile
+
+
 def _module_npu(self, device=None):
     """nn.Module.npu(): the module itself (its parameters are where npugraph computes)."""
     if device is not None:
@@ -157,6 +181,7 @@ def install():
     _saved["Module.to"] = torch.nn.Module.to
     _saved["device"] = torch.device
     _saved["factories"] = {n: getattr(torch, n) for n in _FACTORIES if hasattr(torch, n)}
+    _saved["compile"] = getattr(torch, "compile", None)  # torch >= 2.0
     _sys.modules["torch_npu"] = mod
     _sys.modules["torch_npu.npu"] = npugraph.npu
     _sys.modules.update(testing)
@@ -168,6 +193,8 @@ def install():
     torch.nn.Module.to = _wrap_to(_saved["Module.to"])
     for name, fn in _saved["factories"].items():
         setattr(torch, name, _wrap_factory(fn))
+    if _saved["compile"] is not None:
+        torch.compile = _wrap_compile(_saved["compile"])
     # torch_npu's semantics: replays return once launched, and this thread's eager torch ops queue
     # behind its current stream's pending work (Note [Eager torch ops in stream order]).
     npugraph._C.npu._set_replay_blocking_default(False)
@@ -203,6 +230,8 @@ def uninstall():
     torch.device = _saved["device"]
     for name, fn in _saved["factories"].items():
         setattr(torch, name, fn)
+    if _saved["compile"] is not None:
+        torch.compile = _saved["compile"]
     from . import _C
 
     _C.npu.synchronize()  # eager ops queued behind pending work run before the shim goes
