@@ -108,8 +108,12 @@ class Graph {
   std::vector<TaskGroupHandle> groups() const;
   // Graphviz text: every task with its kernel's parameters as the next replay would use them
   // (tensors' dtypes and shapes, the current values of updatable arguments), task groups outlined
-  // and labelled with their handle index, ExternalEvent names; debug_dump writes it to `path`.
+  // and labelled with their handle index, ExternalEvent names.
   std::string dot() const;
+  // The same content as a Chrome-trace JSON document (torch_npu's debug_dump format: one event per
+  // task on its stream's track; docs/semantics.md section 3).
+  std::string json() const;
+  // Writes json() to `path` when it ends in ".json", dot() otherwise.
   void debug_dump(const std::string& path) const;
 
   const std::shared_ptr<detail::GraphCore>& impl() const { return core_; }

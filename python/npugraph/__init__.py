@@ -29,7 +29,7 @@ from ._C import (
     zeros,
 )
 
-from . import _fia_doc, _npu_api
+from . import _fia_doc, _npu_api, _npugraph_handlers, _npugraph_utils
 from ._paged_attention import _npu_paged_attention, _npu_paged_attention_get_workspace
 from . import _graph as _graph_module
 from ._graph import graph as _graph
@@ -49,6 +49,12 @@ npu.graph = _graph  # the capture context, recording torch ops too (Note in _tor
 npu.NPUGraph.capture_begin = _graph_module.capture_begin
 npu.NPUGraph.capture_end = _graph_module.capture_end
 npu.NPUGraph.render = _render  # the DOT dump drawn by Graphviz (_render.py)
+npu.NPUGraph.debug_dump = _graph_module.debug_dump  # JSON (+ the aligned view) or DOT
+npu.NPUGraph.graph_dispatch_mode = _graph_module.graph_dispatch_mode
+npu.NpuGraphOpHandler = _npugraph_handlers.NpuGraphOpHandler  # torch_npu master's handler registry
+npu.register_npu_graph_handler = _npugraph_handlers.register_npu_graph_handler
+npu._npugraph_handlers = _npugraph_handlers
+npu._npugraph_utils = _npugraph_utils
 for _name in _npu_api.__all__:  # torch.cuda's names written in Python (memory, device, ...)
     setattr(npu, _name, getattr(_npu_api, _name))
 _sys.modules[__name__ + ".npu"] = npu

@@ -2,10 +2,15 @@
 ``capture_end`` of ``NPUGraph``; both record the torch ops issued inside the capture into the graph
 (Note [Torch ops in a capture] in ``npugraph/_torch_capture.py``).
 """
+import logging as _logging
+import os as _os
+
 from . import _C
+from . import _npugraph_utils
 from . import _torch_capture
 
-__all__ = ["graph", "capture_begin", "capture_end"]
+__all__ = ["graph", "capture_begin", "capture_end", "debug_dump", "graph_dispatch_mode"]
+_log = _logging.getLogger("npugraph.npu")
 
 
 _EMPTY = ("The NPU Graph is empty: graph {} recorded no task (torch_npu's warning). Work issued on "
@@ -94,3 +99,61 @@ class graph:
         if exc_type is None:
             _warn_if_empty(self._graph)
         return suppressed
+
+
+_cpp_debug_dump = _C.npu.NPUGraph.debug_dump
+
+
+def _has_capture(npu_graph):
+    try:
+        npu_graph.instantiate()  # checks that a finished capture exists; changes nothing
+    except _C.StateError:
+        return False
+    return True
+
+
+def debug_dump(self, debug_path):
+    """Writes the graph to ``debug_path`` (torch_npu's NPUGraph.debug_dump): with a ``.json`` path,
+    a Chrome-trace JSON document (torch_npu's format: ``g.json()``) and beside it the aligned view
+    ``<path without .json>.aligned.json`` (``npugraph/_npugraph_utils.py``); any other path gets
+    Graphviz DOT (``g.dot()``). Returns None. A graph without a finished capture writes nothing (as
+    torch_npu's, which leaves an existing file as it was), and a failure of the aligned view is
+    logged, leaving the dump itself in place."""
+    path = _os.fspath(debug_path)
+    if not isinstance(path, str):
+        raise TypeError(f"debug_dump: debug_path = {debug_path!r}: expected a str or os.PathLike path")
+    if not path.endswith(".json"):
+        _cpp_debug_dump(self, path)
+        return None
+    if not _has_capture(self):
+        _log.warning("debug_dump: graph %s has no finished capture: %s not written", self.id, path)
+        return None
+    _cpp_debug_dump(self, path)
+    try:
+        _npugraph_utils.align_trace_json(path, None)
+    except Exception:  # the aligned view is derived data: the dump stands without it
+        _log.warning("debug_dump: the aligned trace of %s could not be written; an existing one was "
+                     "not updated", path, exc_info=True)
+    return None
+
+
+class _GraphDispatchMode:
+    """What ``NPUGraph.graph_dispatch_mode`` holds in torch_npu master: the one ``update_stream``
+    every graph's ``update()`` issues on (Note [One update stream] in python/src/dispatch.hpp)."""
+
+    __slots__ = ()
+
+    @property
+    def update_stream(self):
+        return _C.npu._graph_update_stream()
+
+    def __repr__(self):
+        return f"_GraphDispatchMode(update_stream={self.update_stream!r})"
+
+
+@property
+def graph_dispatch_mode(self):
+    """torch_npu master's ``g.graph_dispatch_mode``: its ``update_stream`` is the same stream for
+    every graph (``g1.graph_dispatch_mode.update_stream == g2.graph_dispatch_mode.update_stream``)."""
+    del self
+    return _GraphDispatchMode()

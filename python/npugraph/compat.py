@@ -135,6 +135,34 @@ def _module_npu(self, device=None):
 
 
 _TESTING = ("torch_npu.testing", "torch_npu.testing.testcase", "torch_npu.testing.common_utils")
+# torch_npu master's module paths of the graph handler registry and the dump's aligned view
+_NPU_SUBMODULES = ("torch_npu.npu._npugraph_handlers", "torch_npu.npu._npugraph_handlers.npugraph_handler",
+                   "torch_npu.npu._npugraph_utils")
+
+
+def _npu_submodules():
+    from . import _npugraph_handlers, _npugraph_utils
+
+    return dict(zip(_NPU_SUBMODULES, (_npugraph_handlers, _npugraph_handlers, _npugraph_utils)))
+
+
+def _wrap_record_stream(real):
+    """Tensor.record_stream under the shim: an npugraph stream keeps the tensor alive until the work
+    queued on that stream now has run (torch's contract: its memory is not reused before), by a task
+    on the stream that holds it; inside a capture the graph keeps what it reads alive, so nothing is
+    queued. Any other stream goes to torch's own."""
+
+    @_functools.wraps(real)
+    def record_stream(self, stream):
+        from . import _C
+
+        if isinstance(stream, _C.npu.Stream):
+            if not stream.is_capturing():
+                _C._launch_callable(stream, lambda _held=self: None)
+            return None
+        return real(self, stream)
+
+    return record_stream
 
 
 def _testing_modules():
@@ -173,7 +201,8 @@ def install():
     mod = _torch_npu_module(npugraph)
     testing = _testing_modules()
     mod.testing = testing["torch_npu.testing"]
-    _saved["modules"] = {k: _sys.modules.get(k) for k in ("torch_npu", "torch_npu.npu") + _TESTING}
+    _saved["modules"] = {k: _sys.modules.get(k)
+                         for k in ("torch_npu", "torch_npu.npu") + _TESTING + _NPU_SUBMODULES}
     _saved["torch.npu"] = getattr(torch, "npu", None)
     _saved["Tensor.npu"] = getattr(torch.Tensor, "npu", None)
     _saved["Tensor.to"] = torch.Tensor.to
@@ -182,9 +211,11 @@ def install():
     _saved["device"] = torch.device
     _saved["factories"] = {n: getattr(torch, n) for n in _FACTORIES if hasattr(torch, n)}
     _saved["compile"] = getattr(torch, "compile", None)  # torch >= 2.0
+    _saved["record_stream"] = torch.Tensor.__dict__.get("record_stream")  # None: inherited (C)
     _sys.modules["torch_npu"] = mod
     _sys.modules["torch_npu.npu"] = npugraph.npu
     _sys.modules.update(testing)
+    _sys.modules.update(_npu_submodules())
     torch.npu = npugraph.npu
     torch.Tensor.npu = _tensor_npu
     torch.Tensor.to = _wrap_to(_saved["Tensor.to"])
@@ -195,6 +226,7 @@ def install():
         setattr(torch, name, _wrap_factory(fn))
     if _saved["compile"] is not None:
         torch.compile = _wrap_compile(_saved["compile"])
+    torch.Tensor.record_stream = _wrap_record_stream(torch.Tensor.record_stream)
     # torch_npu's semantics: replays return once launched, and this thread's eager torch ops queue
     # behind its current stream's pending work (Note [Eager torch ops in stream order]).
     npugraph._C.npu._set_replay_blocking_default(False)
@@ -232,6 +264,10 @@ def uninstall():
         setattr(torch, name, fn)
     if _saved["compile"] is not None:
         torch.compile = _saved["compile"]
+    if _saved["record_stream"] is None:
+        del torch.Tensor.record_stream
+    else:
+        torch.Tensor.record_stream = _saved["record_stream"]
     from . import _C
 
     _C.npu.synchronize()  # eager ops queued behind pending work run before the shim goes

@@ -103,14 +103,29 @@ void update_graph(PyGraph& g, py::handle cpu_update_input) {
   std::unique_lock<std::mutex> order;
   {
     py::gil_scoped_release release;  // a replay holds it without the GIL and never needs the GIL
-    order = std::unique_lock(d.order);
-    if (d.last_replay) d.update_stream.wait(*d.last_replay);  // Note [Updates after replays]
+    order = std::unique_lock(d.order);  // the wait on d.last_replay: update_fia_records
   }
   update_fia_records(d, cpu_update_input);
   d.updated.store(true);
 }
 
 }  // namespace
+
+std::mutex& shared_update_mutex() {
+  static std::mutex mu;
+  return mu;
+}
+
+Stream shared_update_stream(Device device) {
+  // Never destroyed: graphs alive at exit may still name it (their records hold a copy).
+  static std::mutex mu;
+  static auto* streams = new std::vector<std::pair<Device, Stream>>();
+  std::lock_guard lock(mu);
+  for (const auto& [d, s] : *streams)
+    if (d == device) return s;
+  streams->emplace_back(device, Stream::create(device));
+  return streams->back().second;
+}
 
 bool replay_blocks_by_default() { return g_replay_blocks.load(std::memory_order_relaxed); }
 void set_replay_blocks_by_default(bool blocking) { g_replay_blocks.store(blocking); }
@@ -125,10 +140,9 @@ void bind_dispatch(py::class_<PyGraph>& graph_class) {
       .def_property_readonly("auto_dispatch_capture", [](const PyGraph& g) { return g.auto_dispatch_capture; })
       .def_property_readonly("num_dispatch_records",
                              [](const PyGraph& g) -> std::size_t { return g.dispatch ? g.dispatch->count.load() : 0; })
-      .def_property_readonly("update_stream", [](const PyGraph& g) -> py::object {
-        if (!g.dispatch) return py::none();
-        return py::cast(g.dispatch->update_stream);
-      });
+      .def_property_readonly("update_stream", [](const PyGraph& g) {
+        return g.dispatch ? g.dispatch->update_stream : shared_update_stream(Device::cpu());
+      }, "The stream g.update() issues on: one for every graph of the device (Note [One update stream]).");
 }
 
 }  // namespace npugraph::python

@@ -125,6 +125,15 @@ struct PyGraph {
   std::shared_ptr<DispatchRecords> dispatch;  // set by an auto-dispatch capture
 };
 
+// Note [One update stream]
+// As in torch_npu master, every graph's g.update() issues on one update stream per device
+// (graph_dispatch_mode.update_stream; npugraph.npu._graph_update_stream()). Updates of different
+// graphs from different threads then share a stream that can be in update mode for one of them at a
+// time: shared_update_mutex() is held (with the GIL released) from the wait on the graph's last
+// replay to task_update_end, so no other update's tasks interleave with them.
+std::mutex& shared_update_mutex();
+Stream shared_update_stream(Device device);
+
 // The records of the auto-dispatch capture running on this thread (null when none).
 std::shared_ptr<DispatchRecords>& active_dispatch();
 

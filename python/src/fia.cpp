@@ -212,18 +212,25 @@ void update_fia_records(DispatchRecords& d, py::handle cpu_update_input) {
     }
     py::gil_scoped_release release;
     const Stream& u = d.update_stream;
-    StreamGuard on(u);
-    task_update_begin(u, d.handles);
-    for (std::size_t i = 0; i < n; ++i) {
-      const FiaRecord& r = d.records[i];
-      if (r.captured_inputs && d.host_only[i])
-        ops::fused_infer_attention_score_update(u, ops::FiaHostValues::of(r.options));
-      else
-        ops::fused_infer_attention_score_out(r.query, r.key, r.value, r.options, r.workspace,
-                                             r.attention_out, r.softmax_lse);
+    std::lock_guard shared(shared_update_mutex());  // Note [One update stream]
+    try {
+      if (d.last_replay) u.wait(*d.last_replay);  // Note [Updates after replays]
+      StreamGuard on(u);
+      task_update_begin(u, d.handles);
+      for (std::size_t i = 0; i < n; ++i) {
+        const FiaRecord& r = d.records[i];
+        if (r.captured_inputs && d.host_only[i])
+          ops::fused_infer_attention_score_update(u, ops::FiaHostValues::of(r.options));
+        else
+          ops::fused_infer_attention_score_out(r.query, r.key, r.value, r.options, r.workspace,
+                                               r.attention_out, r.softmax_lse);
+      }
+      // One stream task installs every call's parameters, then sets every call's event.
+      task_update_end(u, d.events);
+    } catch (...) {
+      abandon_update_on_error(u);  // before another update may take the stream
+      throw;
     }
-    // One stream task installs every call's parameters, then sets every call's event.
-    task_update_end(u, d.events);
   } catch (...) {
     abandon_update_on_error(d.update_stream);  // a failed call installs nothing
     rollback();

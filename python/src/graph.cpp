@@ -68,7 +68,7 @@ std::vector<TaskGroupHandle> handles_arg(py::handle h) {
 }
 
 std::shared_ptr<DispatchRecords> new_records(const PyGraph& g, const Stream& capture_stream) {
-  auto d = std::make_shared<DispatchRecords>(Stream::create(capture_stream.device()));
+  auto d = std::make_shared<DispatchRecords>(shared_update_stream(capture_stream.device()));
   d->graph_id = g.graph.id();
   return d;
 }
@@ -85,6 +85,9 @@ void bind_graph(py::module_& m, py::module_& npu) {
   npu.def("_set_replay_blocking_default", &set_replay_blocks_by_default, py::arg("blocking"),
           "Whether NPUGraph.replay() waits when blocking is not given (npugraph.compat.install() sets "
           "False: asynchronous, as on the device; Note [Blocking replays from Python]).");
+  npu.def("_graph_update_stream", [] { return shared_update_stream(Device::cpu()); },
+          "The one update stream every auto-dispatch graph's update() issues on (Note [One update "
+          "stream] in python/src/dispatch.hpp; torch_npu's graph_dispatch_mode.update_stream).");
   npu.def("graph_pool_handle", [] { return graph_pool_handle(); },
           "A new pool handle: pass it as pool= to captures that should share memory.");
 
@@ -150,9 +153,14 @@ void bind_graph(py::module_& m, py::module_& npu) {
            "The graph's memory pool handle: pass it as pool= to a later capture to share its memory.")
       .def("debug_dump", [](const PyGraph& g, py::handle path) {
              g.graph.debug_dump(str_arg(path, "debug_path"));
-           }, py::arg("debug_path"), "Writes the graph as Graphviz DOT text to debug_path.")
+           }, py::arg("debug_path"),
+           "Writes the graph to debug_path: JSON (json()) when it ends in .json, else Graphviz DOT. "
+           "(npugraph/_graph.py wraps it: torch_npu's aligned trace beside a JSON dump.)")
       .def("dot", [](const PyGraph& g) { return g.graph.dot(); },
-           "The graph as Graphviz DOT text (what debug_dump writes).")
+           "The graph as Graphviz DOT text (what debug_dump writes for a path not ending in .json).")
+      .def("json", [](const PyGraph& g) { return g.graph.json(); },
+           "The graph as a Chrome-trace JSON document, torch_npu's debug_dump format (Note [Graph "
+           "dump as JSON] in src/graph/graph_def.cpp).")
       .def("groups", [](const PyGraph& g) {
              py::list out;
              for (const TaskGroupHandle& h : g.graph.groups()) out.append(py::cast(h));

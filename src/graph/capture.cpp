@@ -50,9 +50,10 @@ void begin_capture(const std::shared_ptr<StreamState>& stream, const std::shared
                    const CaptureOptions& options) {
   StreamState& s = *stream;
   require(s.backend, &BackendCaps::graphs, "capture_begin");
+  // "NPU graphs must be captured on a non-default stream." is torch_npu's text, which its tests match.
   NG_CHECK_STATE(s.id != 0, "capture_begin: cannot capture ", s.str(),
-                 ": capture on a side stream (CaptureScope makes one current for you, or use "
-                 "Stream::create() with a StreamGuard)");
+                 ": NPU graphs must be captured on a non-default stream. Capture on a side stream "
+                 "(CaptureScope makes one current for you, or use Stream::create() with a StreamGuard)");
   NG_CHECK_STATE(s.mode.load() != StreamMode::capturing, "capture_begin: ", s.str(),
                  " is already capturing (graph ", s.capture ? s.capture->graph_id : 0,
                  "); end that capture first");

@@ -183,7 +183,23 @@ std::string ExecGraph::describe(std::uint32_t node) const {
   return cat("task #", node, " '", names[node], "'");
 }
 
+// ExecGraph's nodes as a GraphDefData (names, streams, edges, groups) and each task's detail line.
+struct DumpTables {
+  GraphDefData def;
+  std::vector<std::string> details;
+};
+
 std::string ExecGraph::dot() {
+  DumpTables t = dump_tables();
+  return t.def.dot("graph " + std::to_string(graph_id), names, t.details);
+}
+
+std::string ExecGraph::json() {
+  DumpTables t = dump_tables();
+  return t.def.json(graph_id, names, t.details);
+}
+
+DumpTables ExecGraph::dump_tables() {
   GraphDefData def;  // rebuilt from the compact tables: only names, streams, edges and groups matter
   def.nodes.resize(nodes.size());
   for (std::uint32_t i = 0; i < nodes.size(); ++i) {
@@ -226,7 +242,7 @@ std::string ExecGraph::dot() {
         break;
     }
   }
-  return def.dot("graph " + std::to_string(graph_id), names, details);
+  return DumpTables{std::move(def), std::move(details)};
 }
 
 }  // namespace npugraph::detail

@@ -145,12 +145,16 @@ struct LaunchTurns {
   int waiters = 0;
 };
 
+struct DumpTables;  // exec_graph.cpp
+
 struct ExecGraph {
   ~ExecGraph();
   std::string describe(std::uint32_t node) const;  // "task #3 'add'"
   // Graphviz text with each kernel task's parameters as the next replay would use them (the
   // kernel's describe; for a group, the newest installed set) and each ExternalEvent's name.
   std::string dot();
+  std::string json();  // the same as a Chrome-trace document (Note [Graph dump as JSON])
+  DumpTables dump_tables();
   std::uint64_t graph_id = 0;
   Device device;                      // whose backend built `backend`; replays run on its streams
   std::vector<ExecNode> nodes;        // in topological order

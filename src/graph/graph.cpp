@@ -212,10 +212,22 @@ std::string Graph::dot() const {
   return exec ? exec->dot() : "digraph \"graph " + std::to_string(id()) + "\" {\n}\n";
 }
 
+std::string Graph::json() const {
+  std::shared_ptr<detail::ExecGraph> exec;
+  {
+    std::lock_guard lock(runtime_mutex());
+    if (core_ && core_->capture) return core_->capture->def.json(core_->id);
+    exec = core_ ? core_->exec : nullptr;
+  }
+  return exec ? exec->json() : detail::GraphDefData{}.json(id());
+}
+
 void Graph::debug_dump(const std::string& path) const {
+  const bool as_json = path.size() >= 5 && path.compare(path.size() - 5, 5, ".json") == 0;
+  const std::string text = as_json ? json() : dot();
   std::ofstream out(path);
   NG_CHECK_ARG(out.good(), "debug_dump: path = '", path, "': cannot be opened for writing");
-  out << dot();
+  out << text;
   NG_CHECK_ARG(out.good(), "debug_dump: path = '", path, "': writing failed");
 }
 

@@ -29,6 +29,9 @@ struct GraphDefData {
   // adds lines under them (DOT-escaped here).
   std::string dot(const std::string& title, const std::vector<const char*>& names = {},
                   const std::vector<std::string>& details = {}) const;
+  // The same content as a Chrome-trace JSON document (Note [Graph dump as JSON]).
+  std::string json(std::uint64_t graph_id, const std::vector<const char*>& names = {},
+                   const std::vector<std::string>& details = {}) const;
 };
 
 }  // namespace npugraph::detail

@@ -65,8 +65,10 @@ void* MemPool::allocate(std::size_t nbytes, std::uint64_t stream_id) {
     }
   }
   void* p = backend_->allocate(size);
+  // "would exceed allowed memory" is the text torch_npu's tests match (its asynchronous allocator's).
   NG_CHECK_AS(ResourceError, p != nullptr, "out of memory: allocating ", nbytes, " bytes on ",
-              device_.str(), " failed (", reserved_, " bytes reserved by this pool)");
+              device_.str(), " would exceed allowed memory: the system refused it (", reserved_,
+              " bytes reserved by this pool)");
   std::lock_guard lock(mu_);
   reserved_ += size;
   allocated_ += size;
