@@ -133,8 +133,6 @@ const std::unordered_map<std::string_view, Field>& setters() {
 #undef NG_FIXED_INT
 #undef NG_DIFFERS
 #undef NG_LIST
-#undef NG_TENSOR
-#undef NG_SWAP
 
 // v2 keywords not supported here: accepted when None (or 0 for a mode), refused otherwise.
 #define NG_UNSUPPORTED(name, rule)                                                          \
@@ -147,7 +145,7 @@ const std::unordered_map<std::string_view, Field>& setters() {
            [](ops::FiaOptions&, ops::FiaOptions&) {}}}
 
 // npu_fused_infer_attention_score_v2's keywords: the same options under v2's names (v1's name
-// second), and those of its features npugraph does not have.
+// second), learnable_sink (v2 only), and those of its features npugraph does not have.
 const std::unordered_map<std::string_view, Field>& v2_setters() {
   static const std::unordered_map<std::string_view, Field> table = [] {
     const auto& v1 = setters();
@@ -171,7 +169,7 @@ const std::unordered_map<std::string_view, Field>& v2_setters() {
       t.emplace(v2_name, v1.at(v1_name));
     for (auto&& [name, field] : std::initializer_list<std::pair<std::string_view, Field>>{
              NG_UNSUPPORTED(dequant_scale_query, "int8 query dequantisation"),
-             NG_UNSUPPORTED(learnable_sink, "attention sinks"),
+             NG_TENSOR(learnable_sink),  // v2 only (FiaOptions::learnable_sink)
              NG_UNSUPPORTED(query_quant_mode, "int8 query"),
              NG_UNSUPPORTED(query_dtype, "the dtypes are the tensors' own"),
              NG_UNSUPPORTED(key_dtype, "the dtypes are the tensors' own"),
@@ -187,6 +185,8 @@ const std::unordered_map<std::string_view, Field>& v2_setters() {
   return table;
 }
 #undef NG_UNSUPPORTED
+#undef NG_TENSOR
+#undef NG_SWAP
 
 // _npu_paged_attention's update keywords (its call reaches FIA with v1's names).
 const std::unordered_map<std::string_view, Field>& paged_setters() {

@@ -103,6 +103,7 @@ std::string FiaCase::name() const {
   if (dv) s += "_dv8";
   s += antiquant_name(antiquant);
   s += quant_name(quant);
+  if (sink) s += "_sink";
   return s;
 }
 
@@ -338,6 +339,11 @@ FiaBuilt build_case(const FiaCase& c) {
       o.quant_offset2 = random_tensor(x, s, dt, seed + 41, -5, 5);
       a.quant_offset2 = ref_of(x, s);
     }
+  }
+
+  if (c.sink) {
+    const DType dt = c.seed % 3 == 0 ? DType::f32 : c.seed % 3 == 1 ? DType::f16 : DType::bf16;
+    o.learnable_sink = random_tensor(a.learnable_sink, {N}, dt, seed + 50, -2, 2);
   }
 
   o.num_heads = N;

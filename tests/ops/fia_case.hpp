@@ -68,6 +68,7 @@ struct FiaCase {
   bool pse = false, prefix = false, rope = false, dv = false;  // dv: value D != query D
   Antiquant antiquant = Antiquant::none;
   OutQuant quant = OutQuant::none;
+  bool sink = false;  // learnable_sink [N] in [-2, 2): float32, float16 or bfloat16 as the seed says
   std::uint32_t seed = 1;
 
   std::string name() const;

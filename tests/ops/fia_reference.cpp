@@ -249,8 +249,12 @@ RefResult fia_reference(const RefArgs& a, const RefInputs& in) {
           visible[j] = true;
           mx = std::max(mx, s[j]);
         }
-        if (mx == -kInf) continue;  // nothing visible: out 0, lse +inf
-        double sum = 0;
+        // learnable_sink: one more logit in the softmax (and the lse), with no value vector.
+        const bool has_sink = !a.learnable_sink.empty();
+        const double sink = has_sink ? a.learnable_sink[static_cast<std::size_t>(n)] : -kInf;
+        mx = std::max(mx, sink);
+        if (mx == -kInf) continue;  // nothing visible (and no sink): out 0, lse +inf
+        double sum = has_sink ? std::exp(sink - mx) : 0.0;
         for (std::int64_t j = 0; j < L; ++j)
           if (visible[j]) sum += std::exp(s[j] - mx);
         std::vector<double> o(static_cast<std::size_t>(Dv), 0.0);

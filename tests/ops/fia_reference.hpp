@@ -45,6 +45,8 @@ struct RefArgs {
   std::vector<double> key_shared_prefix, value_shared_prefix;
   std::int64_t prefix_seq = 0;
   std::vector<std::int64_t> actual_shared_prefix_len;
+  // learnable_sink: one logit per query head [N], unscaled, unmasked, without a value; empty = None.
+  std::vector<double> learnable_sink;
 };
 
 struct RefInputs {
@@ -53,7 +55,7 @@ struct RefInputs {
 
 struct RefResult {
   std::vector<double> out;  // the output layout, contiguous (int8 values when quantised)
-  std::vector<double> lse;  // (B, N, Sq) or (T, N); +inf for empty rows
+  std::vector<double> lse;  // (B, N, Sq) or (T, N); +inf for empty rows (the sink with a sink)
 };
 
 RefResult fia_reference(const RefArgs& a, const RefInputs& in);

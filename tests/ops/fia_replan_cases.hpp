@@ -25,8 +25,8 @@ inline npugraph::ops::FiaOptions next_host_values(const FiaBuilt& b) {
   return o;
 }
 
-// A spread of layouts, decode, paged KV, masks, padding, pse, shared prefix, rope, antiquant and the
-// int8 output.
+// A spread of layouts, decode, paged KV, masks, padding, pse, shared prefix, rope, antiquant, the
+// int8 output and learnable_sink.
 inline std::vector<FiaCase> replan_cases() {
   return {
       {.layout = "BNSD", .gqa = 2, .decode = true},
@@ -42,6 +42,8 @@ inline std::vector<FiaCase> replan_cases() {
       {.layout = "BNSD", .mode = -1, .decode = true, .antiquant = Antiquant::key_channel_value_token},
       {.layout = "BNSD", .mode = 1, .quant = OutQuant::channel_offset},
       {.layout = "NSD", .dtype = DType::f32, .mode = 2},
+      {.layout = "BNSD", .gqa = 2, .decode = true, .sink = true},
+      {.layout = "TND", .mode = 3, .sink = true, .seed = 3},
   };
 }
 

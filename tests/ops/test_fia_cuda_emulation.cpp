@@ -361,6 +361,8 @@ TEST(FiaCudaRefusal, NamesTheArgumentTheValueAndWhatIsSupported) {
   expect_refusal({.layout = "BNSD", .decode = true, .prefix = true}, {"key_shared_prefix = float16["});
   expect_refusal({.layout = "BSH", .mode = 3, .padding = true}, {"query_padding_size = int64[1]"});
   expect_refusal({.layout = "BNSD", .quant = OutQuant::tensor}, {"quant_scale2 = "});
+  expect_refusal({.layout = "BNSD", .decode = true, .sink = true},
+                 {"learnable_sink = float16[4]", "(attention sinks)"});
   {  // a float32 query over a float16 cache: the cpu op's extension, refused on cuda by name
     const FiaBuilt b = build_case({.layout = "BNSD", .decode = true});
     std::vector<double> x = read_back(b.q);

@@ -1,4 +1,4 @@
-// FIA constraint errors for the optional features: atten_mask, pse_shift, left padding, paged KV,
+// FIA constraint errors for the optional features: atten_mask, pse_shift, learnable_sink, left padding, paged KV,
 // antiquant, the quantised output, the shared prefix, rope and the TND/NTD layouts. Each error
 // names the argument, its value and the rule (base case: see test_fia_errors.hpp).
 #include <string>
@@ -107,6 +107,26 @@ TEST_F(FiaFeatureErrors, PseShift) {
   EXPECT_TRUE(throws<ng::ArgumentError>(call(), {"its Skv dimension (4) must be >="}));
   opt.pse_shift = filled_tensor({1, 4, 4, 16}, DType::f16, 0);
   run_ok();
+}
+
+TEST_F(FiaFeatureErrors, LearnableSink) {
+  opt.learnable_sink = filled_tensor({4, 1}, DType::f32, 0);
+  EXPECT_TRUE(throws<ng::ArgumentError>(call(), {kPrefix, "learnable_sink = float32[4, 1]", "must be 1-D [N], one value per query head, with N = num_heads = 4"}));
+  opt.learnable_sink = filled_tensor({2}, DType::f32, 0);  // num_key_value_heads, not num_heads
+  EXPECT_TRUE(throws<ng::ArgumentError>(call(), {"learnable_sink = float32[2]", "must be 1-D [N]", "N = num_heads = 4"}));
+  EXPECT_TRUE(throws<ng::ArgumentError>(eager(), {"learnable_sink = float32[2]"}));
+  EXPECT_TRUE(throws<ng::ArgumentError>(workspace_bytes(), {"learnable_sink = float32[2]"}));
+  opt.learnable_sink = filled_tensor({4}, DType::i32, 0);
+  EXPECT_TRUE(throws<ng::ArgumentError>(call(), {"learnable_sink = int32[4]", "dtype must be float32, float16 or bfloat16"}));
+  opt.learnable_sink = filled_tensor({4}, DType::i8, 0);
+  EXPECT_TRUE(throws<ng::ArgumentError>(call(), {"learnable_sink = int8[4]", "dtype must be float32, float16 or bfloat16"}));
+  const Tensor host = filled_tensor({4}, DType::f32, 0);
+  opt.learnable_sink = Tensor::from_blob(host.data(), {4}, DType::f32, host.storage(), ng::Device::cuda(0));
+  EXPECT_TRUE(throws<ng::ArgumentError>(call(), {"learnable_sink = float32[4]", "must be on the query's device cpu", "not cuda:0"}));
+  for (DType dt : {DType::f32, DType::f16, DType::bf16}) {
+    opt.learnable_sink = filled_tensor({4}, dt, 0.5);
+    run_ok();
+  }
 }
 
 TEST_F(FiaFeatureErrors, LeftPadding) {

@@ -107,14 +107,181 @@ def test_v2_keyword_errors_name_the_v2_keyword(qkv):
     with pytest.raises(TypeError, match=r"npu_fused_infer_attention_score_v2: softmax_scale: scale = 'x': "
                                         r"expected a float, got str"):
         fia_v2(q, k, v, num_query_heads=2, input_layout="BNSD", softmax_scale="x")
-    with pytest.raises(npugraph.ArgumentError, match=r"npu_fused_infer_attention_score_v2.out: learnable_sink: "
-                                                     r"learnable_sink = tensor.*not supported by npugraph"):
-        fia_v2.out(q, k, v, out=[torch.empty_like(q), torch.empty(1)], num_query_heads=2,
-                   learnable_sink=torch.ones(2))
     with pytest.raises(npugraph.ArgumentError, match=r"query_quant_mode = 1: not supported by npugraph"):
         fia_v2(q, k, v, num_query_heads=2, input_layout="BNSD", query_quant_mode=1)
     assert "actual_seq_kvlen" in npugraph._C._fia_keywords(v2=True)
     assert "actual_seq_kvlen" not in npugraph._C._fia_keywords()
+
+
+# --- v2's learnable_sink (docs/fia.md, "Learnable sink") ---
+
+def sink_reference(q, k, v, sink, scale, kv_lens, q_lens=None, causal=False, mask=None):
+    """float64 (numpy) attention with a sink: q [B, N, S, D], k/v [B, KV_N, Skv, D] (BNSD, contiguous),
+    sink [N]; causal = sparse_mode 3 (bottom right); mask: bool [B, S, Skv], True = masked out. Each valid
+    row's softmax has one more logit, sink[n] (unscaled, unmasked, no value); a valid row with nothing
+    visible gives out 0 and lse = sink; rows past the query length out 0 and lse +inf."""
+    q, k, v = (t.double().numpy() for t in (q, k, v))
+    sink = sink.double().numpy()
+    B, N, S, _ = q.shape
+    group = N // k.shape[1]
+    out = np.zeros((B, N, S, v.shape[3]))
+    lse = np.full((B, N, S, 1), np.inf)
+    for b in range(B):
+        lq = S if q_lens is None or S == 1 else q_lens[b]
+        lkv = kv_lens[b]
+        for n in range(N):
+            kk, vv = k[b, n // group, :lkv], v[b, n // group, :lkv]
+            s = scale * (q[b, n, :lq] @ kk.T)
+            visible = np.ones(s.shape, bool)
+            if causal and S > 1:
+                visible &= np.arange(lkv)[None, :] <= np.arange(lq)[:, None] + (lkv - lq)
+            if mask is not None:
+                visible &= ~mask[b, :lq, :lkv]
+            s = np.where(visible, s, -np.inf)
+            m = np.maximum(s.max(axis=1, initial=-np.inf), sink[n])
+            e = np.exp(s - m[:, None])
+            den = e.sum(axis=1) + np.exp(sink[n] - m)
+            out[b, n, :lq] = (e / den[:, None]) @ vv
+            lse[b, n, :lq, 0] = m + np.log(den)
+    return out, lse
+
+
+def paged_cache(t, ids, block_size):
+    """t [B, KV_N, Skv, D] in a cache [blocks, KV_N, block_size, D] whose block ids[b, i] holds rows
+    [i * block_size, (i + 1) * block_size) of batch b."""
+    B, kvn, skv, d = t.shape
+    cache = torch.zeros(ids.size, kvn, block_size, d, dtype=t.dtype)
+    for b in range(B):
+        for i in range(ids.shape[1]):
+            chunk = t[b, :, i * block_size:(i + 1) * block_size]
+            cache[ids[b, i], :, :chunk.shape[1]] = chunk
+    return cache
+
+
+COMPRESSED_MASK = torch.triu(torch.ones(2048, 2048, dtype=torch.bool), diagonal=1)
+
+# (name, B, N, KV_N, S, Skv, D, kv lengths, q lengths, sparse_mode, query dtype, sink dtype). Batches with
+# KV length 0, a full mask hiding whole rows and causal bands give valid rows with nothing visible.
+SINK_CASES = [
+    ("decode_direct", 2, 4, 4, 1, 600, 128, [600, 333], None, 0, torch.float16, torch.float32),
+    ("decode_gqa_splits", 3, 8, 2, 1, 3000, 64, [3000, 0, 777], None, 0, torch.bfloat16, torch.bfloat16),
+    ("decode_rows_causal", 2, 16, 2, 3, 700, 64, [700, 300], [3, 2], 3, torch.float16, torch.float16),
+    ("prefill_causal", 3, 4, 2, 70, 256, 32, [256, 90, 0], [70, 33, 20], 3, torch.bfloat16, torch.float32),
+    ("prefill_full_mask", 2, 4, 1, 9, 128, 16, [128, 40], [9, 7], 1, torch.float16, torch.bfloat16),
+]
+
+
+@pytest.mark.parametrize("paged", [False, True], ids=["contiguous", "paged"])
+@pytest.mark.parametrize("case", SINK_CASES, ids=[c[0] for c in SINK_CASES])
+def test_v2_learnable_sink_matches_a_float64_reference(case, paged, rng):
+    _, B, N, KVN, S, Skv, D, kv_lens, q_lens, mode, dtype, sink_dtype = case
+    q, k, v = (randn(shape, dtype, rng) for shape in ((B, N, S, D), (B, KVN, Skv, D), (B, KVN, Skv, D)))
+    sink = torch.from_numpy(rng.uniform(-3, 3, N).astype(np.float32)).to(sink_dtype)
+    sink[0] = 6.0  # above every score
+    scale = D ** -0.5
+    kw = dict(num_query_heads=N, num_key_value_heads=KVN, input_layout="BNSD", softmax_scale=scale,
+              actual_seq_kvlen=kv_lens, return_softmax_lse=True, learnable_sink=sink, sparse_mode=mode)
+    mask = None
+    if q_lens is not None:
+        kw["actual_seq_qlen"] = q_lens
+    if mode == 3:
+        kw["atten_mask"] = COMPRESSED_MASK
+    elif mode == 1:
+        mask = rng.uniform(size=(B, S, Skv)) < 0.3
+        mask[0, 2] = True  # a valid row with every column masked
+        mask[1, :, 40:] = False
+        kw["atten_mask"] = torch.from_numpy(mask)
+    ref_out, ref_lse = sink_reference(q, k, v, sink, scale, kv_lens, q_lens, causal=mode == 3, mask=mask)
+    kk, vv = k, v
+    if paged:
+        block_size = 16 if S == 1 else 128
+        per = -(-Skv // block_size)
+        ids = rng.permutation(B * per).reshape(B, per)
+        kk, vv = paged_cache(k, ids, block_size), paged_cache(v, ids, block_size)
+        kw.update(block_table=torch.from_numpy(ids.astype(np.int32)), block_size=block_size)
+    out, lse = fia_v2(q, kk, vv, **kw)
+    tol = 2e-3 if dtype == torch.float16 else 1.6e-2
+    np.testing.assert_allclose(out.double().numpy(), ref_out, rtol=tol, atol=tol)
+    np.testing.assert_allclose(lse.numpy(), ref_lse, rtol=2e-5, atol=2e-5)
+    # Valid rows with nothing visible: out 0, lse exactly the sink.
+    sink32 = sink.float().numpy()
+    empty = [(b, i) for b in range(B) for i in range(S if q_lens is None or S == 1 else q_lens[b])
+             if kv_lens[b] == 0 or (mask is not None and mask[b, i, :kv_lens[b]].all())]
+    assert empty or case[0] in ("decode_direct", "decode_rows_causal")
+    for b, i in empty:
+        assert not out[b, :, i].any()
+        assert np.array_equal(lse[b, :, i, 0].numpy(), sink32), (b, i)
+
+
+def test_v2_learnable_sink_on_the_simple_kernel(rng):
+    """A key whose D stride is not 1 runs on the simple kernel (the fast ones do not cover it): the same
+    reference, and the fast kernels' result within rounding."""
+    B, N, KVN, Skv, D = 2, 4, 2, 300, 32
+    q = randn((B, N, 1, D), torch.float16, rng)
+    wide = randn((B, KVN, Skv, 2 * D), torch.float16, rng)
+    k, v = wide[..., ::2], randn((B, KVN, Skv, D), torch.float16, rng)
+    sink = torch.tensor([0.5, -2.0, 4.0, 1.0])
+    kw = dict(num_query_heads=N, num_key_value_heads=KVN, input_layout="BNSD", softmax_scale=0.2,
+              actual_seq_kvlen=[300, 0], return_softmax_lse=True, learnable_sink=sink)
+    ref_out, ref_lse = sink_reference(q, k, v, sink, 0.2, [300, 0])
+    out, lse = fia_v2(q, k, v, **kw)
+    np.testing.assert_allclose(out.double().numpy(), ref_out, rtol=2e-3, atol=2e-3)
+    np.testing.assert_allclose(lse.numpy(), ref_lse, rtol=2e-5, atol=2e-5)
+    fast_out, fast_lse = fia_v2(q, k.contiguous(), v, **kw)
+    np.testing.assert_allclose(out.float().numpy(), fast_out.float().numpy(), rtol=2e-3, atol=2e-3)
+    assert np.array_equal(lse[1, :, 0, 0].numpy(), sink.numpy())
+
+
+@pytest.mark.parametrize("S", [1, 6])
+def test_v2_learnable_sink_captured_updated_and_replayed_bitwise(S, rng):
+    """Recorded under auto_dispatch_capture: replays equal the eager call bitwise, after updates of the
+    lengths and of the sink (other memory, same shape and dtype); its dtype or presence is not updatable."""
+    B, N, KVN, Skv, D = 2, 8, 2, 1024, 64
+    q, k, v = (randn(shape, torch.float16, rng) for shape in ((B, N, S, D), (B, KVN, Skv, D), (B, KVN, Skv, D)))
+    sink = torch.from_numpy(rng.uniform(-2, 2, N).astype(np.float32))
+    kw = dict(num_query_heads=N, num_key_value_heads=KVN, input_layout="BNSD", softmax_scale=0.125,
+              return_softmax_lse=True)
+    if S > 1:
+        kw.update(sparse_mode=3, atten_mask=COMPRESSED_MASK, actual_seq_qlen=[S, S - 2])
+    g = npu.NPUGraph()
+    with npu.graph(g, auto_dispatch_capture=True):
+        out, lse = fia_v2(q, k, v, actual_seq_kvlen=[1024, 500], learnable_sink=sink, **kw)
+    previous = None
+    for n, s in (([1024, 500], sink), ([300, 1024], sink * 2 + 1), ([0, 77], -sink)):
+        g.update(cpu_update_input=[{"actual_seq_kvlen": n, "learnable_sink": s}])
+        g.replay()
+        ref_out, ref_lse = fia_v2(q, k, v, actual_seq_kvlen=n, learnable_sink=s, **kw)
+        assert torch.equal(out, ref_out) and torch.equal(lse, ref_lse), n
+        assert previous is None or not torch.equal(out, previous)
+        previous = out.clone()
+    ref_out, _ = sink_reference(q, k, v, -sink, 0.125, [0, 77], [S, S - 2] if S > 1 else None, causal=S > 1)
+    np.testing.assert_allclose(out.double().numpy(), ref_out, rtol=2e-3, atol=2e-3)
+    with pytest.raises(npugraph.ArgumentError, match=r"learnable_sink = .*: not updatable \(captured with"):
+        g.update(cpu_update_input=[{"learnable_sink": sink.half()}])
+    with pytest.raises(npugraph.ArgumentError, match=r"learnable_sink = None: not updatable"):
+        g.update(cpu_update_input=[{"learnable_sink": None}])
+
+
+def test_v2_learnable_sink_errors(qkv):
+    q, k, v = qkv
+    kw = dict(num_query_heads=2, input_layout="BNSD")
+    with pytest.raises(npugraph.ArgumentError, match=r"fused_infer_attention_score: learnable_sink = float32\[3\]: "
+                                                     r"must be 1-D \[N\], one value per query head, with N = "
+                                                     r"num_heads = 2"):
+        fia_v2(q, k, v, learnable_sink=torch.ones(3), **kw)
+    with pytest.raises(npugraph.ArgumentError, match=r"learnable_sink = float32\[2, 1\]: must be 1-D \[N\]"):
+        fia_v2.out(q, k, v, out=[torch.empty_like(q), torch.empty(1)], learnable_sink=torch.ones(2, 1), **kw)
+    with pytest.raises(npugraph.ArgumentError, match=r"learnable_sink = int32\[2\]: dtype must be float32, "
+                                                     r"float16 or bfloat16"):
+        fia_v2(q, k, v, learnable_sink=torch.ones(2, dtype=torch.int32), **kw)
+    with pytest.raises(npugraph.ArgumentError, match=r"learnable_sink = int64\[2\]: dtype must be"):
+        get_ws_v2(q, k, v, learnable_sink=torch.ones(2, dtype=torch.int64), **kw)
+    with pytest.raises(TypeError, match=r"npu_fused_infer_attention_score\(\) got an unexpected keyword "
+                                        r"argument 'learnable_sink'"):
+        fia(q, k, v, learnable_sink=torch.ones(2), **OPTS)  # v1 has no sink
+    for dtype in (torch.float32, torch.float16, torch.bfloat16):
+        out, _ = fia_v2(q, k, v, learnable_sink=torch.full((2,), -float("inf"), dtype=dtype), **kw)
+        assert torch.equal(out, fia_v2(q, k, v, **kw)[0])  # a -inf sink is no sink
 
 
 def test_v2_recorded_calls_update_by_v2_names(qkv):

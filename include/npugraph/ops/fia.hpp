@@ -13,6 +13,7 @@
 // Math, per batch b, query head n, KV head n / (N / KV_N), valid query row i, visible KV column j:
 //   s = scale * (q_i . k_j + q_rope_i . k_rope_j) + pse[i, j];   p = softmax over visible j;
 //   out_i = sum_j p_j v_j;   lse_i = log(sum_j exp(s_j - max)) + max   (float32 throughout).
+// With learnable_sink, sink[n] is one more logit in the softmax and the lse (it has no value).
 //
 // Update rules (docs/fia.md, "What an update may change"): an update may change the host values
 // (actual lengths, actual_shared_prefix_len, scale, pre/next tokens) and point any tensor argument
@@ -75,6 +76,10 @@ struct FiaOptions {
   bool softmax_lse_flag = false;
   std::int64_t key_antiquant_mode = 0;
   std::int64_t value_antiquant_mode = 0;
+  // torch_npu v2's learnable_sink (attention sinks): float32, float16 or bfloat16 [N], one logit per
+  // query head that joins every valid row's softmax unscaled and unmasked, with no value vector
+  // (docs/fia.md, "Learnable sink"). Last, as v2 has it: v1 has no such keyword.
+  Tensor learnable_sink{};
 };
 
 // The host values of a call (Update rules above): what an update may change without pointing a

@@ -43,7 +43,7 @@ FiaUses fia_uses(const Tensor& q, const Tensor& k, const Tensor& v, const FiaOpt
            &o.antiquant_offset, &o.block_table, &o.query_padding_size, &o.kv_padding_size,
            &o.key_antiquant_scale, &o.key_antiquant_offset, &o.value_antiquant_scale,
            &o.value_antiquant_offset, &o.key_shared_prefix, &o.value_shared_prefix, &o.query_rope,
-           &o.key_rope, &o.key_rope_antiquant_scale, nullptr}};
+           &o.key_rope, &o.key_rope_antiquant_scale, &o.learnable_sink}};
 }
 
 // The plan of a call that launches nothing (the queries): into a scratch header.

@@ -298,7 +298,7 @@ void check_memory(const FiaPlan& c, const Tensor& workspace, const Tensor& out, 
       {&o.key_antiquant_offset, "key_antiquant_offset"},
       {&o.value_antiquant_scale, "value_antiquant_scale"},
       {&o.value_antiquant_offset, "value_antiquant_offset"}, {&o.quant_scale2, "quant_scale2"},
-      {&o.quant_offset2, "quant_offset2"}};
+      {&o.quant_offset2, "quant_offset2"}, {&o.learnable_sink, "learnable_sink"}};
   constexpr std::size_t kInputs = std::size(all_inputs);
   const Named* inputs[kInputs];
   ByteRange in_range[kInputs];

@@ -49,6 +49,8 @@ std::string fia_cuda_unsupported(const FiaPlan& c, const Device& device) {
     return refuse("kv_padding_size = ", TensorText{c.o.kv_padding_size}, " (left padding)");
   if (c.key.out_int8)
     return refuse("quant_scale2 = ", TensorText{c.o.quant_scale2}, " (int8 attention_out)");
+  if (c.o.learnable_sink.defined())
+    return refuse("learnable_sink = ", TensorText{c.o.learnable_sink}, " (attention sinks)");
   if (c.key.batch > cuda_core::kMaxGridZ)
     return refuse("batch = ", c.key.batch, " (at most ", cuda_core::kMaxGridZ,
                   " batches: the grid's z dimension)");

@@ -14,6 +14,7 @@
 #include "ops/attention/fia_fast.hpp"
 #include "ops/attention/fia_kernel_mode.hpp"
 #include "ops/attention/fia_kernel_util.hpp"
+#include "ops/attention/softmax_state.hpp"
 #include "ops/convert/float_rows.hpp"
 
 namespace npugraph::ops::attention {
@@ -87,6 +88,7 @@ FiaLaunch::FiaLaunch(const void* params, std::size_t size) : p(header_), key(hea
   kv_t = key.of(FiaArg::key).dtype;
   pse_t = key.of(FiaArg::pse_shift).dtype;
   out_scale_t = key.of(FiaArg::quant_scale2).dtype;
+  sink_t = key.of(FiaArg::learnable_sink).dtype;
   if (kv_t == DType::i8) {
     // Separate parameters win over the combined ones (docs/fia.md, Antiquant).
     const bool separate = key.of(FiaArg::key_antiquant_scale).rank >= 0;
@@ -110,8 +112,22 @@ void FiaLaunch::bad_block_id(std::int64_t b, std::int64_t index, std::int64_t id
 }
 
 void FiaLaunch::finish(const Row& r, const float* acc, float max, float sum) const {
-  const bool empty = max == -kInf || !acc;
+  bool empty = max == -kInf || !acc;
   if (empty) acc = nullptr;
+  float with_sink[kMaxHeadDim];
+  if (p.sink.data && valid_row(r.b, r.s)) {  // Note [FIA learnable sink]
+    const SoftmaxState row = empty ? SoftmaxState{} : SoftmaxState{max, sum};
+    const SoftmaxState sink{load_f32(p.sink.data, sink_t, r.n * p.sink.stride[1]), 1.0f};
+    float row_factor, sink_factor;
+    const SoftmaxState st = SoftmaxState::merge(row, sink, row_factor, sink_factor);
+    if (!st.empty()) {  // else a -inf sink on an empty row: the empty row
+      for (std::int64_t d = 0; d < key.dv; ++d) with_sink[d] = acc ? acc[d] * row_factor : 0.0f;
+      acc = with_sink;
+      max = st.max;
+      sum = st.sum;
+      empty = false;
+    }
+  }
   const FiaView& o = p.out;
   const std::int64_t base0 = r.b * o.stride[0] + r.n * o.stride[1] + r.s * o.stride[2];
   if (key.out_int8) {

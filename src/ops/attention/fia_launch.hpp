@@ -10,6 +10,19 @@
 // finished row is written. So each of these rules exists once, and the simple kernel cross-checks
 // the fast ones on the same decoded launch.
 //
+// Note [FIA learnable sink]
+// learnable_sink (torch_npu v2; gpt-oss style attention sinks) adds, to every valid row of query
+// head n, one logit sink[n] that is neither scaled nor masked and has no value vector:
+//   p_j = exp(s_j - m) / (exp(sink - m) + sum_j exp(s_j - m)),  m = max(sink, max_j s_j),
+//   out = sum_j p_j v_j,  lse = m + log(exp(sink - m) + sum_j exp(s_j - m)).
+// Every kernel path (simple, fast decode direct/tiles with their split merge, fast prefill) ends a
+// row in FiaLaunch::finish with the row's online-softmax state over its columns, after the splits
+// are merged; finish merges that state with the one-column state {max = sink, sum = 1} (acc gets the
+// merge's factor, the sink adds nothing to it). So the sink is counted exactly once per row, in
+// one place, whatever path ran, and the kernels' loops are untouched. A valid row with no visible
+// column (an empty state) gets out = 0 and lse = sink; rows past the actual query length are not
+// rows at all and keep out = 0, lse = +inf; a -inf sink is no sink; a NaN sink makes its rows NaN.
+//
 // Safety: the tensors the block points at are read when the task runs, so the launch re-checks
 // what their contents decide: every block id read from block_table and the left-padding starts. A
 // violation is a TaskError, never an out-of-bounds read.
@@ -76,7 +89,8 @@ class FiaLaunch {
   std::int64_t kv_pad = -1;
   bool token = false;        // TND/NTD
   bool paged = false;        // paged KV cache
-  DType q_t = DType::f32, kv_t = DType::f32, pse_t = DType::f32, out_scale_t = DType::f32;
+  DType q_t = DType::f32, kv_t = DType::f32, pse_t = DType::f32, out_scale_t = DType::f32,
+        sink_t = DType::f32;
   Dequant kdq, vdq;          // int8 KV only
   bool dq_paged = false;     // antiquant modes 4/5: parameters indexed by (block, row)
   std::byte* base = nullptr;  // the workspace, aligned to kWorkspaceAlign
@@ -144,8 +158,15 @@ class FiaLaunch {
 
   // Writes a finished row: out = acc / sum, lse = max + log(sum) (int8 output: quantised with
   // quant_scale2/quant_offset2); an empty state (max = -inf, or acc null) writes zeros and
-  // lse = +inf.
+  // lse = +inf. With learnable_sink, a valid row's state first takes in the sink (Note [FIA
+  // learnable sink]).
   void finish(const Row& r, const float* acc, float max, float sum) const;
+
+  // Whether (b, s) is one of batch b's valid query rows (s: the S index, or the token of TND/NTD).
+  bool valid_row(std::int64_t b, std::int64_t s) const {
+    const std::int64_t i = s - q_first(b);
+    return i >= 0 && i < aq[b];
+  }
 
  private:
   // The block id of batch b's block `index`, checked against the cache.

@@ -33,7 +33,7 @@ const char* arg_name(FiaArg a) {
       "value_shared_prefix", "pse_shift", "atten_mask", "block_table", "query_padding_size",
       "kv_padding_size", "antiquant_scale", "antiquant_offset", "key_antiquant_scale",
       "key_antiquant_offset", "value_antiquant_scale", "value_antiquant_offset", "quant_scale2",
-      "quant_offset2"};
+      "quant_offset2", "learnable_sink"};
   static_assert(std::size(kNames) == static_cast<std::size_t>(FiaArg::count));
   return kNames[static_cast<int>(a)];
 }

@@ -142,7 +142,7 @@ enum class FiaArg : std::uint8_t {
   query, key, value, query_rope, key_rope, key_shared_prefix, value_shared_prefix, pse_shift,
   atten_mask, block_table, query_padding_size, kv_padding_size, antiquant_scale, antiquant_offset,
   key_antiquant_scale, key_antiquant_offset, value_antiquant_scale, value_antiquant_offset,
-  quant_scale2, quant_offset2, count
+  quant_scale2, quant_offset2, learnable_sink, count
 };
 const char* arg_name(FiaArg a);
 
@@ -181,6 +181,7 @@ struct FiaParams {
   FiaView q, q_rope, k, k_rope, v, k_prefix, v_prefix, out, pse, mask;
   FiaView k_scale, k_offset, v_scale, v_offset, out_scale, out_offset;
   FiaView block_table;  // (b, -, i, -) int32
+  FiaView sink;         // learnable_sink: (-, n, -, -), one logit per query head (Note [FIA learnable sink])
   float* lse = nullptr;       // (b, n, s) via lse_stride; null: softmax_lse not written
   std::int64_t lse_stride[3] = {};
   // Without softmax_lse_flag: softmax_lse's first element, set to 0 (zero bytes) by every launch, as

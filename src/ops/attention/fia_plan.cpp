@@ -151,7 +151,7 @@ bool same_plan_inputs(const FiaPlan& planned, const Tensor& q, const Tensor& k, 
                       const FiaOptions& o) {
   // Every FiaOptions field is named below, as a tensor, a host value or a static option: a new field
   // changes the size and stops this build until it is sorted here.
-  static_assert(sizeof(FiaOptions) == 21 * sizeof(Tensor) + 3 * sizeof(std::vector<std::int64_t>) +
+  static_assert(sizeof(FiaOptions) == 22 * sizeof(Tensor) + 3 * sizeof(std::vector<std::int64_t>) +
                                           sizeof(std::string) + 12 * sizeof(std::int64_t),
                 "FiaOptions changed: sort the new field into same_plan_inputs");
   const FiaOptions& p = planned.o;
@@ -165,7 +165,7 @@ bool same_plan_inputs(const FiaPlan& planned, const Tensor& q, const Tensor& k, 
         &FiaOptions::key_antiquant_scale, &FiaOptions::key_antiquant_offset,
         &FiaOptions::value_antiquant_scale, &FiaOptions::value_antiquant_offset,
         &FiaOptions::key_shared_prefix, &FiaOptions::value_shared_prefix, &FiaOptions::query_rope,
-        &FiaOptions::key_rope, &FiaOptions::key_rope_antiquant_scale})
+        &FiaOptions::key_rope, &FiaOptions::key_rope_antiquant_scale, &FiaOptions::learnable_sink})
     if (!same_tensor(p.*member, o.*member)) return false;
   // Not compared, the host values (the block stage reads them): actual_seq_lengths,
   // actual_seq_lengths_kv, actual_shared_prefix_len, scale, pre_tokens, next_tokens.

@@ -127,8 +127,8 @@ void plan_fia(FiaPlan& plan);
 // key_rope, the shared prefix and the paged caches (block_table's shape and block_size included);
 // the views of those inputs.
 void plan_layout(FiaPlan& c);
-// fia_plan_mask.cpp: sparse_mode, inner_precise, atten_mask, pse_shift and the padding tensors'
-// shapes; the mask and pse views.
+// fia_plan_mask.cpp: sparse_mode, inner_precise, atten_mask, pse_shift, learnable_sink and the
+// padding tensors' shapes; the mask, pse and sink views.
 void plan_mask(FiaPlan& c);
 // fia_plan_quant.cpp: antiquant parameters and the quantised output (dtypes and shapes); their
 // views.

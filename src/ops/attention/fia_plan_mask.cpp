@@ -1,5 +1,6 @@
 // The plan's mask stage (Note [FIA plan]): sparse_mode, inner_precise, atten_mask (full and
-// compressed forms), pse_shift and the left-padding tensors' shapes; the mask and pse views. What
+// compressed forms), pse_shift, learnable_sink and the left-padding tensors' shapes; the mask, pse
+// and sink views. What
 // the host values decide (the band, the padding starts, the extents the lengths need) is the
 // block's: fia_block.cpp.
 #include "ops/attention/fia_plan.hpp"
@@ -149,6 +150,21 @@ void plan_mask(FiaPlan& c) {
                  ": its Sq dimension (", pse.size(2), ") must be >= the query's S (", c.key.q_seq,
                  ")");
   }
+  // learnable_sink (Note [FIA learnable sink]): one logit per query head, read by the kernel.
+  const Tensor& sink = o.learnable_sink;
+  if (sink.defined()) {
+    check_same_device(sink, "learnable_sink", c.q);
+    NG_CHECK_ARG(sink.dtype() == DType::f32 || sink.dtype() == DType::f16 ||
+                     sink.dtype() == DType::bf16,
+                 kOp, "learnable_sink = ", TensorText{sink},
+                 ": dtype must be float32, float16 or bfloat16");
+    NG_CHECK_ARG(sink.dim() == 1 && sink.size(0) == c.key.heads, kOp, "learnable_sink = ",
+                 TensorText{sink}, ": must be 1-D [N], one value per query head, with N = "
+                 "num_heads = ", c.key.heads);
+    c.header.sink.data = sink.data();
+    c.header.sink.stride[1] = sink.stride(0);
+  }
+  set_sig(c, FiaArg::learnable_sink, sink);
   make_mask_views(c);
   set_sig(c, FiaArg::pse_shift, pse);
   set_sig(c, FiaArg::atten_mask, m);
