@@ -1,6 +1,7 @@
 // Umbrella header: the whole public API.
 #pragma once
 
+#include "npugraph/allocator_stats.hpp"
 #include "npugraph/device.hpp"
 #include "npugraph/dtype.hpp"
 #include "npugraph/error.hpp"
@@ -25,3 +26,4 @@
 #include "npugraph/tasks.hpp"
 #include "npugraph/tensor.hpp"
 #include "npugraph/trace.hpp"
+#include "npugraph/use_pool.hpp"

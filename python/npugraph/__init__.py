@@ -31,6 +31,7 @@ from ._C import (
 
 from . import _fia_doc, _npu_api, _npugraph_handlers, _npugraph_utils
 from ._paged_attention import _npu_paged_attention, _npu_paged_attention_get_workspace
+from ._mla import npu_multi_head_latent_attention
 from . import _graph as _graph_module
 from ._graph import graph as _graph
 from ._render import render as _render
@@ -67,5 +68,5 @@ __all__ = sorted(
     ["ArgumentError", "Error", "StateError", "TaskError", "UnsupportedError", "WaitTimeoutError",
      "cuda", "empty", "empty_cache", "llm", "memory_stats", "npu", "profile", "reset_peak_memory_stats",
      "set_log_level", "start_trace", "stop_trace", "zeros", "_npu_paged_attention",
-     "_npu_paged_attention_get_workspace"]
+     "_npu_paged_attention_get_workspace", "npu_multi_head_latent_attention"]
     + [n for n in dir(_C) if n.startswith(("npu_", "_npu_")) or n in ("QuantWeight", "ResourceError")])

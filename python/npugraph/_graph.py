@@ -119,9 +119,10 @@ def debug_dump(self, debug_path):
     Graphviz DOT (``g.dot()``). Returns None. A graph without a finished capture writes nothing (as
     torch_npu's, which leaves an existing file as it was), and a failure of the aligned view is
     logged, leaving the dump itself in place."""
-    path = _os.fspath(debug_path)
+    path = _os.fspath(debug_path) if isinstance(debug_path, (str, _os.PathLike)) else None
     if not isinstance(path, str):
-        raise TypeError(f"debug_dump: debug_path = {debug_path!r}: expected a str or os.PathLike path")
+        raise TypeError(f"debug_dump: debug_path = {debug_path!r}: expected a str (or an os.PathLike "
+                        f"of one)")
     if not path.endswith(".json"):
         _cpp_debug_dump(self, path)
         return None

@@ -13,8 +13,9 @@ __all__ = [
     "empty_cache", "get_device_name", "get_device_properties", "get_rng_state", "initial_seed", "is_bf16_supported",
     "is_current_stream_capturing", "make_graphed_callables", "manual_seed", "manual_seed_all",
     "max_memory_allocated", "max_memory_reserved", "memory_allocated", "memory_reserved",
-    "memory_stats", "reset_peak_memory_stats", "seed", "seed_all", "set_compile_mode",
-    "set_rng_state",
+    "memory_snapshot", "memory_stats", "MemPool", "reset_accumulated_memory_stats",
+    "reset_peak_memory_stats", "seed", "seed_all", "set_compile_mode", "set_rng_state",
+    "use_mem_pool",
 ]
 
 
@@ -23,20 +24,114 @@ def _check_device(device, call):
         _C.npu.set_device(device)  # raises naming the value for anything but the one device
 
 
+_POOL_TYPES = ("all", "small_pool", "large_pool")
+_METRICS = ("current", "peak", "allocated", "freed")
+
+
 def memory_stats(device=None):
-    """torch.cuda.memory_stats: the caching allocator's counters as a dict with torch's keys
-    (``allocated_bytes.all.current`` / ``.peak``, ``reserved_bytes.all.current`` / ``.peak``,
-    ``segment.all.current``) plus npugraph's ``pools``."""
+    """torch.cuda.memory_stats: the caching allocator's counters with torch's keys —
+    ``{allocation, segment, active, inactive_split, allocated_bytes, reserved_bytes, active_bytes,
+    inactive_split_bytes, requested_bytes}.{all, small_pool, large_pool}.{current, peak,
+    allocated, freed}``, ``num_alloc_retries``, ``num_ooms``, ``num_sync_all_streams``,
+    ``num_device_alloc``, ``num_device_free``, ``max_split_size``,
+    ``oversize_{allocations,segments}.*`` — plus npugraph's ``pools`` (live pools, graph pools
+    included). npugraph's allocator never splits a block (every block is its own segment, live
+    blocks are the active ones): ``active*`` equal ``allocation`` / ``allocated_bytes``, and
+    ``inactive_split*`` and ``oversize_*`` stay 0; ``max_split_size`` is -1 (no limit), as torch
+    reports it. Blocks under 1 MiB count as the small pool (include/npugraph/allocator_stats.hpp)."""
     _check_device(device, "memory_stats")
-    s = _C.memory_stats()
-    return {
-        "allocated_bytes.all.current": s["allocated_bytes"],
-        "allocated_bytes.all.peak": s["peak_allocated_bytes"],
-        "reserved_bytes.all.current": s["reserved_bytes"],
-        "reserved_bytes.all.peak": s["peak_reserved_bytes"],
-        "segment.all.current": s["segments"],
-        "pools": s["pools"],
-    }
+    s = _C._allocator_stats()
+    out = {}
+    zero = dict.fromkeys(_METRICS, 0)
+    for stat, source in (("allocation", "allocation"), ("segment", "segment"), ("active", "allocation"),
+                         ("inactive_split", None), ("allocated_bytes", "allocated_bytes"),
+                         ("reserved_bytes", "reserved_bytes"), ("active_bytes", "allocated_bytes"),
+                         ("inactive_split_bytes", None), ("requested_bytes", "requested_bytes")):
+        for pool in _POOL_TYPES:
+            for metric in _METRICS:
+                out[f"{stat}.{pool}.{metric}"] = (s[f"{source}.{pool}.{metric}"] if source else zero[metric])
+    for name in ("num_alloc_retries", "num_ooms", "num_sync_all_streams", "num_device_alloc",
+                 "num_device_free"):
+        out[name] = s[name]
+    out["max_split_size"] = -1
+    for stat in ("oversize_allocations", "oversize_segments"):
+        for metric in _METRICS:
+            out[f"{stat}.{metric}"] = 0
+    out["pools"] = _C.memory_stats()["pools"]
+    return dict(sorted(out.items()))
+
+
+def reset_accumulated_memory_stats(device=None):
+    """torch.cuda.reset_accumulated_memory_stats: zeroes the ``allocated`` / ``freed`` totals and
+    the ``num_*`` event counts of memory_stats()."""
+    _check_device(device, "reset_accumulated_memory_stats")
+    _C.reset_accumulated_memory_stats()
+
+
+def memory_snapshot(mempool_id=None):
+    """torch.cuda.memory_snapshot: the allocator's segments in torch's shape — dicts with
+    ``device``, ``address``, ``total_size``, ``allocated_size``, ``active_size``,
+    ``requested_size``, ``stream``, ``segment_type`` (``"small"`` under 1 MiB, else ``"large"``),
+    ``segment_pool_id`` (``(0, 0)`` for the default pool, ``(0, id)`` for a graph pool or MemPool),
+    ``is_expandable`` (False), ``frames`` ([]: no allocation history is recorded) and ``blocks``:
+    npugraph never splits a segment, so each holds one block (``address``, ``size``,
+    ``requested_size``, ``state`` ``"active_allocated"`` or ``"inactive"`` (cached for reuse on its
+    stream), ``frames``). ``mempool_id`` (a MemPool's ``id``) keeps that pool's segments only."""
+    out = []
+    for seg in _C._memory_snapshot():
+        pool = (0, seg["pool_id"])
+        if mempool_id is not None and tuple(mempool_id) != pool:
+            continue
+        live = seg["allocated"]
+        block = {"address": seg["address"], "size": seg["size"],
+                 "requested_size": seg["requested_size"],
+                 "state": "active_allocated" if live else "inactive", "frames": []}
+        used = seg["size"] if live else 0
+        out.append({"device": 0, "address": seg["address"], "total_size": seg["size"],
+                    "allocated_size": used, "active_size": used,
+                    "requested_size": seg["requested_size"], "stream": seg["stream"],
+                    "segment_type": "small" if seg["size"] < (1 << 20) else "large",
+                    "segment_pool_id": pool, "is_expandable": False, "frames": [], "blocks": [block]})
+    return out
+
+
+class MemPool(_C.npu._PoolHandle):
+    """torch.cuda.MemPool: a private pool of npugraph's caching allocator. ``use_mem_pool(pool)``
+    routes the thread's npugraph allocations to it; ``graph(g, pool=pool)`` captures into it (it
+    is a pool handle, like graph_pool_handle()'s). ``allocator`` must be None: npugraph has one
+    allocator (a custom one raises UnsupportedError)."""
+
+    def __init__(self, allocator=None, use_on_oom=False):
+        if allocator is not None:
+            raise _C.UnsupportedError(f"MemPool: allocator = {allocator!r}: npugraph has one caching "
+                                      f"allocator; pass allocator=None")
+        del use_on_oom  # one allocator: nothing to fall back to
+        super().__init__()
+
+    @property
+    def id(self):
+        """``(0, n)``, the ``segment_pool_id`` of its segments in memory_snapshot()."""
+        return (0, _C.npu._PoolHandle.id.fget(self))
+
+    def snapshot(self):
+        """memory_snapshot() of this pool's segments."""
+        return memory_snapshot(mempool_id=self.id)
+
+
+@_contextlib.contextmanager
+def use_mem_pool(pool, device=None):
+    """torch.cuda.use_mem_pool: inside the block, npugraph's allocations on this thread come from
+    ``pool`` (a MemPool or a graph pool handle) — except while the current stream captures, when the
+    capture's pool is used. Torch's own tensors keep torch's allocator."""
+    _check_device(device, "use_mem_pool")
+    if not isinstance(pool, _C.npu._PoolHandle):
+        raise TypeError(f"use_mem_pool: pool = {pool!r}: expected an npugraph.npu.MemPool "
+                        f"(or a graph_pool_handle())")
+    scope = _C.npu._UsePool(pool)
+    try:
+        yield
+    finally:
+        del scope  # restores this thread's previous pool
 
 
 def memory_allocated(device=None):

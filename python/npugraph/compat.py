@@ -137,13 +137,13 @@ def _module_npu(self, device=None):
 _TESTING = ("torch_npu.testing", "torch_npu.testing.testcase", "torch_npu.testing.common_utils")
 # torch_npu master's module paths of the graph handler registry and the dump's aligned view
 _NPU_SUBMODULES = ("torch_npu.npu._npugraph_handlers", "torch_npu.npu._npugraph_handlers.npugraph_handler",
-                   "torch_npu.npu._npugraph_utils")
+                   "torch_npu.npu._npugraph_utils", "torch_npu.atb")
 
 
 def _npu_submodules():
     from . import _npugraph_handlers, _npugraph_utils
 
-    return dict(zip(_NPU_SUBMODULES, (_npugraph_handlers, _npugraph_handlers, _npugraph_utils)))
+    return dict(zip(_NPU_SUBMODULES[:3], (_npugraph_handlers, _npugraph_handlers, _npugraph_utils)))
 
 
 def _wrap_record_stream(real):
@@ -187,6 +187,9 @@ def _torch_npu_module(npugraph):
         if name.startswith(("npu_", "_npu_")):
             setattr(mod, name, getattr(npugraph, name))
     mod.__version__ = "npugraph-compat"
+    atb = _types.ModuleType("torch_npu.atb", "torch_npu's ATB ops that npugraph has.")
+    atb.npu_multi_head_latent_attention = npugraph.npu_multi_head_latent_attention
+    mod.atb = atb
     return mod
 
 
@@ -216,6 +219,7 @@ def install():
     _sys.modules["torch_npu.npu"] = npugraph.npu
     _sys.modules.update(testing)
     _sys.modules.update(_npu_submodules())
+    _sys.modules["torch_npu.atb"] = mod.atb
     torch.npu = npugraph.npu
     torch.Tensor.npu = _tensor_npu
     torch.Tensor.to = _wrap_to(_saved["Tensor.to"])

@@ -78,6 +78,7 @@ std::shared_ptr<DispatchRecords> new_records(const PyGraph& g, const Stream& cap
 void bind_graph(py::module_& m, py::module_& npu) {
   (void)m;
   py::class_<PoolHandle>(npu, "_PoolHandle", "A memory pool graphs captured one after another can share.")
+      .def(py::init([] { return graph_pool_handle(); }), "A new private pool (graph_pool_handle()).")
       .def_property_readonly("id", &PoolHandle::id)
       .def("__eq__", [](const PoolHandle& a, py::handle b) {
         return py::isinstance<PoolHandle>(b) && a == b.cast<const PoolHandle&>();
@@ -88,6 +89,9 @@ void bind_graph(py::module_& m, py::module_& npu) {
   npu.def("_graph_update_stream", [] { return shared_update_stream(Device::cpu()); },
           "The one update stream every auto-dispatch graph's update() issues on (Note [One update "
           "stream] in python/src/dispatch.hpp; torch_npu's graph_dispatch_mode.update_stream).");
+  py::class_<UsePool>(npu, "_UsePool", "`with npugraph.npu.use_mem_pool(pool):` (npugraph/_npu_api.py)")
+      .def(py::init([](const PoolHandle& pool) { return std::make_unique<UsePool>(pool); }),
+           py::arg("pool"));
   npu.def("graph_pool_handle", [] { return graph_pool_handle(); },
           "A new pool handle: pass it as pool= to captures that should share memory.");
 

@@ -314,6 +314,52 @@ void bind_runtime(py::module_& m, py::module_& npu) {
   }, "The caching allocator's totals over every pool: reserved_bytes (held from the system), "
      "allocated_bytes (handed to live tensors), segments, pools, and the peaks of the first two "
      "since reset_peak_memory_stats().");
+  m.def("_allocator_stats", [] {
+    const AllocatorStats s = allocator_stats();
+    py::dict d;
+    const char* pools[] = {"all", "small_pool", "large_pool"};
+    auto put = [&](const char* stat, const std::array<StatCounter, 3>& counters) {
+      for (int p = 0; p < 3; ++p) {
+        const StatCounter& c = counters[static_cast<std::size_t>(p)];
+        const std::string key = std::string(stat) + "." + pools[p] + ".";
+        d[py::str(key + "current")] = c.current;
+        d[py::str(key + "peak")] = c.peak;
+        d[py::str(key + "allocated")] = c.allocated;
+        d[py::str(key + "freed")] = c.freed;
+      }
+    };
+    put("allocation", s.allocation);
+    put("allocated_bytes", s.allocated_bytes);
+    put("requested_bytes", s.requested_bytes);
+    put("segment", s.segment);
+    put("reserved_bytes", s.reserved_bytes);
+    d["num_alloc_retries"] = s.num_alloc_retries;
+    d["num_ooms"] = s.num_ooms;
+    d["num_sync_all_streams"] = s.num_sync_all_streams;
+    d["num_device_alloc"] = s.num_device_alloc;
+    d["num_device_free"] = s.num_device_free;
+    return d;
+  }, "torch's allocator counters (allocation, allocated_bytes, requested_bytes, segment, "
+     "reserved_bytes; each .{all,small_pool,large_pool}.{current,peak,allocated,freed}) and event "
+     "counts; npugraph.npu.memory_stats() adds the rest of torch's keys.");
+  m.def("_memory_snapshot", [] {
+    py::list out;
+    for (const SegmentSnapshot& s : memory_snapshot()) {
+      py::dict d;
+      d["address"] = s.address;
+      d["size"] = s.size;
+      d["requested_size"] = s.requested_size;
+      d["allocated"] = s.allocated;
+      d["stream"] = s.stream;
+      d["pool_id"] = s.pool_id;
+      d["private_pool"] = s.private_pool;
+      out.append(std::move(d));
+    }
+    return out;
+  }, "Every segment of the allocator (one block each), by address; npugraph.npu.memory_snapshot() "
+     "gives them torch's shape.");
+  m.def("reset_accumulated_memory_stats", [] { reset_accumulated_memory_stats(); },
+        "Zeroes the allocated/freed totals and the event counts of npugraph.npu.memory_stats().");
   m.def("start_trace", [] { start_trace(); },
         "Begins recording a timeline of every task the streams run (npugraph.profile wraps it).");
   m.def("stop_trace", [](py::object path) -> py::object {

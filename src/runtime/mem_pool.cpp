@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <mutex>
+#include <vector>
 
 #include "npugraph/error.hpp"
 #include "runtime/backend.hpp"
@@ -12,7 +14,7 @@ namespace {
 struct Totals {
   std::atomic<std::size_t> reserved{0}, allocated{0}, segments{0}, pools{0};
   std::atomic<std::size_t> peak_allocated{0}, peak_reserved{0};
-  std::atomic<std::uint64_t> next_id{0};
+  std::atomic<std::uint64_t> next_id{1};  // 0 names the default pools in memory_snapshot()
 };
 Totals& totals() {
   static Totals t;
@@ -30,15 +32,76 @@ void add_total(std::atomic<std::size_t>& total, std::atomic<std::size_t>& peak, 
   raise_peak(peak, total.fetch_add(size) + size);
 }
 
+// torch's counters (allocator_stats.hpp) over every pool: one mutex, taken after a pool's.
+struct TorchStats {
+  std::mutex mu;
+  AllocatorStats s;
+};
+TorchStats& torch_stats() {
+  static auto* t = new TorchStats;  // leaked: blocks may be freed during static destruction
+  return *t;
+}
+
+void stat_up(StatCounter& c, std::int64_t n) {
+  c.current += n;
+  c.allocated += n;
+  c.peak = std::max(c.peak, c.current);
+}
+void stat_down(StatCounter& c, std::int64_t n) {
+  c.current -= n;
+  c.freed += n;
+}
+// Applies `op` to the "all" counter and to the one of the block's pool type.
+template <class Op>
+void both(std::array<StatCounter, 3>& counters, std::size_t block_size, std::int64_t n, Op op) {
+  op(counters[kStatAll], n);
+  op(counters[block_size < kSmallPoolLimit ? kStatSmallPool : kStatLargePool], n);
+}
+
+void count_block(std::size_t size, std::size_t requested, bool up) noexcept {
+  auto& t = torch_stats();
+  std::lock_guard lock(t.mu);
+  auto op = up ? &stat_up : &stat_down;
+  both(t.s.allocation, size, 1, op);
+  both(t.s.allocated_bytes, size, static_cast<std::int64_t>(size), op);
+  both(t.s.requested_bytes, size, static_cast<std::int64_t>(requested), op);
+}
+
+void count_segments(std::size_t size, std::int64_t n, bool up) noexcept {
+  auto& t = torch_stats();
+  std::lock_guard lock(t.mu);
+  auto op = up ? &stat_up : &stat_down;
+  both(t.s.segment, size, n, op);
+  both(t.s.reserved_bytes, size, static_cast<std::int64_t>(size) * n, op);
+  (up ? t.s.num_device_alloc : t.s.num_device_free) += n;
+}
+
+// Every live pool, for memory_snapshot(): registered by the constructor, removed by the destructor.
+struct PoolRegistry {
+  std::mutex mu;
+  std::vector<const MemPool*> pools;
+};
+PoolRegistry& registry() {
+  static auto* r = new PoolRegistry;
+  return *r;
+}
+
 }  // namespace
 
 MemPool::MemPool(Device device, bool is_private)
     : device_(device), is_private_(is_private), id_(totals().next_id.fetch_add(1)),
       backend_(&backend_for(device)) {
   totals().pools.fetch_add(1);
+  std::lock_guard lock(registry().mu);
+  registry().pools.push_back(this);
 }
 
 MemPool::~MemPool() {
+  {
+    std::lock_guard lock(registry().mu);
+    auto& v = registry().pools;
+    v.erase(std::remove(v.begin(), v.end(), this), v.end());
+  }
   release_cached();
   totals().pools.fetch_sub(1);
 }
@@ -57,10 +120,12 @@ void* MemPool::allocate(std::size_t nbytes, std::uint64_t stream_id) {
     auto it = free_.find(Key{stream_id, size});
     if (it != free_.end() && !it->second.empty()) {
       void* p = it->second.back();
+      live_.emplace(p, Live{size, nbytes, stream_id});  // may throw: before anything changes
       it->second.pop_back();
       allocated_ += size;
       peak_allocated_ = std::max(peak_allocated_, allocated_);
       add_total(totals().allocated, totals().peak_allocated, size);
+      count_block(size, nbytes, true);
       return p;
     }
   }
@@ -70,9 +135,17 @@ void* MemPool::allocate(std::size_t nbytes, std::uint64_t stream_id) {
               device_.str(), " would exceed allowed memory: the system refused it (", reserved_,
               " bytes reserved by this pool)");
   std::lock_guard lock(mu_);
+  try {
+    live_.emplace(p, Live{size, nbytes, stream_id});
+  } catch (...) {
+    backend_->deallocate(p, size);
+    throw;
+  }
   reserved_ += size;
   allocated_ += size;
   ++segments_;
+  count_segments(size, 1, true);
+  count_block(size, nbytes, true);
   peak_allocated_ = std::max(peak_allocated_, allocated_);
   peak_reserved_ = std::max(peak_reserved_, reserved_);
   add_total(totals().reserved, totals().peak_reserved, size);
@@ -84,8 +157,10 @@ void* MemPool::allocate(std::size_t nbytes, std::uint64_t stream_id) {
 void MemPool::deallocate(void* p, std::size_t nbytes, std::uint64_t stream_id) noexcept {
   const std::size_t size = round_size(nbytes);
   std::lock_guard lock(mu_);
+  live_.erase(p);
   allocated_ -= size;
   totals().allocated -= size;
+  count_block(size, nbytes, false);
   try {
     free_[Key{stream_id, size}].push_back(p);
   } catch (...) {  // cannot cache it: give it back
@@ -94,6 +169,7 @@ void MemPool::deallocate(void* p, std::size_t nbytes, std::uint64_t stream_id) n
     --segments_;
     totals().reserved -= size;
     totals().segments -= 1;
+    count_segments(size, 1, false);
   }
 }
 
@@ -105,8 +181,20 @@ void MemPool::release_cached() noexcept {
     segments_ -= blocks.size();
     totals().reserved -= key.size * blocks.size();
     totals().segments -= blocks.size();
+    count_segments(key.size, static_cast<std::int64_t>(blocks.size()), false);
   }
   free_.clear();
+}
+
+void MemPool::snapshot(std::vector<SegmentSnapshot>& out) const {
+  std::lock_guard lock(mu_);
+  const std::uint64_t pool = is_private_ ? id_ : 0;
+  for (const auto& [p, live] : live_)
+    out.push_back({reinterpret_cast<std::uintptr_t>(p), live.size, live.requested, true, live.stream,
+                   pool, is_private_});
+  for (const auto& [key, blocks] : free_)
+    for (void* p : blocks)
+      out.push_back({reinterpret_cast<std::uintptr_t>(p), key.size, 0, false, key.stream, pool, is_private_});
 }
 
 MemoryStats MemPool::stats() const {
@@ -130,6 +218,57 @@ void reset_total_peaks() {
   auto& t = totals();
   t.peak_allocated.store(t.allocated.load());
   t.peak_reserved.store(t.reserved.load());
+  auto& ts = torch_stats();
+  std::lock_guard lock(ts.mu);
+  for (auto* counters : {&ts.s.allocation, &ts.s.allocated_bytes, &ts.s.requested_bytes, &ts.s.segment,
+                         &ts.s.reserved_bytes})
+    for (StatCounter& c : *counters) c.peak = c.current;
+}
+
+AllocatorStats allocator_totals() {
+  auto& ts = torch_stats();
+  std::lock_guard lock(ts.mu);
+  return ts.s;
+}
+
+void reset_accumulated_totals() {
+  auto& ts = torch_stats();
+  std::lock_guard lock(ts.mu);
+  for (auto* counters : {&ts.s.allocation, &ts.s.allocated_bytes, &ts.s.requested_bytes, &ts.s.segment,
+                         &ts.s.reserved_bytes})
+    for (StatCounter& c : *counters) c.allocated = c.freed = 0;
+  ts.s.num_alloc_retries = ts.s.num_ooms = ts.s.num_sync_all_streams = 0;
+  ts.s.num_device_alloc = ts.s.num_device_free = 0;
+}
+
+void note_alloc_retry() noexcept {
+  auto& ts = torch_stats();
+  std::lock_guard lock(ts.mu);
+  ++ts.s.num_alloc_retries;
+}
+
+void note_oom() noexcept {
+  auto& ts = torch_stats();
+  std::lock_guard lock(ts.mu);
+  ++ts.s.num_ooms;
+}
+
+void note_sync_all_streams() noexcept {
+  auto& ts = torch_stats();
+  std::lock_guard lock(ts.mu);
+  ++ts.s.num_sync_all_streams;
+}
+
+std::vector<SegmentSnapshot> snapshot_all_pools(Device device) {
+  std::vector<SegmentSnapshot> out;
+  {
+    std::lock_guard lock(registry().mu);
+    for (const MemPool* pool : registry().pools)
+      if (pool->device() == device) pool->snapshot(out);
+  }
+  std::sort(out.begin(), out.end(),
+            [](const SegmentSnapshot& a, const SegmentSnapshot& b) { return a.address < b.address; });
+  return out;
 }
 
 }  // namespace npugraph::detail

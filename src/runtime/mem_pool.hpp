@@ -14,6 +14,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "npugraph/allocator_stats.hpp"
 #include "npugraph/device.hpp"
 #include "npugraph/memory.hpp"
 
@@ -33,6 +34,8 @@ class MemPool {
   // Returns cached free blocks to the system.
   void release_cached() noexcept;
   MemoryStats stats() const;
+  // Appends this pool's segments (live and cached blocks) to `out`.
+  void snapshot(std::vector<SegmentSnapshot>& out) const;
   // Restarts this pool's peaks from its current values.
   void reset_peaks();
   std::uint64_t id() const { return id_; }
@@ -58,6 +61,11 @@ class MemPool {
   std::uint64_t id_;
   mutable std::mutex mu_;
   std::unordered_map<Key, std::vector<void*>, KeyHash> free_;
+  struct Live {
+    std::size_t size, requested;
+    std::uint64_t stream;
+  };
+  std::unordered_map<void*, Live> live_;  // blocks handed out (memory_snapshot)
   Backend* backend_;  // where blocks come from
   std::size_t reserved_ = 0;
   std::size_t allocated_ = 0;
@@ -71,5 +79,12 @@ MemPool& default_pool(Device device);
 // Totals over every pool, and the restart of their peaks.
 MemoryStats memory_totals();
 void reset_total_peaks();
+// torch's counters (allocator_stats.hpp), kept by the pools; events counted by memory.cpp.
+AllocatorStats allocator_totals();
+void reset_accumulated_totals();
+void note_alloc_retry() noexcept;
+void note_oom() noexcept;
+void note_sync_all_streams() noexcept;
+std::vector<SegmentSnapshot> snapshot_all_pools(Device device);  // its pools, by address
 
 }  // namespace npugraph::detail

@@ -1,7 +1,11 @@
 // Allocation: which pool a new tensor's memory comes from, and the memory API (memory.hpp).
 #include "npugraph/memory.hpp"
 
+#include "npugraph/allocator_stats.hpp"
+#include "npugraph/use_pool.hpp"
+
 #include <mutex>
+#include <utility>
 #include <vector>
 
 #include "npugraph/error.hpp"
@@ -42,12 +46,20 @@ struct PoolChoice {
   std::uint64_t stream_id;
 };
 
+// The pool a UsePool scope chose for this thread (null: the default pool).
+std::shared_ptr<MemPool>& thread_pool() {
+  thread_local std::shared_ptr<MemPool> pool;
+  return pool;
+}
+
 PoolChoice choose_pool(Device device) {
   auto s = current_state(device);
   if (s->mode.load(std::memory_order_acquire) == StreamMode::capturing) {
     RuntimeLock lock;
     if (s->alloc_pool) return {s->alloc_pool, s->alloc_pool.get(), s->id};
   }
+  if (const auto& chosen = thread_pool(); chosen && chosen->device() == device)
+    return {chosen, chosen.get(), s->id};
   return {nullptr, &default_pool(device), s->id};
 }
 
@@ -78,9 +90,18 @@ Tensor empty(Shape shape, DType dtype, Device device) {
   } catch (const ResourceError&) {
     // Out of memory: return the default pool's cached blocks once queued work no longer needs them
     // (empty_cache synchronizes first), then retry. Not possible while capturing.
-    if (current_stream(device).is_capturing()) throw;
+    if (current_stream(device).is_capturing()) {
+      detail::note_oom();
+      throw;
+    }
+    detail::note_alloc_retry();
     empty_cache(device);
-    p = choice.pool->allocate(nbytes, choice.stream_id);
+    try {
+      p = choice.pool->allocate(nbytes, choice.stream_id);
+    } catch (const ResourceError&) {
+      detail::note_oom();
+      throw;
+    }
   }
   auto storage = std::make_shared<Storage>(p, nbytes, device, std::move(choice.hold),
                                            &detail::release_block, choice.pool, choice.stream_id);
@@ -116,7 +137,30 @@ void empty_cache(Device device) {
   detail::check_sync_call("empty_cache", nullptr);
   // Queued work may still read cached blocks (Note [Stream-ordered reuse]): let it finish first.
   device_synchronize(device);
+  detail::note_sync_all_streams();
   detail::default_pool(device).release_cached();
+}
+
+UsePool::UsePool(const PoolHandle& pool) {
+  NG_CHECK_ARG(pool.defined(), "use_mem_pool: pool: undefined (create one with graph_pool_handle())");
+  previous_ = std::exchange(detail::thread_pool(), pool.impl());
+}
+
+UsePool::~UsePool() { detail::thread_pool() = std::move(previous_); }
+
+AllocatorStats allocator_stats(Device device) {
+  detail::backend_for(device);
+  return detail::allocator_totals();
+}
+
+void reset_accumulated_memory_stats(Device device) {
+  detail::backend_for(device);
+  detail::reset_accumulated_totals();
+}
+
+std::vector<SegmentSnapshot> memory_snapshot(Device device) {
+  detail::backend_for(device);
+  return detail::snapshot_all_pools(device);
 }
 
 }  // namespace npugraph

@@ -90,3 +90,77 @@ TEST(Memory, TwoGraphsShareAPoolAndResetReleasesIt) {
   empty_cache();
   EXPECT_LE(memory_stats().reserved_bytes, base);
 }
+
+// torch's counters (allocator_stats.hpp): a block under 1 MiB counts in the small pool, rounded to
+// 512 bytes; one above in the large pool, rounded to 64 KiB; requested_bytes keeps the asked size.
+TEST(Memory, AllocatorStatsCountBlocksByPoolType) {
+  const AllocatorStats before = allocator_stats();
+  const std::size_t small_request = 1001 * 4, large_request = (std::size_t{1} << 20) * 3 + 4;
+  {
+    Tensor s = empty({1001}, f32);
+    Tensor l = empty({static_cast<std::int64_t>(large_request / 4)}, f32);
+    const AllocatorStats mid = allocator_stats();
+    auto grew = [&](const std::array<StatCounter, 3>& a, const std::array<StatCounter, 3>& b, int pool) {
+      return a[static_cast<std::size_t>(pool)].current - b[static_cast<std::size_t>(pool)].current;
+    };
+    EXPECT_EQ(grew(mid.allocation, before.allocation, kStatAll), 2);
+    EXPECT_EQ(grew(mid.allocation, before.allocation, kStatSmallPool), 1);
+    EXPECT_EQ(grew(mid.allocation, before.allocation, kStatLargePool), 1);
+    EXPECT_EQ(grew(mid.allocated_bytes, before.allocated_bytes, kStatSmallPool), 4096);
+    EXPECT_EQ(grew(mid.allocated_bytes, before.allocated_bytes, kStatLargePool), 3 * (1 << 20) + 64 * 1024);
+    EXPECT_EQ(grew(mid.requested_bytes, before.requested_bytes, kStatAll),
+              static_cast<std::int64_t>(small_request + large_request));
+    EXPECT_EQ(mid.segment[kStatAll].allocated - before.segment[kStatAll].allocated,
+              mid.num_device_alloc - before.num_device_alloc);
+  }
+  const AllocatorStats after = allocator_stats();
+  EXPECT_EQ(after.allocation[kStatAll].current, before.allocation[kStatAll].current);
+  EXPECT_EQ(after.allocation[kStatAll].freed - before.allocation[kStatAll].freed, 2);
+}
+
+TEST(Memory, SnapshotListsLiveAndCachedBlocks) {
+  void* data;
+  {
+    Tensor t = empty({777}, f32);
+    data = t.data();
+    bool found = false;
+    for (const SegmentSnapshot& s : memory_snapshot())
+      if (s.address == reinterpret_cast<std::uintptr_t>(data)) {
+        found = true;
+        EXPECT_TRUE(s.allocated);
+        EXPECT_EQ(s.size, 3584u);  // 3108 bytes rounded up to 512
+        EXPECT_EQ(s.requested_size, 3108u);
+        EXPECT_EQ(s.pool_id, 0u);
+      }
+    EXPECT_TRUE(found);
+  }
+  bool cached = false;
+  for (const SegmentSnapshot& s : memory_snapshot())
+    if (s.address == reinterpret_cast<std::uintptr_t>(data)) cached = !s.allocated && s.requested_size == 0;
+  EXPECT_TRUE(cached);
+}
+
+TEST(Memory, UsePoolRoutesThisThreadsAllocationsAndNests) {
+  PoolHandle a = graph_pool_handle(), b = graph_pool_handle();
+  Tensor in_a, in_b, after_b, outside;
+  {
+    UsePool use_a(a);
+    in_a = empty({64}, f32);
+    {
+      UsePool use_b(b);
+      in_b = empty({64}, f32);
+    }
+    after_b = empty({64}, f32);
+  }
+  outside = empty({64}, f32);
+  auto pool_of = [](const Tensor& t) -> std::int64_t {
+    for (const SegmentSnapshot& s : memory_snapshot())
+      if (s.address == reinterpret_cast<std::uintptr_t>(t.data())) return static_cast<std::int64_t>(s.pool_id);
+    return -1;
+  };
+  EXPECT_EQ(pool_of(in_a), static_cast<std::int64_t>(a.id()));
+  EXPECT_EQ(pool_of(in_b), static_cast<std::int64_t>(b.id()));
+  EXPECT_EQ(pool_of(after_b), static_cast<std::int64_t>(a.id()));
+  EXPECT_EQ(pool_of(outside), 0);
+  EXPECT_THROW(UsePool(PoolHandle{}), ArgumentError);
+}

@@ -7,7 +7,7 @@ from . import cuda
 from . import dist
 from . import llm
 from . import npu
-__all__: list[str] = ['ArgumentError', 'Error', 'QuantWeight', 'ResourceError', 'StateError', 'TaskError', 'UnsupportedError', 'WaitTimeoutError', 'cuda', 'dist', 'empty', 'empty_cache', 'llm', 'memory_stats', 'npu', 'npu_add_rms_norm', 'npu_argmax', 'npu_embedding', 'npu_fused_infer_attention_score', 'npu_fused_infer_attention_score_v2', 'npu_linear', 'npu_rms_norm', 'npu_rotary_embedding', 'npu_sample', 'npu_silu_mul', 'npu_swiglu', 'npu_weight_quant_linear', 'reset_peak_memory_stats', 'set_log_level', 'start_trace', 'stop_trace', 'zeros']
+__all__: list[str] = ['ArgumentError', 'Error', 'QuantWeight', 'ResourceError', 'StateError', 'TaskError', 'UnsupportedError', 'WaitTimeoutError', 'cuda', 'dist', 'empty', 'empty_cache', 'llm', 'memory_stats', 'npu', 'npu_add_rms_norm', 'npu_argmax', 'npu_embedding', 'npu_fused_infer_attention_score', 'npu_fused_infer_attention_score_v2', 'npu_linear', 'npu_rms_norm', 'npu_rotary_embedding', 'npu_sample', 'npu_silu_mul', 'npu_swiglu', 'npu_weight_quant_linear', 'reset_accumulated_memory_stats', 'reset_peak_memory_stats', 'set_log_level', 'start_trace', 'stop_trace', 'zeros']
 class ArgumentError(Error, ValueError):
     """
     A bad argument: the message names the argument, the value and the rule.
@@ -183,6 +183,10 @@ class _PagedAttentionFia:
         """
         out(query, key, value, *, workspace=None, out=[attention_out, softmax_lse], **keywords) -> out: writes caller-owned outputs, with the caller's workspace (get_max_workspace) or, without one, a workspace sized for the call; the form task groups capture and updates re-issue, recorded like the functional form under auto_dispatch_capture. Keywords and errors: help(npugraph.npu_fused_infer_attention_score).
         """
+def _allocator_stats() -> dict:
+    """
+    torch's allocator counters (allocation, allocated_bytes, requested_bytes, segment, reserved_bytes; each .{all,small_pool,large_pool}.{current,peak,allocated,freed}) and event counts; npugraph.npu.memory_stats() adds the rest of torch's keys.
+    """
 def _fia_keywords(v2: bool = False) -> list[str]:
     """
     The keywords the FIA parser accepts (sorted; v2=True: npu_fused_infer_attention_score_v2's), for the docs' check.
@@ -194,6 +198,10 @@ def _in_internal_torch() -> bool:
 def _launch_callable(stream: typing.Any, fn: typing.Any) -> None:
     """
     Enqueues fn() on `stream` (the task that replays a captured torch op; npugraph/_torch_capture.py).
+    """
+def _memory_snapshot() -> list:
+    """
+    Every segment of the allocator (one block each), by address; npugraph.npu.memory_snapshot() gives them torch's shape.
     """
 def _npu_fused_infer_attention_score_get_max_workspace(query: typing.Any, key: typing.Any, value: typing.Any, **kwargs) -> typing.Any:
     """
@@ -278,6 +286,10 @@ def npu_weight_quant_linear(x: typing.Any, weight: QuantWeight, bias: typing.Any
     float16 / bfloat16 [..., N], accumulated in float32; each row of y depends on its row of x only
     (not on how many rows the call has). activations="q8": calls of up to 16 rows quantise x to int8
     per block of 32 and take integer dot products, as llama.cpp does (cpu only).
+    """
+def reset_accumulated_memory_stats() -> None:
+    """
+    Zeroes the allocated/freed totals and the event counts of npugraph.npu.memory_stats().
     """
 def reset_peak_memory_stats() -> None:
     """

@@ -3,6 +3,7 @@ streams, events, graphs, task groups (torch.npu names)
 """
 from __future__ import annotations
 from npugraph._graph import graph
+from npugraph._npu_api import MemPool
 from npugraph._npu_api import _launch_host_func
 from npugraph._npu_api import _sleep
 from npugraph._npu_api import _subscribe_report
@@ -22,14 +23,21 @@ from npugraph._npu_api import max_memory_allocated
 from npugraph._npu_api import max_memory_reserved
 from npugraph._npu_api import memory_allocated
 from npugraph._npu_api import memory_reserved
+from npugraph._npu_api import memory_snapshot
 from npugraph._npu_api import memory_stats
+from npugraph._npu_api import reset_accumulated_memory_stats
 from npugraph._npu_api import reset_peak_memory_stats
 from npugraph._npu_api import seed
 from npugraph._npu_api import seed_all
 from npugraph._npu_api import set_compile_mode
 from npugraph._npu_api import set_rng_state
+from npugraph._npu_api import use_mem_pool
+from npugraph import _npugraph_handlers
+from npugraph._npugraph_handlers import NpuGraphOpHandler
+from npugraph._npugraph_handlers import register_npu_graph_handler
+from npugraph import _npugraph_utils
 import typing
-__all__: list[str] = ['Event', 'ExternalEvent', 'MAX_EXTERNAL_WAIT_DEADLINE', 'NPUGraph', 'Stream', 'current_device', 'current_stream', 'default_external_wait_deadline', 'default_stream', 'device', 'device_count', 'empty_cache', 'get_device_name', 'get_device_properties', 'get_rng_state', 'graph', 'graph_pool_handle', 'graph_task_group_begin', 'graph_task_group_end', 'graph_task_update_abort', 'graph_task_update_begin', 'graph_task_update_end', 'initial_seed', 'is_available', 'is_bf16_supported', 'is_current_stream_capturing', 'launch_host_func', 'make_graphed_callables', 'manual_seed', 'manual_seed_all', 'max_memory_allocated', 'max_memory_reserved', 'memory_allocated', 'memory_reserved', 'memory_stats', 'reset_peak_memory_stats', 'seed', 'seed_all', 'set_compile_mode', 'set_default_external_wait_deadline', 'set_device', 'set_rng_state', 'set_stream', 'stream', 'synchronize', 'total_collapsed_records']
+__all__: list[str] = ['Event', 'ExternalEvent', 'MAX_EXTERNAL_WAIT_DEADLINE', 'MemPool', 'NPUGraph', 'NpuGraphOpHandler', 'Stream', 'current_device', 'current_stream', 'default_external_wait_deadline', 'default_stream', 'device', 'device_count', 'empty_cache', 'get_device_name', 'get_device_properties', 'get_rng_state', 'graph', 'graph_pool_handle', 'graph_task_group_begin', 'graph_task_group_end', 'graph_task_update_abort', 'graph_task_update_begin', 'graph_task_update_end', 'initial_seed', 'is_available', 'is_bf16_supported', 'is_current_stream_capturing', 'launch_host_func', 'make_graphed_callables', 'manual_seed', 'manual_seed_all', 'max_memory_allocated', 'max_memory_reserved', 'memory_allocated', 'memory_reserved', 'memory_snapshot', 'memory_stats', 'register_npu_graph_handler', 'reset_accumulated_memory_stats', 'reset_peak_memory_stats', 'seed', 'seed_all', 'set_compile_mode', 'set_default_external_wait_deadline', 'set_device', 'set_rng_state', 'set_stream', 'stream', 'synchronize', 'total_collapsed_records', 'use_mem_pool']
 class Event:
     """
     A stream event (torch.npu.Event).
@@ -112,13 +120,18 @@ class NPUGraph:
         Ends the capture begun on the current stream and instantiates the graph; a capture in which a
             torch op was refused is discarded and raises StateError naming the op.
         """
-    def debug_dump(self, debug_path: typing.Any) -> None:
+    def debug_dump(self, debug_path):
         """
-        Writes the graph as Graphviz DOT text to debug_path.
+        Writes the graph to ``debug_path`` (torch_npu's NPUGraph.debug_dump): with a ``.json`` path,
+            a Chrome-trace JSON document (torch_npu's format: ``g.json()``) and beside it the aligned view
+            ``<path without .json>.aligned.json`` (``npugraph/_npugraph_utils.py``); any other path gets
+            Graphviz DOT (``g.dot()``). Returns None. A graph without a finished capture writes nothing (as
+            torch_npu's, which leaves an existing file as it was), and a failure of the aligned view is
+            logged, leaving the dump itself in place.
         """
     def dot(self) -> str:
         """
-        The graph as Graphviz DOT text (what debug_dump writes).
+        The graph as Graphviz DOT text (what debug_dump writes for a path not ending in .json).
         """
     def groups(self) -> list:
         """
@@ -127,6 +140,10 @@ class NPUGraph:
     def instantiate(self) -> None:
         """
         Checks that the graph holds a finished capture: npugraph instantiates at capture_end (torch.cuda.CUDAGraph.instantiate with keep_graph=True).
+        """
+    def json(self) -> str:
+        """
+        The graph as a Chrome-trace JSON document, torch_npu's debug_dump format (Note [Graph dump as JSON] in src/graph/graph_def.cpp).
         """
     def pool(self) -> _PoolHandle:
         """
@@ -154,6 +171,12 @@ class NPUGraph:
     def auto_dispatch_capture(self) -> bool:
         ...
     @property
+    def graph_dispatch_mode(self):
+        """
+        torch_npu master's ``g.graph_dispatch_mode``: its ``update_stream`` is the same stream for
+            every graph (``g1.graph_dispatch_mode.update_stream == g2.graph_dispatch_mode.update_stream``).
+        """
+    @property
     def id(self) -> int:
         ...
     @property
@@ -166,8 +189,10 @@ class NPUGraph:
     def num_tasks(self) -> int:
         ...
     @property
-    def update_stream(self) -> typing.Any:
-        ...
+    def update_stream(self) -> Stream:
+        """
+        The stream g.update() issues on: one for every graph of the device (Note [One update stream]).
+        """
 class Stream:
     """
     An asynchronous in-order queue of work (torch.npu.Stream).
@@ -235,6 +260,10 @@ class _PoolHandle:
     __hash__: typing.ClassVar[None] = None
     def __eq__(self, arg0: typing.Any) -> bool:
         ...
+    def __init__(self) -> None:
+        """
+        A new private pool (graph_pool_handle()).
+        """
     @property
     def id(self) -> int:
         ...
@@ -262,6 +291,12 @@ class _TaskGroupHandle:
     @property
     def valid(self) -> bool:
         ...
+class _UsePool:
+    """
+    `with npugraph.npu.use_mem_pool(pool):` (npugraph/_npu_api.py)
+    """
+    def __init__(self, pool: _PoolHandle) -> None:
+        ...
 class stream:
     """
     `with npugraph.npu.stream(s):` makes s the current stream.
@@ -272,6 +307,10 @@ class stream:
         ...
     def __init__(self, stream: typing.Any) -> None:
         ...
+def _graph_update_stream() -> Stream:
+    """
+    The one update stream every auto-dispatch graph's update() issues on (Note [One update stream] in python/src/dispatch.hpp; torch_npu's graph_dispatch_mode.update_stream).
+    """
 def _set_replay_blocking_default(blocking: bool) -> None:
     """
     Whether NPUGraph.replay() waits when blocking is not given (npugraph.compat.install() sets False: asynchronous, as on the device; Note [Blocking replays from Python]).
