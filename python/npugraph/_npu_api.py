@@ -356,7 +356,9 @@ def manual_seed(seed):
     (torch.manual_seed), the one torch ops on npu tensors draw from."""
     import torch
 
-    torch.manual_seed(seed)
+    # the CPU generator itself: torch.manual_seed would call back into torch.npu.manual_seed_all
+    # when npu is a real device (Note [The npu device])
+    torch.default_generator.manual_seed(int(seed))
 
 
 def manual_seed_all(seed):
@@ -368,7 +370,7 @@ def seed():
     """torch.npu.seed: seeds the generator from a non-deterministic source."""
     import torch
 
-    torch.seed()
+    torch.default_generator.seed()
 
 
 def seed_all():
@@ -380,7 +382,7 @@ def initial_seed():
     """torch.npu.initial_seed: the generator's initial seed."""
     import torch
 
-    return torch.initial_seed()
+    return torch.default_generator.initial_seed()
 
 
 def get_rng_state(device="npu"):
@@ -388,7 +390,7 @@ def get_rng_state(device="npu"):
     _check_device(device, "get_rng_state")
     import torch
 
-    return torch.get_rng_state()
+    return torch.default_generator.get_state()
 
 
 def set_rng_state(new_state, device="npu"):
@@ -396,7 +398,7 @@ def set_rng_state(new_state, device="npu"):
     _check_device(device, "set_rng_state")
     import torch
 
-    torch.set_rng_state(new_state)
+    torch.default_generator.set_state(new_state)
 
 
 def is_bf16_supported():

@@ -69,6 +69,7 @@ import functools as _functools
 import threading as _threading
 
 from . import _C
+from . import _npu_device
 
 __all__ = ["begin", "end", "order_eager_ops", "compiled_call"]
 
@@ -282,6 +283,11 @@ def _make_mode(torch):
             queued behind the stream's pending work."""
             name = str(func)
             alloc = pool_like if capture is not None else plain_like
+            if _npu_outputs(args, kwargs):  # ops on npu tensors give npu tensors (Note [The npu device])
+                host_alloc = alloc
+
+                def alloc(meta):
+                    return _npu_device.wrap(host_alloc(meta))
             if name in _ALLOCATION_OPS:
                 return _structure(_shapes(func, args, kwargs, torch), alloc)
             if _is_view(func):
@@ -335,6 +341,19 @@ def _make_mode(torch):
             return True
 
     return StreamOps, OrderingOps
+
+
+def _npu_outputs(args, kwargs):
+    """Whether an op's outputs belong on the npu device: npu tensor arguments, or device="npu"."""
+    if not _npu_device.enabled():
+        return False
+    for x in (*args, *kwargs.values()):
+        if _npu_device.is_npu_tensor(x):
+            return True
+        if isinstance(x, (list, tuple)) and any(_npu_device.is_npu_tensor(y) for y in x):
+            return True
+    device = kwargs.get("device")
+    return device is not None and str(device).startswith("npu")
 
 
 _local = _threading.local()

@@ -193,13 +193,19 @@ def _torch_npu_module(npugraph):
     return mod
 
 
-def install():
-    """Installs the shim (idempotent); returns the ``torch_npu`` module it made."""
+def install(npu_device=False):
+    """Installs the shim (idempotent); returns the ``torch_npu`` module it made. ``npu_device=True``
+    (torch >= 2.8) makes ``npu`` a real torch device whose tensors live in host memory (Note [The
+    npu device] in npugraph/_npu_device.py); by default ``npu`` names the CPU."""
     if _saved:
         return _sys.modules["torch_npu"]
     import torch
 
     import npugraph
+    from . import _npu_device
+
+    if npu_device:
+        _npu_device.enable(torch, npugraph.npu)  # raises on a torch that cannot; irreversible
 
     mod = _torch_npu_module(npugraph)
     testing = _testing_modules()
@@ -221,13 +227,15 @@ def install():
     _sys.modules.update(_npu_submodules())
     _sys.modules["torch_npu.atb"] = mod.atb
     torch.npu = npugraph.npu
-    torch.Tensor.npu = _tensor_npu
-    torch.Tensor.to = _wrap_to(_saved["Tensor.to"])
-    torch.nn.Module.npu = _module_npu
-    torch.device = _device_class(_saved["device"])
-    torch.nn.Module.to = _wrap_to(_saved["Module.to"])
-    for name, fn in _saved["factories"].items():
-        setattr(torch, name, _wrap_factory(fn))
+    _saved["npu_device"] = _npu_device.enabled()
+    if not _saved["npu_device"]:  # npu names the CPU: torch's device names resolve it here
+        torch.Tensor.npu = _tensor_npu
+        torch.Tensor.to = _wrap_to(_saved["Tensor.to"])
+        torch.nn.Module.npu = _module_npu
+        torch.device = _device_class(_saved["device"])
+        torch.nn.Module.to = _wrap_to(_saved["Module.to"])
+        for name, fn in _saved["factories"].items():
+            setattr(torch, name, _wrap_factory(fn))
     if _saved["compile"] is not None:
         torch.compile = _wrap_compile(_saved["compile"])
     torch.Tensor.record_stream = _wrap_record_stream(torch.Tensor.record_stream)
@@ -249,23 +257,26 @@ def uninstall():
             _sys.modules.pop(k, None)
         else:
             _sys.modules[k] = v
-    if _saved["torch.npu"] is None:
+    if _saved["npu_device"]:
+        torch.npu = _saved["torch.npu"] or torch.npu  # the device module stays: the rename is for good
+    elif _saved["torch.npu"] is None:
         delattr(torch, "npu")
     else:
         torch.npu = _saved["torch.npu"]
-    if _saved["Tensor.npu"] is None:
-        del torch.Tensor.npu
-    else:
-        torch.Tensor.npu = _saved["Tensor.npu"]
-    torch.Tensor.to = _saved["Tensor.to"]
-    if _saved["Module.npu"] is None:
-        del torch.nn.Module.npu
-    else:
-        torch.nn.Module.npu = _saved["Module.npu"]
-    torch.nn.Module.to = _saved["Module.to"]
-    torch.device = _saved["device"]
-    for name, fn in _saved["factories"].items():
-        setattr(torch, name, fn)
+    if not _saved["npu_device"]:
+        if _saved["Tensor.npu"] is None:
+            del torch.Tensor.npu
+        else:
+            torch.Tensor.npu = _saved["Tensor.npu"]
+        torch.Tensor.to = _saved["Tensor.to"]
+        if _saved["Module.npu"] is None:
+            del torch.nn.Module.npu
+        else:
+            torch.nn.Module.npu = _saved["Module.npu"]
+        torch.nn.Module.to = _saved["Module.to"]
+        torch.device = _saved["device"]
+        for name, fn in _saved["factories"].items():
+            setattr(torch, name, fn)
     if _saved["compile"] is not None:
         torch.compile = _saved["compile"]
     if _saved["record_stream"] is None:
@@ -286,7 +297,9 @@ def _main(argv):
     if not argv or argv[0] in ("-h", "--help"):
         print("usage: python -m npugraph.compat SCRIPT [ARGS...]  (runs SCRIPT with torch_npu = npugraph)")
         return 0 if argv else 2
-    install()
+    import os
+
+    install(npu_device=os.environ.get("NPUGRAPH_NPU_DEVICE", "0") not in ("", "0"))
     _sys.argv = list(argv)
     runpy.run_path(argv[0], run_name="__main__")
     return 0

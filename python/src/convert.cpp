@@ -125,7 +125,11 @@ std::shared_ptr<void> hold_python(py::handle obj) {
   return std::shared_ptr<void>(raw, &release_python);
 }
 
+// npugraph._npu_device.NpuTensor (a type-name compare: this is on every tensor argument's path).
+bool is_npu_tensor(py::handle obj) { return std::strcmp(Py_TYPE(obj.ptr())->tp_name, "NpuTensor") == 0; }
+
 bool is_torch(py::handle obj) {
+  if (is_npu_tensor(obj)) return true;
   const std::string module = py::str(py::type::handle_of(obj).attr("__module__"));
   return module == "torch" || module.rfind("torch.", 0) == 0;
 }
@@ -162,7 +166,8 @@ py::dtype numpy_dtype_of(DType t) {
 
 Kind kind_of(py::handle obj, const char* arg) {
   if (py::isinstance<py::array>(obj)) return Kind::numpy;
-  if (is_torch(obj) && py::hasattr(obj, "__dlpack__")) return Kind::torch;
+  if (is_torch(obj) && py::hasattr(obj, "__dlpack__"))
+    return is_npu_tensor(obj) ? Kind::torch_npu : Kind::torch;
   throw py::type_error(std::string(arg) + ": expected a numpy array or a torch tensor, got " + type_name(obj) +
                        " (" + short_repr(obj) + ")");
 }
@@ -184,6 +189,8 @@ Tensor to_tensor(py::handle obj, const char* arg) {
     NG_CHECK_ARG(arr.writeable(), arg, ": the numpy array is read-only");
     return Tensor::from_blob(arr.mutable_data(), shape, strides, dtype, hold_python(obj));
   }
+  if (is_npu_tensor(obj))  // an npu tensor: its host data (Note [The npu device])
+    return to_tensor(obj.attr("_npugraph_data"), arg);
   InternalTorch internal;
   NG_CHECK_ARG(!py::bool_(obj.attr("requires_grad")), arg,
                ": a torch tensor that requires grad cannot be shared; use .detach() or torch.no_grad()");
@@ -268,6 +275,10 @@ py::object from_tensor(const Tensor& t, Kind kind) {
   static auto* from_dlpack = new py::object(py::module_::import("torch.utils.dlpack").attr("from_dlpack"));
   py::object result = (*from_dlpack)(cap);
   if (is_bool) result = result.attr("view")(py::module_::import("torch").attr("bool"));
+  if (kind == Kind::torch_npu) {
+    static auto* wrap = new py::object(py::module_::import("npugraph._npu_device").attr("wrap"));
+    result = (*wrap)(result);
+  }
   return result;
 }
 

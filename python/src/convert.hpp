@@ -10,7 +10,9 @@ namespace npugraph::python {
 
 namespace py = pybind11;
 
-enum class Kind { numpy, torch };
+// torch_npu: a torch tensor on the npu device of npugraph.compat.install(npu_device=True) (Note [The
+// npu device] in npugraph/_npu_device.py): read through its host data, results given back on npu.
+enum class Kind { numpy, torch, torch_npu };
 
 // The kind of a Python tensor object; throws TypeError naming `arg` for anything else.
 Kind kind_of(py::handle obj, const char* arg);

@@ -157,3 +157,14 @@ def test_torch_npu_housekeeping_names():
     assert props.multi_processor_count >= 1 and "total_memory=" in repr(props)
     with pytest.raises(npugraph.ArgumentError, match="npu:1"):
         npugraph.npu.get_device_properties("npu:1")
+
+
+def test_npu_device_refused_on_a_torch_that_cannot_name_it():
+    from npugraph import _npu_device
+
+    if _npu_device.available(torch):
+        pytest.skip(f"torch {torch.__version__} names the device (tests/python/test_npu_device.py)")
+    with pytest.raises(npugraph.UnsupportedError,
+                       match=rf"npu_device=True: torch {torch.__version__} cannot name a device .*>= 2\.8"):
+        compat.install(npu_device=True)
+    assert not compat.installed() and "torch_npu" not in sys.modules

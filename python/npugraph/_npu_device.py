@@ -1,0 +1,178 @@
+"""A real ``npu`` device for torch >= 2.8 under the torch_npu shim (``npugraph.compat.install(
+npu_device=True)``, or ``NPUGRAPH_NPU_DEVICE=1`` for ``python -m npugraph.compat``).
+
+Note [The npu device]
+PyTorch lets an out-of-tree backend name a device through its PrivateUse1 dispatch key; torch >= 2.8
+can do it from Python (``torch.utils.backend_registration._setup_privateuseone_for_python_backend``:
+the rename, the ``Tensor.npu()`` / ``is_npu`` / ``Module.npu()`` methods, a device module, a device
+guard). A tensor on ``npu:0`` is an ``NpuTensor``: a wrapper subclass (``_make_wrapper_subclass``,
+PyTorch's own test_privateuseone_python_backend.py pattern) whose device is ``npu:0`` and whose data
+is a CPU tensor, ``_npugraph_data`` — npugraph's device is the host. Every op on it passes through
+``NpuTensor.__torch_dispatch__``: the arguments are unwrapped, torch's CPU kernel runs, and tensor
+results are wrapped again (an op that returns one of its arguments, ``add_`` or ``out=``, returns
+that argument's wrapper). Factories (``torch.empty(..., device="npu")`` and everything built on
+``empty`` / ``empty_strided``: zeros, rand, arange, full ...) and copies into the device
+(``_copy_from``: ``.to("npu")``, ``torch.tensor(..., device="npu")``) are registered for the
+PrivateUse1 key. ``.to("cpu")`` / ``.cpu()`` give plain CPU tensors; ``.numpy()`` refuses, as on a
+device. npugraph's own ops (FIA, paged attention, the decode ops) read an NpuTensor's host data and
+give npu results for npu queries; captures allocate npu outputs for ops on npu tensors.
+
+Cost: the Python dispatch — about 45 us more per op than on a CPU tensor (a 64-float add: 48.6 us
+against 3.5 us, torch 2.10, 2-core Zen 5 under load). Captured ops cost nothing per op at replay
+beyond the op itself. The rename is process-wide and cannot be undone: once enabled, the device
+stays after ``compat.uninstall()``. torch 1.13 (no renaming) and torch < 2.8 (no Python device
+guard) keep ``npu`` as an alias of the CPU.
+"""
+import types as _types
+
+__all__ = ["available", "enable", "enabled", "NpuTensor", "wrap"]
+
+_state = {"on": False, "cls": None}
+
+
+def available(torch):
+    """Whether this torch can name a device from Python (torch >= 2.8)."""
+    reg = getattr(getattr(torch, "utils", None), "backend_registration", None)
+    return reg is not None and hasattr(reg, "_setup_privateuseone_for_python_backend") \
+        and hasattr(torch._C, "_acc")
+
+
+def enabled():
+    return _state["on"]
+
+
+def _make_class(torch):
+    from torch.utils._pytree import tree_map
+
+    npu0 = torch.device("npu", 0)
+    to_copy = torch.ops.aten._to_copy.default
+
+    class NpuTensor(torch.Tensor):
+        """A tensor on npugraph's ``npu:0`` device: its data is the CPU tensor ``_npugraph_data``
+        (Note [The npu device] in npugraph/_npu_device.py)."""
+
+        @staticmethod
+        def __new__(cls, data):
+            r = torch.Tensor._make_wrapper_subclass(
+                cls, data.size(), strides=data.stride(), storage_offset=data.storage_offset(),
+                dtype=data.dtype, device=npu0, requires_grad=False)
+            r._npugraph_data = data
+            return r
+
+        def __repr__(self, *, tensor_contents=None):
+            del tensor_contents
+            text = repr(self._npugraph_data)
+            return text[:-1] + ", device='npu:0')" if text.endswith(")") else text
+
+        @classmethod
+        def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            seen = {}
+
+            def unwrap(x):
+                if isinstance(x, NpuTensor):
+                    seen[id(x._npugraph_data)] = x
+                    return x._npugraph_data
+                if isinstance(x, torch.device) and x.type == "npu":
+                    return torch.device("cpu")
+                return x
+
+            out = func(*tree_map(unwrap, args), **tree_map(unwrap, kwargs))
+            if func is to_copy and kwargs.get("device") is not None \
+                    and torch.device(kwargs["device"]).type != "npu":
+                return out  # .to("cpu"): leaves the device
+
+            def rewrap(x):
+                if isinstance(x, torch.Tensor) and not isinstance(x, NpuTensor):
+                    known = seen.get(id(x))
+                    return known if known is not None else NpuTensor(x)
+                return x
+
+            return tree_map(rewrap, out)
+
+    return NpuTensor
+
+
+def _device_module(npu_module, torch):
+    """torch.npu for torch's device machinery: npugraph.npu plus what torch asks a backend module
+    (autocast queries among them: torch.autocast and checkpointing call them for every device)."""
+    mod = npu_module
+    autocast = {"enabled": False, "dtype": torch.float16}
+
+    def set_enabled(enabled):
+        autocast["enabled"] = bool(enabled)
+
+    def set_dtype(dtype):
+        autocast["dtype"] = dtype
+
+    for name, value in (("is_available", lambda: True), ("current_device", lambda: 0),
+                        ("device_count", lambda: 1), ("_is_in_bad_fork", lambda: False),
+                        ("is_initialized", lambda: True), ("_lazy_init", lambda: None),
+                        ("is_autocast_enabled", lambda: autocast["enabled"]),
+                        ("set_autocast_enabled", set_enabled),
+                        ("get_autocast_dtype", lambda: autocast["dtype"]),
+                        ("set_autocast_dtype", set_dtype),
+                        ("get_amp_supported_dtype", lambda: [torch.float16, torch.bfloat16])):
+        if not hasattr(mod, name):
+            setattr(mod, name, value)
+    return mod
+
+
+def enable(torch, npu_module):
+    """Names the ``npu`` device (idempotent). Raises UnsupportedError on a torch that cannot."""
+    if _state["on"]:
+        return _state["cls"]
+    from . import _C
+
+    if not available(torch):
+        raise _C.UnsupportedError(
+            f"npu_device=True: torch {torch.__version__} cannot name a device from Python (needs torch "
+            f">= 2.8: torch.utils.backend_registration._setup_privateuseone_for_python_backend); "
+            f"without it 'npu' stays an alias of the CPU")
+    current = torch._C._get_privateuse1_backend_name()
+    if current not in ("privateuseone", "npu"):
+        raise _C.UnsupportedError(f"npu_device=True: torch's PrivateUse1 device is already named "
+                                  f"'{current}' in this process")
+    from torch.utils.backend_registration import _setup_privateuseone_for_python_backend
+
+    _setup_privateuseone_for_python_backend("npu" if current == "privateuseone" else None,
+                                            backend_module=_device_module(npu_module, torch))
+    cls = _make_class(torch)
+    lib = torch.library.Library("aten", "IMPL")
+
+    def check(device):
+        if device is not None and device.index not in (None, 0):
+            raise _C.ArgumentError(f"device = {device}: npugraph has one device, npu:0")
+
+    def empty(size, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None):
+        del layout, pin_memory
+        check(device)
+        return cls(torch.empty(size, dtype=dtype, memory_format=memory_format))
+
+    def empty_strided(size, stride, dtype=None, layout=None, device=None, pin_memory=None):
+        del layout, pin_memory
+        check(device)
+        return cls(torch.empty_strided(size, stride, dtype=dtype))
+
+    def copy_from(self, dst, non_blocking=False):
+        del non_blocking
+        src = self._npugraph_data if isinstance(self, cls) else self
+        target = dst._npugraph_data if isinstance(dst, cls) else dst
+        target.copy_(src)
+        return dst
+
+    lib.impl("empty.memory_format", empty, "PrivateUse1")
+    lib.impl("empty_strided", empty_strided, "PrivateUse1")
+    lib.impl("_copy_from", copy_from, "PrivateUse1")
+    _state.update(on=True, cls=cls, lib=lib)
+    return cls
+
+
+def wrap(t):
+    """A CPU torch tensor as an npu tensor sharing its memory (npugraph's results for npu queries)."""
+    return _state["cls"](t)
+
+
+def is_npu_tensor(x):
+    cls = _state["cls"]
+    return cls is not None and isinstance(x, cls)

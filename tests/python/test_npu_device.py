@@ -1,0 +1,131 @@
+"""A real `npu` device under the shim (npugraph.compat.install(npu_device=True), torch >= 2.8;
+Note [The npu device] in npugraph/_npu_device.py). The device's name is process-wide and for good,
+so every check runs in a fresh interpreter. Skipped on a torch that cannot name a device (1.13)."""
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+import npugraph
+from npugraph import _npu_device
+
+pytestmark = pytest.mark.skipif(not _npu_device.available(torch),
+                                reason=f"torch {torch.__version__} cannot name a device from Python")
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def run(body, env=None, expect_ok=True):
+    package_root = os.path.dirname(os.path.dirname(os.path.abspath(npugraph.__file__)))
+    full_env = dict(os.environ, PYTHONPATH=os.pathsep.join([package_root, HERE, os.environ.get("PYTHONPATH", "")]),
+                    **(env or {}))
+    script = "import torch, npugraph, npugraph.compat as compat\n" + textwrap.dedent(body)
+    proc = subprocess.run([sys.executable, "-c", script], cwd=HERE, env=full_env, capture_output=True,
+                          text=True, timeout=300)
+    if expect_ok:
+        assert proc.returncode == 0, f"stdout:\n{proc.stdout[-3000:]}\nstderr:\n{proc.stderr[-3000:]}"
+        assert "SCENARIO OK" in proc.stdout, proc.stdout[-3000:]
+    return proc
+
+
+def test_tensors_live_on_npu_and_compute():
+    run("""
+        compat.install(npu_device=True)
+        import torch_npu
+        d = torch.device("npu:0")
+        assert d.type == "npu" and d.index == 0 and torch.device("npu", 0) == d
+        x = torch.arange(6.0).npu()
+        assert x.device == d and x.is_npu and x.device.type == "npu"
+        for t in (torch.empty(3, device="npu"), torch.zeros(3, device="npu"), torch.ones(2, 3, device="npu:0"),
+                  torch.rand(4, device="npu"), torch.arange(5, device="npu"), torch.full((2,), 7.0, device="npu"),
+                  torch.tensor([1.0, 2.0], device="npu"), torch.ones(3).to("npu")):
+            assert t.device == d, t
+        y = x * 2 + 1
+        assert y.device == d and y.cpu().tolist() == [1.0, 3.0, 5.0, 7.0, 9.0, 11.0]
+        z = x.add_(1)
+        assert z is x and x.cpu().tolist() == [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
+        v = x[2:]
+        v.fill_(0)  # a view writes its base
+        assert x.cpu().tolist() == [1.0, 2.0, 0.0, 0.0, 0.0, 0.0]
+        assert (x + torch.ones(6)).device == d  # a CPU operand joins the npu one, as a scalar would
+        assert x.cpu().device.type == "cpu" and type(x.cpu()) is torch.Tensor
+        m = torch.nn.Linear(3, 2).npu()
+        assert m.weight.device == d and m(torch.ones(1, 3, device="npu")).device == d
+        w = torch.ones(2, device="npu", requires_grad=True)
+        (g,) = torch.autograd.grad((w * 3).sum(), w)
+        assert g.device == d and g.cpu().tolist() == [3.0, 3.0]
+        try:
+            torch.empty(2, device="npu:1")
+        except npugraph.ArgumentError as e:
+            assert "device = npu:1: npugraph has one device, npu:0" in str(e)
+        else:
+            raise AssertionError("npu:1 was accepted")
+        print("SCENARIO OK")
+    """)
+
+
+def test_npugraph_ops_take_and_give_npu_tensors_bitwise():
+    run("""
+        compat.install(npu_device=True)
+        import torch_npu
+        g0 = torch.Generator().manual_seed(0)
+        q = torch.randn(1, 4, 1, 16, generator=g0).half()
+        k = torch.randn(1, 4, 8, 16, generator=g0).half()
+        kw = dict(num_heads=4, input_layout="BNSD", scale=0.25, actual_seq_lengths_kv=[8])
+        want, _ = npugraph.npu_fused_infer_attention_score(q, k, k, **kw)
+        out, lse = torch_npu.npu_fused_infer_attention_score(q.npu(), k.npu(), k.npu(), **kw)
+        assert out.device.type == "npu" and type(want) is torch.Tensor
+        assert torch.equal(out.cpu(), want)
+        g = torch.npu.NPUGraph()
+        qn, kn = q.npu(), k.npu()
+        with torch.npu.graph(g, auto_dispatch_capture=True):
+            o, _ = torch_npu.npu_fused_infer_attention_score(qn, kn, kn, **kw)
+        assert o.device.type == "npu"
+        for n in (3, 8, 1):
+            g.update(cpu_update_input=[{"actual_seq_lengths_kv": [n]}])
+            g.replay()
+            torch.npu.synchronize()
+            ref, _ = npugraph.npu_fused_infer_attention_score(q, k, k, **dict(kw, actual_seq_lengths_kv=[n]))
+            assert torch.equal(o.cpu(), ref), n
+        print("SCENARIO OK")
+    """)
+
+
+def test_captured_torch_ops_on_npu_tensors_replay_in_place():
+    run("""
+        compat.install(npu_device=True)
+        x = torch.zeros(4, device="npu")
+        g = torch.npu.NPUGraph()
+        with torch.npu.graph(g):
+            y = x * 2 + 1
+            z = torch.empty(4, device="npu")
+            z.copy_(y)
+        assert y.device.type == "npu" and z.device.type == "npu"
+        for value in (3.0, -1.0):
+            x.fill_(value)
+            g.replay()
+            torch.npu.synchronize()
+            assert y.cpu().tolist() == [2 * value + 1] * 4 and z.cpu().tolist() == y.cpu().tolist()
+        print("SCENARIO OK")
+    """)
+
+
+def test_the_seed_runs_verbatim_on_the_device():
+    package_root = os.path.dirname(os.path.dirname(os.path.abspath(npugraph.__file__)))
+    env = dict(os.environ, NPUGRAPH_NPU_DEVICE="1",
+               PYTHONPATH=os.pathsep.join([package_root, os.environ.get("PYTHONPATH", "")]))
+    seed = subprocess.run([sys.executable, "-m", "npugraph.compat", os.path.join(HERE, "data", "torch_npu_seed.py")],
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert seed.returncode == 0, seed.stderr[-3000:]
+    assert "equal: True" in seed.stdout and "device='npu:0'" in seed.stdout, seed.stdout[-2000:]
+
+
+def test_without_the_option_npu_stays_the_cpu_alias():
+    run("""
+        compat.install()
+        assert torch.ones(2, device="npu").device.type == "cpu"
+        assert torch._C._get_privateuse1_backend_name() == "privateuseone"
+        print("SCENARIO OK")
+    """)
