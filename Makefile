@@ -1,7 +1,8 @@
 # npugraph — the two commands of a fresh Debian machine:
 #   make demo   installs what is needed, builds, runs the main job: SmolLM2 generating text on npugraph
-#   make test   builds and runs every test, then again under ASan + UBSan, the runtime suites under
-#               TSan, and each libFuzzer harness for FUZZ_TEST_SECONDS
+#   make test   builds and runs every test (the Python ones under torch 1.13 and torch 2.10), then
+#               again under ASan + UBSan, the runtime suites under TSan, and each libFuzzer harness
+#               for FUZZ_TEST_SECONDS
 #   make fuzz   long libFuzzer runs (FUZZ_SECONDS per harness)
 #   make bench  runs every benchmark and rewrites the README's Performance section
 JOBS ?= $(shell nproc)
