@@ -17,8 +17,9 @@ PrivateUse1 key. ``.to("cpu")`` / ``.cpu()`` give plain CPU tensors; ``.numpy()`
 device. npugraph's own ops (FIA, paged attention, the decode ops) read an NpuTensor's host data and
 give npu results for npu queries; captures allocate npu outputs for ops on npu tensors.
 
-Cost: the Python dispatch — about 45 us more per op than on a CPU tensor (a 64-float add: 48.6 us
-against 3.5 us, torch 2.10, 2-core Zen 5 under load). Captured ops cost nothing per op at replay
+Cost: the Python dispatch — a 64-float add took 53 us on an npu tensor against 16 us on a CPU
+tensor under the same shim (torch 2.10, 2-core Xeon family 6 model 207, under load; docs/torch_npu.md).
+Captured ops cost nothing per op at replay
 beyond the op itself. The rename is process-wide and cannot be undone: once enabled, the device
 stays after ``compat.uninstall()``. torch 1.13 (no renaming) and torch < 2.8 (no Python device
 guard) keep ``npu`` as an alias of the CPU.
