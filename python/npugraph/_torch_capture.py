@@ -400,6 +400,10 @@ def _refit(mode):
     want = _mode_class_for(bool(mode.captures))
     if type(mode) is want:
         return mode
+    from torch.utils._python_dispatch import _get_current_dispatch_mode
+
+    if _get_current_dispatch_mode() is not mode:
+        return mode  # a mode pushed after ours is on top: exiting would pop it; keep ours as it is
     fresh = want()
     fresh.captures, fresh.ordering = mode.captures, mode.ordering
     mode.__exit__(None, None, None)

@@ -119,3 +119,28 @@ def test_uninstall_gives_torch_compile_back():
     finally:
         compat.uninstall()
     assert torch.compile is real
+
+
+def test_a_mode_pushed_over_the_shims_survives_a_capture(shim):
+    from torch.utils._python_dispatch import TorchDispatchMode, _get_current_dispatch_mode
+
+    class Counting(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.ops = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.ops += 1
+            return func(*args, **(kwargs or {}))
+
+    x = torch.ones(3)
+    with Counting() as counting:
+        g = npu.NPUGraph()
+        with npu.graph(g):
+            y = x + 1
+        assert _get_current_dispatch_mode() is counting  # still on top after the capture ended
+        x.mul_(2)
+    assert counting.ops >= 2
+    g.replay()
+    npu.synchronize()
+    assert torch.equal(y, torch.full((3,), 3.0))
