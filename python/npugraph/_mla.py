@@ -15,6 +15,7 @@ is recorded and ``g.update(cpu_update_input=[{"context_lens": ...}])`` changes i
 registry's ``npu_multi_head_latent_attention.out`` handler declares that key).
 """
 from . import _C
+from ._paged_attention import dims, inplace_view
 
 __all__ = ["npu_multi_head_latent_attention"]
 
@@ -22,12 +23,7 @@ _NAME = "npu_multi_head_latent_attention"
 
 
 def _shape(x, name, want, rule):
-    shape = tuple(x.shape) if hasattr(x, "shape") else None
-    if shape is None:
-        raise TypeError(f"{_NAME}: {name} must be a tensor, got {type(x).__name__}")
-    if len(shape) != want:
-        raise _C.ArgumentError(f"{_NAME}: {name} has shape {list(shape)}: must be {rule}")
-    return shape
+    return dims(_NAME, x, name, want, rule)
 
 
 def _refuse(name, value, allowed=(None,)):
@@ -104,15 +100,6 @@ def npu_multi_head_latent_attention(q_nope, q_rope, ctkv, k_rope, block_tables, 
     return (output, lse) if return_lse else output
 
 
+
 def _view(x, shape, name):
-    """x seen with `shape` without a copy (so that the op writes x), or ArgumentError."""
-    if hasattr(x, "flags"):  # numpy: assigning .shape refuses to copy
-        v = x.view()
-        try:
-            v.shape = shape
-        except AttributeError:
-            raise _C.ArgumentError(f"{_NAME}: {name} must be contiguous (it is written in place)") from None
-        return v
-    if not x.is_contiguous():
-        raise _C.ArgumentError(f"{_NAME}: {name} must be contiguous (it is written in place)")
-    return x.view(shape)
+    return inplace_view(_NAME, x, shape, name)

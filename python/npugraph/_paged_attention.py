@@ -18,13 +18,32 @@ __all__ = ["_npu_paged_attention", "_npu_paged_attention_get_workspace"]
 _NAME = "_npu_paged_attention"
 
 
-def _dims(x, name, want, rule):
+def dims(op, x, name, want, rule):
+    """x's shape, which must have `want` dimensions (`rule` says which), or an error naming `op`."""
     shape = tuple(x.shape) if hasattr(x, "shape") else None
     if shape is None:
-        raise TypeError(f"{_NAME}: {name} must be a tensor, got {type(x).__name__}")
+        raise TypeError(f"{op}: {name} must be a tensor, got {type(x).__name__}")
     if len(shape) != want:
-        raise _C.ArgumentError(f"{_NAME}: {name} has shape {list(shape)}: must be {rule}")
+        raise _C.ArgumentError(f"{op}: {name} has shape {list(shape)}: must be {rule}")
     return shape
+
+
+def inplace_view(op, x, shape, name):
+    """x (numpy or torch) seen with `shape` without a copy, so that the op writes x itself; an
+    ArgumentError naming `op` when its strides cannot give that shape."""
+    try:
+        if hasattr(x, "flags"):  # numpy: assigning .shape refuses to copy
+            v = x.view()
+            v.shape = shape
+            return v
+        return x.view(shape)
+    except (AttributeError, RuntimeError):
+        raise _C.ArgumentError(f"{op}: {name} of shape {list(x.shape)} cannot be viewed as "
+                               f"{list(shape)} without a copy (it is written in place)") from None
+
+
+def _dims(x, name, want, rule):
+    return dims(_NAME, x, name, want, rule)
 
 
 def _fia_args(query, key_cache, value_cache, num_kv_heads, num_heads, scale_value, block_table,
@@ -69,11 +88,7 @@ def _npu_paged_attention(query, key_cache, value_cache, num_kv_heads, num_heads,
     if oshape != want:
         raise _C.ArgumentError(f"{_NAME}: out has shape {list(oshape) if oshape else type(out).__name__}: "
                                f"must be [num_tokens, num_heads, value_cache's head size] = {list(want)}")
-    if hasattr(out, "flags"):  # numpy: a view, or an error when out is not contiguous enough
-        attention_out = out.view()
-        attention_out.shape = (want[0], 1, want[1], want[2])
-    else:
-        attention_out = out.view(want[0], 1, want[1], want[2])
+    attention_out = inplace_view(_NAME, out, (want[0], 1, want[1], want[2]), "out")
     lse = _C.empty(1, dtype="float32")  # softmax_lse_flag is off: its first element is set to 0
     _C._paged_attention_fia.out(q, k, v, workspace=workspace, out=[attention_out, lse], **keywords)
 

@@ -28,6 +28,18 @@ if os.environ.get("NPUGRAPH_REQUIRE_INSTALLED"):  # make test-wheel: the install
 
 
 @pytest.fixture
+def shim():
+    """The torch_npu shim installed for the test (npugraph.compat), uninstalled after it."""
+    import npugraph.compat as compat
+
+    mod = compat.install()
+    try:
+        yield mod
+    finally:
+        compat.uninstall()
+
+
+@pytest.fixture
 def rng():
     return np.random.default_rng(0)
 

@@ -9,22 +9,12 @@ import pytest
 import torch
 
 import npugraph
-import npugraph.compat as compat
 from npugraph import npu
 from conftest import randn
 
 fia = npugraph.npu_fused_infer_attention_score
 get_ws = npugraph._npu_fused_infer_attention_score_get_max_workspace
 DEADLINE = 20.0  # a regression ends in WaitTimeoutError, never a hang
-
-
-@pytest.fixture
-def shim():
-    mod = compat.install()
-    try:
-        yield mod
-    finally:
-        compat.uninstall()
 
 
 def test_without_the_shim_replay_blocks_by_default():

@@ -13,7 +13,6 @@ import pytest
 import torch
 
 import npugraph
-import npugraph.compat as compat
 from npugraph import npu
 from conftest import randn
 
@@ -21,15 +20,6 @@ fia = npugraph.npu_fused_infer_attention_score
 OPTS = dict(num_heads=4, input_layout="BNSD", scale=0.25, actual_seq_lengths_kv=[8])
 REGISTRY = npugraph.npu._npugraph_handlers._NPU_GRAPH_OP_HANDLERS
 DEADLINE = 20.0
-
-
-@pytest.fixture
-def shim():
-    mod = compat.install()
-    try:
-        yield mod
-    finally:
-        compat.uninstall()
 
 
 @pytest.fixture
