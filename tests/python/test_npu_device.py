@@ -66,6 +66,28 @@ def test_tensors_live_on_npu_and_compute():
     """)
 
 
+def test_exit_waits_for_autograds_npu_thread():
+    # Note [Autograd's npu thread at exit]: the barrier is registered, and it returns once the
+    # device's autograd thread has dropped the gradients of every finished backward.
+    run("""
+        import atexit, gc, weakref
+        from npugraph import _npu_device
+        before = atexit._ncallbacks()
+        compat.install(npu_device=True)
+        assert atexit._ncallbacks() == before + 1
+        grads = []
+        for _ in range(20):
+            w = torch.ones(3, device="npu", requires_grad=True)
+            (g,) = torch.autograd.grad((w * w).sum(), w)
+            grads.append(weakref.ref(g))
+            del g
+        assert _npu_device._drain_autograd(torch) is True
+        gc.collect()
+        assert all(r() is None for r in grads), "a gradient outlived the barrier"
+        print("SCENARIO OK")
+    """)
+
+
 def test_npugraph_ops_take_and_give_npu_tensors_bitwise():
     run("""
         compat.install(npu_device=True)
