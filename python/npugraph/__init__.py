@@ -29,7 +29,7 @@ from ._C import (
     zeros,
 )
 
-from . import _fia_doc, _npu_api, _npugraph_handlers, _npugraph_utils
+from . import _fia_doc, _npu_api, _npugraph_handlers, _npugraph_utils, _pinned
 from ._paged_attention import _npu_paged_attention, _npu_paged_attention_get_workspace
 from ._mla import npu_multi_head_latent_attention
 from . import _graph as _graph_module
@@ -49,6 +49,9 @@ npu = _C.npu
 npu.graph = _graph  # the capture context, recording torch ops too (Note in _torch_capture.py)
 npu.NPUGraph.capture_begin = _graph_module.capture_begin
 npu.NPUGraph.capture_end = _graph_module.capture_end
+npu.NPUGraph.replay = _graph_module.replay  # random ops draw in host order (_rng.py)
+npu.NPUGraph.reset = _graph_module.reset  # and releases the graph's pinned host blocks (_pinned.py)
+npu.NPUGraph.register_generator_state = _graph_module.register_generator_state
 npu.NPUGraph.render = _render  # the DOT dump drawn by Graphviz (_render.py)
 npu.NPUGraph.debug_dump = _graph_module.debug_dump  # JSON (+ the aligned view) or DOT
 npu.NPUGraph.graph_dispatch_mode = _graph_module.graph_dispatch_mode
@@ -58,6 +61,8 @@ npu._npugraph_handlers = _npugraph_handlers
 npu._npugraph_utils = _npugraph_utils
 for _name in _npu_api.__all__:  # torch.cuda's names written in Python (memory, device, ...)
     setattr(npu, _name, getattr(_npu_api, _name))
+for _name in _pinned.__all__:  # the pinned host allocator's statistics
+    setattr(npu, _name, getattr(_pinned, _name))
 _sys.modules[__name__ + ".npu"] = npu
 cuda = _C.cuda  # device_count / is_available: the GPUs of the CUDA backend
 _sys.modules[__name__ + ".cuda"] = cuda

@@ -7,9 +7,12 @@ import os as _os
 
 from . import _C
 from . import _npugraph_utils
+from . import _pinned
+from . import _rng
 from . import _torch_capture
 
-__all__ = ["graph", "capture_begin", "capture_end", "debug_dump", "graph_dispatch_mode"]
+__all__ = ["graph", "capture_begin", "capture_end", "replay", "reset", "register_generator_state", "debug_dump",
+           "graph_dispatch_mode"]
 _log = _logging.getLogger("npugraph.npu")
 
 
@@ -25,11 +28,12 @@ def _warn_if_empty(npu_graph):
 
 
 def _finish(npu_graph, capture):
-    """After the C++ capture ended: a capture that refused a torch op is discarded, and raises; an
-    empty one warns, as torch_npu's does."""
+    """After the C++ capture ended: a capture whose torch op failed to record is discarded, and
+    raises; an empty one warns, as torch_npu's does."""
     if capture is not None and capture.violation is not None:
         npu_graph.reset()
         raise _C.StateError(capture.violation + "; the capture was discarded")
+    _rng.set_graph_draws(npu_graph.id, capture is not None and capture.draws)
     _warn_if_empty(npu_graph)
 
 
@@ -40,9 +44,10 @@ _cpp_capture_end = _C.npu.NPUGraph.capture_end
 def capture_begin(self, pool=None, capture_error_mode="global"):
     """Begins capturing the current stream (which must not be the default stream) into this graph,
     with the torch ops this thread issues on it (torch.cuda.CUDAGraph.capture_begin)."""
+    _pinned.check_capture_allowed()
     _cpp_capture_begin(self, pool=pool, capture_error_mode=capture_error_mode)
     try:
-        _torch_capture.begin(self.id)
+        _torch_capture.begin(self.id, pool)
     except BaseException:
         _cpp_capture_end(self)
         self.reset()
@@ -76,13 +81,14 @@ class graph:
         self._capture = _C.npu._GraphCapture(npu_graph, pool=pool, stream=stream,
                                              capture_error_mode=capture_error_mode,
                                              auto_dispatch_capture=auto_dispatch_capture)
-        self._graph = npu_graph
+        self._graph, self._pool = npu_graph, pool
         self._capture_state = None
 
     def __enter__(self):
+        _pinned.check_capture_allowed()
         self._capture.__enter__()
         try:
-            self._capture_state = _torch_capture.begin(self._graph.id)
+            self._capture_state = _torch_capture.begin(self._graph.id, self._pool)
         except BaseException:
             self._capture.__exit__(RuntimeError, None, None)  # abandon: nothing was captured yet
             raise
@@ -97,8 +103,49 @@ class graph:
                 raise _C.StateError(capture.violation + "; the capture was discarded")
         suppressed = self._capture.__exit__(exc_type, exc, tb)
         if exc_type is None:
+            _rng.set_graph_draws(self._graph.id, capture is not None and capture.draws)
             _warn_if_empty(self._graph)
         return suppressed
+
+
+_cpp_replay = _C.npu.NPUGraph.replay
+_cpp_reset = _C.npu.NPUGraph.reset
+
+
+def reset(self):
+    """Deletes the graph and releases its pool: its pinned host blocks return to the default pool
+    (Note [Pinned host memory] in npugraph/_pinned.py)."""
+    _cpp_reset(self)
+    _rng.set_graph_draws(self.id, False)
+    _pinned.release_pool(("graph", self.id))
+
+
+def replay(self, stream=None, blocking=None):
+    """Replays the graph on `stream` (default: the current one); blocking=True waits for it,
+    blocking=False returns once it is launched, None: the process default (torch_npu's shim: False).
+    A graph whose tasks draw random numbers replays after the drawing work issued before it, on any
+    stream (Note [Random numbers in a graph] in npugraph/_rng.py)."""
+    if not _rng.graph_draws(self.id):
+        return _cpp_replay(self, stream, blocking)
+    s = _C.npu.current_stream() if stream is None else stream
+    if not isinstance(s, _C.npu.Stream) or s.is_capturing():
+        return _cpp_replay(self, stream, blocking)  # the C++ call names a bad argument
+    _rng.ordered(s, lambda: _cpp_replay(self, s, blocking))
+    return None
+
+
+def register_generator_state(self, generator):
+    """torch.cuda.CUDAGraph.register_generator_state: the graph's random ops draw from `generator`
+    when they replay, in host order (Note [Random numbers in a graph]); nothing else is needed, so
+    this checks the argument and returns."""
+    import torch
+
+    if not isinstance(generator, torch.Generator):
+        raise TypeError(f"register_generator_state: generator = {type(generator).__name__}: expected a "
+                        f"torch.Generator")
+    if generator.device.type not in ("cpu", "npu", "privateuseone"):
+        raise ValueError(f"register_generator_state: generator on {generator.device}: npugraph's device "
+                         f"draws from CPU generators")
 
 
 _cpp_debug_dump = _C.npu.NPUGraph.debug_dump

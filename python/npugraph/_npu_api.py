@@ -7,6 +7,7 @@ import functools as _functools
 import platform as _platform
 
 from . import _C
+from . import _rng
 
 __all__ = [
     "_launch_host_func", "_sleep", "_subscribe_report", "_unsubscribe_report", "device",
@@ -353,12 +354,13 @@ def _sleep(cycles):
 
 def manual_seed(seed):
     """torch.npu.manual_seed: npugraph's device is the CPU, so this seeds torch's CPU generator
-    (torch.manual_seed), the one torch ops on npu tensors draw from."""
+    (torch.manual_seed), the one torch ops on npu tensors draw from. Inside a capture only the
+    generator's own seed is accepted, and does nothing (Note [Random numbers in a graph])."""
     import torch
 
     # the CPU generator itself: torch.manual_seed would call back into torch.npu.manual_seed_all
     # when npu is a real device (Note [The npu device])
-    torch.default_generator.manual_seed(int(seed))
+    _rng.manual_seed(seed, torch)
 
 
 def manual_seed_all(seed):
@@ -370,6 +372,9 @@ def seed():
     """torch.npu.seed: seeds the generator from a non-deterministic source."""
     import torch
 
+    if _C.npu.current_stream().is_capturing():
+        raise _C.StateError("seed: a graph cannot reseed the generator; seed it before the capture")
+    _rng.wait_issued()
     torch.default_generator.seed()
 
 
@@ -382,23 +387,26 @@ def initial_seed():
     """torch.npu.initial_seed: the generator's initial seed."""
     import torch
 
+    _rng.wait_issued()
     return torch.default_generator.initial_seed()
 
 
 def get_rng_state(device="npu"):
-    """torch.npu.get_rng_state: the CPU generator's state (a uint8 tensor)."""
+    """torch.npu.get_rng_state: the CPU generator's state (a uint8 tensor); inside a capture, a
+    tensor each replay fills at that point (Note [Random numbers in a graph])."""
     _check_device(device, "get_rng_state")
     import torch
 
-    return torch.default_generator.get_state()
+    return _rng.get_state(torch)
 
 
 def set_rng_state(new_state, device="npu"):
-    """torch.npu.set_rng_state: restores a state from get_rng_state()."""
+    """torch.npu.set_rng_state: restores a state from get_rng_state(); inside a capture, at that
+    point of every replay (Note [Random numbers in a graph])."""
     _check_device(device, "set_rng_state")
     import torch
 
-    torch.default_generator.set_state(new_state)
+    _rng.set_state(new_state, torch)
 
 
 def is_bf16_supported():

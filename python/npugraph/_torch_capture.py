@@ -22,16 +22,18 @@ runs at capture time:
   nothing: it runs now, and aliases memory every replay writes or reads;
 - an op whose output shape or value depends on the data (``nonzero``, ``masked_select``,
   ``.item()``, ``torch.equal``) — anything returning a host value instead of tensors — cannot be
-  replayed: it raises ``npugraph.StateError`` naming the op, before anything is recorded, and the
-  capture is invalid (ending it discards it and raises again if the error was caught meanwhile).
+  replayed: it raises ``npugraph.StateError`` naming the op, before anything is recorded. The
+  capture stays valid, as torch_npu's does when it rejects a stream synchronization (a program that
+  catches the error goes on capturing; one that lets it leave ``with npu.graph(g):`` abandons it).
 
 A replay calls each recorded op on the thread that runs the graph's task, holding the GIL (Note
 [Python callables on stream workers] in python/src/host_func.cpp). Consecutive ops of one stream
 with nothing else recorded on it between them (``Stream.capture_mark()`` unchanged) share one task:
 one executor task and one GIL acquisition for the run, not per op (a host task costs several
 microseconds, more than a small op). Ops drawing random numbers
-(``rand``, ``dropout``) draw new ones on every replay. The tensors a recorded op reads stay alive
-as long as the graph does.
+(``rand``, ``dropout``) draw new ones on every replay, in host order (Note [Random numbers in a
+graph] in npugraph/_rng.py); replays run below autograd (grad mode off). The tensors a recorded op
+reads stay alive as long as the graph does.
 
 Note [Eager torch ops in stream order]
 On the device, a torch op on npu tensors is queued on the current stream behind the work already
@@ -70,14 +72,17 @@ import threading as _threading
 
 from . import _C
 from . import _npu_device
+from . import _rng
 
-__all__ = ["begin", "end", "order_eager_ops", "compiled_call"]
+__all__ = ["begin", "end", "order_eager_ops", "compiled_call", "record_drawing_task"]
 
 # Allocation-only ops: their memory comes from the graph's pool, nothing to replay.
 _ALLOCATION_OPS = frozenset(
     ["aten.empty.memory_format", "aten.empty_like.default", "aten.empty_strided.default",
      "aten.new_empty.default", "aten.new_empty_strided.default"])
 _out_overloads = {}
+_pools_seen = {}  # pool handles that pinned host blocks were taken for (Note [Pinned host memory])
+_grad_mode = []  # (torch.is_grad_enabled, torch._C._set_grad_enabled), once torch is seen
 
 
 def _is_view(func):
@@ -213,7 +218,7 @@ class _Replay:
 
 class _Batch:
     """Consecutive torch ops recorded on one stream with nothing between them: one graph task
-    calling each in order."""
+    calling each in order, below autograd (grad mode off: Note [Random numbers in a graph])."""
 
     __slots__ = ("calls",)
 
@@ -221,25 +226,36 @@ class _Batch:
         self.calls = [call]
 
     def __call__(self):
-        for call in self.calls:
-            call()
+        enabled, set_enabled = _grad_mode
+        was = enabled()
+        set_enabled(False)
+        try:
+            for call in self.calls:
+                call()
+        finally:
+            set_enabled(was)
 
 
 class Capture:
     """One capture running on this thread: its graph, the first op it refused, and the task its
     next op may join (while the stream's capture mark is still `batch_mark`)."""
 
-    __slots__ = ("graph_id", "violation", "recorded", "batch", "batch_mark")
+    __slots__ = ("graph_id", "violation", "recorded", "batch", "batch_mark", "draws", "pool")
 
-    def __init__(self, graph_id):
+    def __init__(self, graph_id, pool=None):
         self.graph_id, self.violation, self.recorded = graph_id, None, 0
+        self.pool = pool  # the pool handle the capture allocates from (None: the graph's own)
         self.batch, self.batch_mark = None, 0
+        self.draws = False  # a recorded task draws random numbers (Note [Random numbers in a graph])
 
 
 def _make_mode(torch):
     from torch.utils._python_dispatch import TorchDispatchMode
 
     _route = _C._torch_op_route
+    _grad_mode[:] = [torch.is_grad_enabled, torch._C._set_grad_enabled]
+    issued = _rng.issued
+    draws = _rng.draws
 
     def pool_like(meta):
         return _pool_like(meta, torch)
@@ -260,8 +276,10 @@ def _make_mode(torch):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
             route = _route(self.ordering)  # one C++ call on the path every op takes
-            if route == 0:
-                return func(*args, **kwargs)  # not capturing, nothing pending: run it now
+            if route == 0:  # not capturing, nothing pending: run it now
+                if issued[0] is not None and draws(func, kwargs):
+                    _rng.wait_issued()  # after the draws of replays issued before it
+                return func(*args, **kwargs)
             stream = _C.npu.current_stream()
             return self._issue(func, args, kwargs, stream, self._capture() if route == 1 else None)
 
@@ -271,12 +289,8 @@ def _make_mode(torch):
             return self.captures[-1]
 
         def _refuse(self, capture, name, why):
-            message = (f"torch op {name} cannot be captured into graph {capture.graph_id}: {why}. "
-                       f"Nothing was recorded and the capture is invalid (ending it discards it); "
-                       f"issue the op before or after the capture")
-            if capture.violation is None:
-                capture.violation = message
-            raise _C.StateError(message)
+            raise _C.StateError(f"torch op {name} cannot be captured into graph {capture.graph_id}: {why}. "
+                                f"Nothing was recorded; issue the op before or after the capture")
 
         def _issue(self, func, args, kwargs, stream, capture):
             """Records func as a task on `stream`: a graph task when `capture`, else eager work
@@ -317,7 +331,10 @@ def _make_mode(torch):
                     task = _Replay(func, args, kwargs, outs)
             try:
                 if capture is None:
-                    _C._launch_callable(stream, task)
+                    if draws(func, kwargs):
+                        _rng.ordered(stream, lambda: _C._launch_callable(stream, _Batch(task)))
+                    else:
+                        _C._launch_callable(stream, _Batch(task))
                 elif capture.batch is not None and capture.batch_mark == stream._capture_mark():
                     capture.batch.calls.append(task)  # nothing recorded on the stream since
                 else:
@@ -330,6 +347,7 @@ def _make_mode(torch):
                 raise type(e)(f"torch op {name}: {e}") from None
             if capture is not None:
                 capture.recorded += 1
+                capture.draws = capture.draws or draws(func, kwargs)
             return result
 
     class OrderingOps(StreamOps):
@@ -412,13 +430,14 @@ def _refit(mode):
     return fresh
 
 
-def begin(graph_id):
-    """Starts recording this thread's torch ops into graph `graph_id`; returns its Capture (None
-    when torch is not imported: then there are no torch ops to record)."""
+def begin(graph_id, pool=None):
+    """Starts recording this thread's torch ops into graph `graph_id` (allocating from `pool`, or
+    the graph's own pool); returns its Capture (None when torch is not imported: then there are no
+    torch ops to record)."""
     mode = _thread_mode(True)
     if mode is None:
         return None
-    capture = Capture(graph_id)
+    capture = Capture(graph_id, pool)
     mode.captures.append(capture)
     _refit(mode)
     return capture
@@ -436,6 +455,31 @@ def end(graph_id):
             break
     _refit(mode)
     return found
+
+
+def current_pool_key():
+    """The key of the pool the capture on this thread allocates from (None: no capture here)."""
+    mode = _thread_mode(False)
+    if mode is None or not mode.captures:
+        return None
+    capture = mode.captures[-1]
+    if capture.pool is None:
+        return ("graph", capture.graph_id)
+    _pools_seen.setdefault(id(capture.pool), capture.pool)  # kept: its id names the pool for good
+    return ("pool", id(capture.pool))
+
+
+def record_drawing_task(stream, fn):
+    """Records fn() as a task of the capture on `stream` that touches the generator (Note [Random
+    numbers in a graph]); the graph's replays then draw in host order."""
+    mode = _thread_mode(False)
+    capture = mode.captures[-1] if mode is not None and mode.captures else None
+    if capture is None:
+        raise _C.StateError("a generator call inside a capture begun on another thread is not "
+                            "recorded: call it on the capturing thread")
+    _C._launch_callable(stream, fn)
+    capture.recorded += 1
+    capture.draws = True
 
 
 def order_eager_ops(enabled):

@@ -104,6 +104,46 @@ def _device_class(real):
     return _DeviceMeta("device", (), {"__doc__": _device_class.__doc__, "__module__": "torch"})
 
 
+def _generator_class(real):
+    """torch.Generator under the shim: ``torch.Generator(device="npu")`` is a CPU generator (the one
+    npugraph's device draws from); ``isinstance(g, torch.Generator)`` holds for torch's generators."""
+
+    class _GeneratorMeta(type):
+        def __instancecheck__(cls, obj):
+            return isinstance(obj, real)
+
+        def __subclasscheck__(cls, sub):
+            return issubclass(sub, real)
+
+        def __call__(cls, device="cpu"):
+            return real(device=_npu_device(device) if isinstance(device, str) else device)
+
+    return _GeneratorMeta("Generator", (), {"__doc__": _generator_class.__doc__, "__module__": "torch"})
+
+
+_RNG_FUNCTIONS = ("get_rng_state", "set_rng_state", "manual_seed")
+
+
+def _rng_functions(saved, torch):
+    """torch's CPU generator functions under the shim: the device's generator is the CPU one, so
+    inside a capture they are recorded as torch.npu's are (Note [Random numbers in a graph] in
+    npugraph/_rng.py) — activation checkpointing saves and restores the state through them."""
+    from . import _rng
+
+    def get_rng_state():
+        return _rng.get_state(torch)
+
+    def set_rng_state(new_state):
+        _rng.set_state(new_state, torch)
+
+    def manual_seed(seed):
+        if _rng.check_seed(seed, torch):
+            return torch.default_generator
+        return saved["manual_seed"](seed)
+
+    return {"get_rng_state": get_rng_state, "set_rng_state": set_rng_state, "manual_seed": manual_seed}
+
+
 def _wrap_compile(real):
     """torch.compile under the shim (Note [torch.compile under the shim] in _torch_capture.py):
     torch's, whose result waits for the current stream's pending work and, called while that
@@ -221,6 +261,11 @@ def install(npu_device=False):
     _saved["factories"] = {n: getattr(torch, n) for n in _FACTORIES if hasattr(torch, n)}
     _saved["compile"] = getattr(torch, "compile", None)  # torch >= 2.0
     _saved["record_stream"] = torch.Tensor.__dict__.get("record_stream")  # None: inherited (C)
+    _saved["Generator"] = torch.Generator
+    _saved["pinning"] = {n: torch.Tensor.__dict__.get(n) for n in ("pin_memory", "is_pinned")}
+    import torch.utils.checkpoint  # noqa: F401  torch_npu's import makes torch.utils.checkpoint an attribute
+
+    _saved["rng"] = {(m, n): getattr(m, n) for m in (torch, torch.random) for n in _RNG_FUNCTIONS}
     _sys.modules["torch_npu"] = mod
     _sys.modules["torch_npu.npu"] = npugraph.npu
     _sys.modules.update(testing)
@@ -236,6 +281,13 @@ def install(npu_device=False):
         torch.nn.Module.to = _wrap_to(_saved["Module.to"])
         for name, fn in _saved["factories"].items():
             setattr(torch, name, _wrap_factory(fn))
+        torch.Generator = _generator_class(_saved["Generator"])
+    from . import _pinned
+
+    torch.Tensor.pin_memory, torch.Tensor.is_pinned = _pinned.pin_memory, _pinned.is_pinned
+    wrapped = _rng_functions({n: _saved["rng"][(torch, n)] for n in _RNG_FUNCTIONS}, torch)
+    for (module, name) in _saved["rng"]:
+        setattr(module, name, wrapped[name])
     if _saved["compile"] is not None:
         torch.compile = _wrap_compile(_saved["compile"])
     torch.Tensor.record_stream = _wrap_record_stream(torch.Tensor.record_stream)
@@ -277,6 +329,14 @@ def uninstall():
         torch.device = _saved["device"]
         for name, fn in _saved["factories"].items():
             setattr(torch, name, fn)
+        torch.Generator = _saved["Generator"]
+    for (module, name), fn in _saved["rng"].items():
+        setattr(module, name, fn)
+    for name, fn in _saved["pinning"].items():
+        if fn is None:
+            delattr(torch.Tensor, name)
+        else:
+            setattr(torch.Tensor, name, fn)
     if _saved["compile"] is not None:
         torch.compile = _saved["compile"]
     if _saved["record_stream"] is None:
@@ -300,6 +360,9 @@ def _main(argv):
     import os
 
     install(npu_device=os.environ.get("NPUGRAPH_NPU_DEVICE", "0") not in ("", "0"))
+    # child processes the script starts import torch_npu too (npugraph/_shim/torch_npu)
+    shim = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_shim")
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (shim, os.environ.get("PYTHONPATH")) if p)
     _sys.argv = list(argv)
     runpy.run_path(argv[0], run_name="__main__")
     return 0

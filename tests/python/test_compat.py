@@ -168,3 +168,20 @@ def test_npu_device_refused_on_a_torch_that_cannot_name_it():
                        match=rf"npu_device=True: torch {torch.__version__} cannot name a device .*>= 2\.8"):
         compat.install(npu_device=True)
     assert not compat.installed() and "torch_npu" not in sys.modules
+
+
+def test_child_processes_of_the_launcher_import_torch_npu(tmp_path):
+    # torch_npu's test_capture_rejects_expandable_segments runs `python -c "import torch_npu ..."`
+    script = tmp_path / "parent.py"
+    script.write_text(
+        "import subprocess, sys\n"
+        "out = subprocess.run([sys.executable, '-c', 'import torch, torch_npu; "
+        "print(torch_npu.__version__, torch.npu.is_available())'], capture_output=True, text=True)\n"
+        "print(out.stdout.strip(), out.stderr[-500:])\n")
+    package_root = os.path.dirname(os.path.dirname(os.path.abspath(npugraph.__file__)))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([package_root, os.environ.get("PYTHONPATH", "")]))
+    env.pop("NPUGRAPH_NPU_DEVICE", None)
+    proc = subprocess.run([sys.executable, "-m", "npugraph.compat", str(script)], env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.startswith("npugraph-compat True"), proc.stdout[-2000:]

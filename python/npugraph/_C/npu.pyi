@@ -36,8 +36,12 @@ from npugraph import _npugraph_handlers
 from npugraph._npugraph_handlers import NpuGraphOpHandler
 from npugraph._npugraph_handlers import register_npu_graph_handler
 from npugraph import _npugraph_utils
+from npugraph._pinned import host_empty_cache
+from npugraph._pinned import host_memory_stats
+from npugraph._pinned import reset_accumulated_host_memory_stats
+from npugraph._pinned import reset_peak_host_memory_stats
 import typing
-__all__: list[str] = ['Event', 'ExternalEvent', 'MAX_EXTERNAL_WAIT_DEADLINE', 'MemPool', 'NPUGraph', 'NpuGraphOpHandler', 'Stream', 'current_device', 'current_stream', 'default_external_wait_deadline', 'default_stream', 'device', 'device_count', 'empty_cache', 'get_device_name', 'get_device_properties', 'get_rng_state', 'graph', 'graph_pool_handle', 'graph_task_group_begin', 'graph_task_group_end', 'graph_task_update_abort', 'graph_task_update_begin', 'graph_task_update_end', 'initial_seed', 'is_available', 'is_bf16_supported', 'is_current_stream_capturing', 'launch_host_func', 'make_graphed_callables', 'manual_seed', 'manual_seed_all', 'max_memory_allocated', 'max_memory_reserved', 'memory_allocated', 'memory_reserved', 'memory_snapshot', 'memory_stats', 'register_npu_graph_handler', 'reset_accumulated_memory_stats', 'reset_peak_memory_stats', 'seed', 'seed_all', 'set_compile_mode', 'set_default_external_wait_deadline', 'set_device', 'set_rng_state', 'set_stream', 'stream', 'synchronize', 'total_collapsed_records', 'use_mem_pool']
+__all__: list[str] = ['Event', 'ExternalEvent', 'MAX_EXTERNAL_WAIT_DEADLINE', 'MemPool', 'NPUGraph', 'NpuGraphOpHandler', 'Stream', 'current_device', 'current_stream', 'default_external_wait_deadline', 'default_stream', 'device', 'device_count', 'empty_cache', 'get_device_name', 'get_device_properties', 'get_rng_state', 'graph', 'graph_pool_handle', 'graph_task_group_begin', 'graph_task_group_end', 'graph_task_update_abort', 'graph_task_update_begin', 'graph_task_update_end', 'host_empty_cache', 'host_memory_stats', 'initial_seed', 'is_available', 'is_bf16_supported', 'is_current_stream_capturing', 'launch_host_func', 'make_graphed_callables', 'manual_seed', 'manual_seed_all', 'max_memory_allocated', 'max_memory_reserved', 'memory_allocated', 'memory_reserved', 'memory_snapshot', 'memory_stats', 'register_npu_graph_handler', 'reset_accumulated_host_memory_stats', 'reset_accumulated_memory_stats', 'reset_peak_host_memory_stats', 'reset_peak_memory_stats', 'seed', 'seed_all', 'set_compile_mode', 'set_default_external_wait_deadline', 'set_device', 'set_rng_state', 'set_stream', 'stream', 'synchronize', 'total_collapsed_records', 'use_mem_pool']
 class Event:
     """
     A stream event (torch.npu.Event).
@@ -149,19 +153,29 @@ class NPUGraph:
         """
         The graph's memory pool handle: pass it as pool= to a later capture to share its memory.
         """
+    def register_generator_state(self, generator):
+        """
+        torch.cuda.CUDAGraph.register_generator_state: the graph's random ops draw from `generator`
+            when they replay, in host order (Note [Random numbers in a graph]); nothing else is needed, so
+            this checks the argument and returns.
+        """
     def render(self, path = 'graph.svg'):
         """
         Writes the graph drawn by Graphviz to ``path`` (the format from its suffix: .svg, .png,
             .pdf; default graph.svg) and returns the path. Raises UnsupportedError when Graphviz's ``dot``
             is not installed (``g.debug_dump(path)`` still writes the DOT text).
         """
-    def replay(self, stream: typing.Any = None, blocking: typing.Any = None) -> None:
+    def replay(self, stream = None, blocking = None):
         """
-        Replays the graph on `stream` (default: the current one); blocking=True waits for it, blocking=False returns once it is launched. The default (None) waits, except under the torch_npu shim (npugraph.compat), where replays are asynchronous as on the device (Note [Blocking replays from Python]).
+        Replays the graph on `stream` (default: the current one); blocking=True waits for it,
+            blocking=False returns once it is launched, None: the process default (torch_npu's shim: False).
+            A graph whose tasks draw random numbers replays after the drawing work issued before it, on any
+            stream (Note [Random numbers in a graph] in npugraph/_rng.py).
         """
-    def reset(self) -> None:
+    def reset(self):
         """
-        Frees the graph, its pool and its task groups (their handles go stale). Waits for an update of the graph running on another thread.
+        Deletes the graph and releases its pool: its pinned host blocks return to the default pool
+            (Note [Pinned host memory] in npugraph/_pinned.py).
         """
     def update(self, cpu_update_input: typing.Any) -> None:
         """

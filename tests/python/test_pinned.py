@@ -1,0 +1,106 @@
+"""Pinned host memory under the shim (Note [Pinned host memory] in npugraph/_pinned.py):
+pin_memory()/is_pinned(), the block cache and its statistics, graph pools that keep captured blocks
+from later pin_memory() calls and from host_empty_cache(), their release on reset, and torch_npu's
+refusal to capture with expandable pinned segments."""
+import gc
+
+import pytest
+import torch
+
+import npugraph
+from npugraph import npu
+
+
+@pytest.fixture
+def pinned_shim(shim):
+    gc.collect()
+    npu.host_empty_cache()
+    npu.reset_peak_host_memory_stats()
+    npu.reset_accumulated_host_memory_stats()
+    yield shim
+    gc.collect()
+    npu.host_empty_cache()
+
+
+def test_pin_memory_copies_into_a_pinned_block(pinned_shim):
+    x = torch.arange(12.0).view(3, 4).t()  # not contiguous: the pinned copy is
+    p = x.pin_memory()
+    assert p.is_pinned() and not x.is_pinned() and p is not x
+    assert torch.equal(p, x) and p.is_contiguous() and p.dtype == x.dtype
+    assert p.pin_memory() is p  # already pinned
+    assert p[1:].is_pinned()  # a view of a pinned tensor is pinned
+    assert not torch.ones(0).is_pinned()
+    with pytest.raises(RuntimeError, match="pin_memory: the tensor is on meta: only host"):
+        torch.empty(2, device="meta").pin_memory()
+
+
+def test_freed_blocks_are_cached_counted_and_emptied(pinned_shim):
+    base = npu.host_memory_stats()
+    p = torch.ones(100).pin_memory()  # 400 bytes: one 512-byte block
+    address = p.data_ptr()
+    stats = npu.host_memory_stats()
+    assert stats["allocations.current"] == base["allocations.current"] + 1
+    assert stats["allocated_bytes.current"] == base["allocated_bytes.current"] + 512
+    assert stats["num_host_alloc"] == 1 and stats["allocations.peak"] >= 1
+    del p
+    gc.collect()
+    q = torch.zeros(128).pin_memory()  # the same rounded size: the cached block again
+    assert q.data_ptr() == address and npu.host_memory_stats()["num_host_alloc"] == 1
+    del q
+    gc.collect()
+    npu.host_empty_cache()
+    stats = npu.host_memory_stats()
+    assert stats["allocations.current"] == base["allocations.current"]
+    assert stats["num_host_free"] == 1 and stats["allocated_bytes.freed"] == 512
+
+
+def test_a_block_pinned_in_a_capture_stays_with_the_graph_until_reset(pinned_shim):
+    g = npu.NPUGraph()
+    dst = torch.zeros(64)
+    with npu.graph(g):
+        src = torch.full((64,), 7.0).pin_memory()
+        dst.copy_(src, non_blocking=True)
+    captured = src.data_ptr()
+    del src
+    gc.collect()
+    before = npu.host_memory_stats()["allocations.current"]
+    npu.host_empty_cache()  # the graph's pool keeps its free block
+    assert npu.host_memory_stats()["allocations.current"] == before
+    others = [torch.full((64,), -1.0).pin_memory() for _ in range(8)]
+    assert captured not in {t.data_ptr() for t in others}
+    for _ in range(3):
+        dst.zero_()
+        g.replay()
+        npu.synchronize()
+        assert torch.equal(dst, torch.full((64,), 7.0))
+    del others
+    g.reset()  # the block goes back to the default pool, which host_empty_cache drains
+    gc.collect()
+    npu.host_empty_cache()
+    assert npu.host_memory_stats()["allocations.current"] == 0
+
+
+def test_expandable_pinned_segments_refuse_a_capture(pinned_shim, monkeypatch):
+    monkeypatch.setenv("PYTORCH_NPU_ALLOC_CONF", "expandable_segments:False,pin_memory_expandable_segments:True")
+    g = npu.NPUGraph()
+    with pytest.raises(RuntimeError, match="pin_memory_expandable_segments:True: pinned host memory in "
+                                           "expandable segments cannot be captured"):
+        with npu.graph(g):
+            pass
+    s = npu.Stream()
+    with npu.stream(s), pytest.raises(npugraph.StateError, match="pin_memory_expandable_segments"):
+        g.capture_begin()
+    monkeypatch.setenv("PYTORCH_NPU_ALLOC_CONF", "pin_memory_expandable_segments:False")
+    with npu.graph(g):
+        torch.ones(2).add_(1)
+    g.replay()
+    npu.synchronize()
+
+
+def test_uninstall_gives_torch_its_pinning_back():
+    import npugraph.compat as compat
+
+    compat.install()
+    assert torch.Tensor.is_pinned is npugraph._pinned.is_pinned
+    compat.uninstall()
+    assert "is_pinned" not in torch.Tensor.__dict__ and "pin_memory" not in torch.Tensor.__dict__
