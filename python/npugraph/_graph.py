@@ -4,6 +4,7 @@
 """
 import logging as _logging
 import os as _os
+import weakref as _weakref
 
 from . import _C
 from . import _npugraph_utils
@@ -45,6 +46,7 @@ def capture_begin(self, pool=None, capture_error_mode="global"):
     """Begins capturing the current stream (which must not be the default stream) into this graph,
     with the torch ops this thread issues on it (torch.cuda.CUDAGraph.capture_begin)."""
     _pinned.check_capture_allowed()
+    _watch(self)
     _cpp_capture_begin(self, pool=pool, capture_error_mode=capture_error_mode)
     try:
         _torch_capture.begin(self.id, pool)
@@ -56,7 +58,8 @@ def capture_begin(self, pool=None, capture_error_mode="global"):
 
 def capture_end(self):
     """Ends the capture begun on the current stream and instantiates the graph; a capture in which a
-    torch op was refused is discarded and raises StateError naming the op."""
+    torch op could not be recorded (a launch failed) is discarded and raises StateError naming the
+    op. A refused op (a host read) raised when it was issued and leaves the capture valid."""
     capture = _torch_capture.end(self.id)
     _cpp_capture_end(self)
     _finish(self, capture)
@@ -86,6 +89,7 @@ class graph:
 
     def __enter__(self):
         _pinned.check_capture_allowed()
+        _watch(self._graph)
         self._capture.__enter__()
         try:
             self._capture_state = _torch_capture.begin(self._graph.id, self._pool)
@@ -116,8 +120,36 @@ def reset(self):
     """Deletes the graph and releases its pool: its pinned host blocks return to the default pool
     (Note [Pinned host memory] in npugraph/_pinned.py)."""
     _cpp_reset(self)
-    _rng.set_graph_draws(self.id, False)
-    _pinned.release_pool(("graph", self.id))
+    _graph_gone(self.id)
+
+
+def _graph_gone(graph_id):
+    """What the Python side keeps per graph, let go at its reset or its end."""
+    _rng.set_graph_draws(graph_id, False)
+    _pinned.graph_gone(graph_id)
+
+
+_watched = {}  # graph id -> its weakref.finalize
+
+
+def _watch(npu_graph):
+    """Lets go of the graph's Python-side state when the graph object goes, reset or not."""
+    if npu_graph.id not in _watched:
+        _watched[npu_graph.id] = _weakref.finalize(npu_graph, _unwatch, npu_graph.id)
+
+
+def _unwatch(graph_id):
+    _watched.pop(graph_id, None)
+    _graph_gone(graph_id)
+
+
+_blocking_default = [True]
+
+
+def set_replay_blocking_default(blocking):
+    """What replay(blocking=None) does: wait (True, npugraph's default) or not (the shim's)."""
+    _C.npu._set_replay_blocking_default(blocking)
+    _blocking_default[0] = bool(blocking)
 
 
 def replay(self, stream=None, blocking=None):
@@ -128,9 +160,12 @@ def replay(self, stream=None, blocking=None):
     if not _rng.graph_draws(self.id):
         return _cpp_replay(self, stream, blocking)
     s = _C.npu.current_stream() if stream is None else stream
-    if not isinstance(s, _C.npu.Stream) or s.is_capturing():
+    if not isinstance(s, _C.npu.Stream) or s.is_capturing() or \
+            (blocking is not None and not isinstance(blocking, bool)):
         return _cpp_replay(self, stream, blocking)  # the C++ call names a bad argument
-    _rng.ordered(s, lambda: _cpp_replay(self, s, blocking))
+    _rng.ordered(s, lambda: _cpp_replay(self, s, False))
+    if blocking or (blocking is None and _blocking_default[0]):
+        s.synchronize()
     return None
 
 

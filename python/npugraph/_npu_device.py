@@ -188,8 +188,12 @@ def enable(torch, npu_module):
 def _drain_autograd(torch, deadline_s=10.0):
     """Note [Autograd's npu thread at exit]: returns once torch's autograd thread for npu has let go
     of every finished backward (True), or after deadline_s (False)."""
-    leaf = _state["cls"](torch.ones(1)).requires_grad_()
-    (grad,) = torch.autograd.grad((leaf * 2).sum(), leaf)
+    try:
+        with torch.enable_grad():
+            leaf = _state["cls"](torch.ones(1)).requires_grad_()
+            (grad,) = torch.autograd.grad((leaf * 2).sum(), leaf)
+    except Exception:  # noqa: BLE001 - at exit, a failed barrier must not hide the program's own end
+        return False
     gone = _weakref.ref(grad)
     del grad
     end = _time.monotonic() + deadline_s

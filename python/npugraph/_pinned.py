@@ -13,8 +13,8 @@ gives them the allocator's behaviour:
 - a block pinned inside a capture comes from that capture's pool (the graph's, or the ``pool``
   handle given to ``npu.graph``): freed, it stays in that pool, so later ``pin_memory()`` calls
   outside never get it and the graph's replays keep reading what was captured; ``host_empty_cache``
-  leaves it. ``g.reset()`` hands the graph's free blocks back to the default pool (in-use ones
-  follow when freed);
+  leaves it. When the last graph that pinned blocks in a pool is reset or destroyed, the pool's
+  free blocks go back to the default pool (in-use ones follow when freed);
 - ``host_memory_stats()``: ``allocations`` and ``allocated_bytes`` count the blocks the allocator
   holds (in use or cached), each with ``current`` / ``peak`` / ``allocated`` / ``freed``, as
   torch's host allocator reports them; ``num_host_alloc`` / ``num_host_free`` count the system
@@ -24,6 +24,12 @@ A block is a ``bytearray``; the tensor reads it through a numpy view whose final
 block when torch frees the tensor's storage (the last view of it). ``PYTORCH_NPU_ALLOC_CONF``
 with ``pin_memory_expandable_segments:True`` makes a capture refuse to begin, as torch_npu's does
 (expandable host segments cannot be captured).
+
+Inside a capture the copy into the block is recorded like every torch op on npugraph's device (the
+source may be a result the capture has not computed yet, ``torch.full(...).pin_memory()``): each
+replay copies again, and the pinned tensor holds the data from the first replay on. On the device
+the copy is a host copy made once, at capture. Not routed here: ``torch.empty(..., pin_memory=True)``
+and ``DataLoader(pin_memory=True)``.
 """
 import os as _os
 import threading as _threading
@@ -38,6 +44,7 @@ _DEFAULT = "default"
 _lock = _threading.RLock()  # a block's finalizer may run under it (a GC pass)
 _free = {}  # pool key -> {size: [block, ...]}
 _live = {}  # address -> block, for blocks some tensor uses
+_users = {}  # pool key -> ids of the graphs that pinned blocks in it
 _stats = {}
 _owner_class = []
 
@@ -104,12 +111,19 @@ def _acquire(nbytes, pool):
 
 
 def capture_pool():
-    """The pool key of the capture running on this thread's current stream (None: not capturing)."""
+    """The pool key of the capture running on this thread's current stream (None: not capturing);
+    the capture's graph becomes one of the pool's users."""
     from . import _torch_capture
 
     if not _C.npu.current_stream().is_capturing():
         return None
-    return _torch_capture.current_pool_key()
+    found = _torch_capture.current_pool_key()
+    if found is None:
+        return None
+    key, graph_id = found
+    with _lock:
+        _users.setdefault(key, set()).add(graph_id)
+    return key
 
 
 def pin_memory(tensor, device=None):
@@ -122,6 +136,9 @@ def pin_memory(tensor, device=None):
     if tensor.device.type != "cpu":
         raise RuntimeError(f"pin_memory: the tensor is on {tensor.device}: only host (CPU) tensors can be "
                            f"pinned")
+    if tensor.layout != torch.strided:
+        raise RuntimeError(f"pin_memory: the tensor's layout is {tensor.layout}: npugraph pins strided "
+                           f"(dense) tensors only")
     if is_pinned(tensor):
         return tensor
     nbytes = tensor.numel() * tensor.element_size()
@@ -147,15 +164,28 @@ def _storage_address(tensor):
 def is_pinned(tensor, device=None):
     """Tensor.is_pinned() under the shim: whether the tensor's memory is a pinned block."""
     del device
-    if tensor.device.type != "cpu" or tensor.numel() == 0:
+    if tensor.device.type != "cpu" or tensor.numel() == 0 or tensor.is_sparse or tensor.is_mkldnn:
         return False
     with _lock:
         return _storage_address(tensor) in _live
 
 
+def graph_gone(graph_id):
+    """A graph was reset or destroyed: the pools it was the last user of are released."""
+    with _lock:
+        emptied = []
+        for key, users in _users.items():
+            users.discard(graph_id)
+            if not users:
+                emptied.append(key)
+        for key in emptied:
+            del _users[key]
+            release_pool(key)
+
+
 def release_pool(key):
-    """A graph's reset: its pool's free blocks go back to the default pool, and its blocks in use
-    go there when freed."""
+    """The pool's last graph is gone: its free blocks go back to the default pool, and its blocks
+    in use go there when freed."""
     with _lock:
         for sizes in _free.pop(key, {}).values():
             for block in sizes:

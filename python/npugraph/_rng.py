@@ -14,7 +14,9 @@ rules make that hold when replays are asynchronous:
   drawing work, then records its own. Two graphs replayed on two streams draw as if replayed one
   after the other, in the order of the ``replay()`` calls. A random op run at once, and a host call
   on the generator (``manual_seed``, ``get_rng_state``, ``set_rng_state``, ``seed``,
-  ``initial_seed``), first waits for the drawing work already issued.
+  ``initial_seed``), first waits for the drawing work already issued — except from a host function
+  on a stream worker, which runs in its stream's order already (waiting there could wait for work
+  queued behind itself). A blocking replay waits after its launch, outside the ordering lock.
 - **Generator calls inside a capture are recorded.** ``get_rng_state()`` during a capture returns a
   uint8 tensor that each replay fills, at that point of the graph, with the generator's state;
   ``set_rng_state(state)`` records a task that restores ``state`` (as each replay finds it) at that
@@ -58,10 +60,18 @@ def draws(func, kwargs):
     return known or kwargs.get("generator") is not None
 
 
+def _on_stream_worker():
+    """Whether this thread is one torch or npugraph started (a stream worker running a host
+    function): Python's threading knows those only as dummy threads."""
+    return isinstance(_threading.current_thread(), _threading._DummyThread)
+
+
 def wait_issued():
-    """Waits for the drawing work issued so far (host order)."""
+    """Waits for the drawing work issued so far (host order). A generator call made by a host
+    function on a stream worker does not wait: it runs in its stream's order already, and the
+    drawing work it would wait for may be queued behind it."""
     event = issued[0]
-    if event is None:
+    if event is None or _on_stream_worker():
         return
     event.synchronize()
     with _lock:
@@ -70,7 +80,8 @@ def wait_issued():
 
 
 def ordered(stream, launch):
-    """Issues drawing work on `stream` by `launch()`, after every drawing work issued before it."""
+    """Issues drawing work on `stream` by `launch()` (which must not block: a blocking replay waits
+    after, outside the lock), after every drawing work issued before it."""
     with _lock:
         previous = issued[0]
         if previous is not None:
@@ -119,14 +130,18 @@ def get_state(torch):
 def set_state(new_state, torch):
     """Restores a state: now, or (inside a capture) at this point of every replay."""
     if not isinstance(new_state, torch.Tensor) or new_state.dtype != torch.uint8:
-        raise TypeError(f"set_rng_state: new_state = {type(new_state).__name__}: expected a uint8 tensor "
-                        f"from get_rng_state()")
+        what = f"a {new_state.dtype} tensor" if isinstance(new_state, torch.Tensor) else type(new_state).__name__
+        raise TypeError(f"set_rng_state: new_state = {what}: expected a uint8 tensor from get_rng_state()")
     stream = _capturing()
     gen = torch.default_generator
     if stream is None:
         wait_issued()
         gen.set_state(new_state)
         return
+    size = gen.get_state().numel()
+    if new_state.numel() != size:  # a replay would fail on it: refused now, while capturing
+        raise ValueError(f"set_rng_state: new_state has {new_state.numel()} bytes: a state from "
+                         f"get_rng_state() has {size}")
     if _seed_of(new_state) != gen.initial_seed():
         raise RuntimeError(_SEED_MISMATCH)
     _record(stream, lambda: gen.set_state(new_state))

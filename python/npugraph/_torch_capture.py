@@ -81,7 +81,6 @@ _ALLOCATION_OPS = frozenset(
     ["aten.empty.memory_format", "aten.empty_like.default", "aten.empty_strided.default",
      "aten.new_empty.default", "aten.new_empty_strided.default"])
 _out_overloads = {}
-_pools_seen = {}  # pool handles that pinned host blocks were taken for (Note [Pinned host memory])
 _grad_mode = []  # (torch.is_grad_enabled, torch._C._set_grad_enabled), once torch is seen
 
 
@@ -458,15 +457,16 @@ def end(graph_id):
 
 
 def current_pool_key():
-    """The key of the pool the capture on this thread allocates from (None: no capture here)."""
+    """(the key of the pool the capture on this thread allocates from, its graph's id), or None
+    when no capture runs here. A pool handle's key is its pool's id: every handle of one pool
+    (``g.pool()`` gives a new handle each call) names the same pool."""
     mode = _thread_mode(False)
     if mode is None or not mode.captures:
         return None
     capture = mode.captures[-1]
     if capture.pool is None:
-        return ("graph", capture.graph_id)
-    _pools_seen.setdefault(id(capture.pool), capture.pool)  # kept: its id names the pool for good
-    return ("pool", id(capture.pool))
+        return ("graph", capture.graph_id), capture.graph_id
+    return ("pool", capture.pool.id), capture.graph_id
 
 
 def record_drawing_task(stream, fn):

@@ -121,7 +121,7 @@ def _generator_class(real):
     return _GeneratorMeta("Generator", (), {"__doc__": _generator_class.__doc__, "__module__": "torch"})
 
 
-_RNG_FUNCTIONS = ("get_rng_state", "set_rng_state", "manual_seed")
+_RNG_FUNCTIONS = ("get_rng_state", "set_rng_state", "manual_seed", "seed")
 
 
 def _rng_functions(saved, torch):
@@ -141,7 +141,14 @@ def _rng_functions(saved, torch):
             return torch.default_generator
         return saved["manual_seed"](seed)
 
-    return {"get_rng_state": get_rng_state, "set_rng_state": set_rng_state, "manual_seed": manual_seed}
+    def seed():
+        from . import _npu_api
+
+        _npu_api.seed()  # refuses inside a capture; waits for the draws issued
+        return saved["seed"]()
+
+    return {"get_rng_state": get_rng_state, "set_rng_state": set_rng_state, "manual_seed": manual_seed,
+            "seed": seed}
 
 
 def _wrap_compile(real):
@@ -293,7 +300,7 @@ def install(npu_device=False):
     torch.Tensor.record_stream = _wrap_record_stream(torch.Tensor.record_stream)
     # torch_npu's semantics: replays return once launched, and this thread's eager torch ops queue
     # behind its current stream's pending work (Note [Eager torch ops in stream order]).
-    npugraph._C.npu._set_replay_blocking_default(False)
+    npugraph._graph_module.set_replay_blocking_default(False)
     _torch_capture.order_eager_ops(True)
     return mod
 
@@ -343,10 +350,11 @@ def uninstall():
         del torch.Tensor.record_stream
     else:
         torch.Tensor.record_stream = _saved["record_stream"]
+    import npugraph
     from . import _C
 
     _C.npu.synchronize()  # eager ops queued behind pending work run before the shim goes
-    _C.npu._set_replay_blocking_default(True)
+    npugraph._graph_module.set_replay_blocking_default(True)
     _torch_capture.order_eager_ops(False)
     _saved.clear()
 

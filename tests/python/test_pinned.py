@@ -104,3 +104,29 @@ def test_uninstall_gives_torch_its_pinning_back():
     assert torch.Tensor.is_pinned is npugraph._pinned.is_pinned
     compat.uninstall()
     assert "is_pinned" not in torch.Tensor.__dict__ and "pin_memory" not in torch.Tensor.__dict__
+
+
+def test_graphs_sharing_a_pool_keep_its_blocks_until_the_last_one_goes(pinned_shim):
+    g1, g2, g3 = npu.NPUGraph(), npu.NPUGraph(), npu.NPUGraph()
+    with npu.graph(g1):
+        torch.ones(1).add_(1)
+    with npu.graph(g2, pool=g1.pool()):
+        t = torch.ones(64).pin_memory()  # held by g2's recorded copy
+    with npu.graph(g3, pool=g1.pool()):  # another handle of the same pool
+        u = torch.ones(64).pin_memory()
+    del t, u
+    g2.reset()  # its block is free, in the pool g3 still uses: host_empty_cache leaves it
+    gc.collect()
+    npu.host_empty_cache()
+    assert npu.host_memory_stats()["allocations.current"] == 2
+    del g3  # destroyed without a reset: the pool's last user is gone, its blocks are released
+    gc.collect()
+    npu.host_empty_cache()
+    assert npu.host_memory_stats()["allocations.current"] == 0
+
+
+def test_pin_memory_refuses_sparse_tensors_naming_the_layout(pinned_shim):
+    sparse = torch.eye(3).to_sparse()
+    assert not sparse.is_pinned()
+    with pytest.raises(RuntimeError, match="layout is torch.sparse_coo: npugraph pins strided"):
+        sparse.pin_memory()

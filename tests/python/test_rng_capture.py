@@ -168,3 +168,71 @@ def test_generator_calls_outside_captures_wait_for_issued_draws(shim):
     state = torch.npu.get_rng_state()  # waits for the replay's draw, issued before it
     assert torch.equal(state, expected_state) and torch.equal(out, expected_draw)
     assert npugraph.npu.initial_seed() == 2
+
+
+def _finishes(fn, deadline=60):
+    """Runs fn on a thread; True when it returned within the deadline (a hang fails, not blocks)."""
+    done = threading.Event()
+    errors = []
+
+    def run():
+        try:
+            fn()
+        except BaseException as e:  # noqa: BLE001 - reported by the assertion below
+            errors.append(e)
+        done.set()
+
+    threading.Thread(target=run, daemon=True).start()
+    finished = done.wait(deadline)
+    assert not errors, errors
+    return finished
+
+
+def _drawing_graph():
+    g = npu.NPUGraph()
+    with npu.graph(g):
+        out = torch.rand(4)
+    return g, out
+
+
+def test_generator_calls_from_host_functions_and_blocking_replays_do_not_deadlock(shim):
+    del shim
+    g, _ = _drawing_graph()
+    s = npu.Stream()
+    gate = threading.Event()
+    seen = []
+
+    def scenario():
+        g.replay(stream=s, blocking=False)
+        npu.launch_host_func(s, lambda _: (gate.wait(60), seen.append(torch.npu.get_rng_state())))
+        threading.Thread(target=gate.set).start()
+        g.replay(stream=s, blocking=True)  # waits outside the ordering lock
+        npu.launch_host_func(s, lambda _: seen.append(npugraph.npu.initial_seed()))
+        g.replay(stream=s, blocking=False)  # drawing work issued after a host function that asks
+        npu.synchronize()
+
+    assert _finishes(scenario)
+    assert len(seen) == 2
+
+
+def test_a_wrong_state_or_a_reseed_inside_a_capture_is_refused_when_issued(shim):
+    del shim
+    g = npu.NPUGraph()
+    with pytest.raises(ValueError, match=r"set_rng_state: new_state has 100 bytes: a state from get_rng_state\(\) "
+                                         r"has \d+"):
+        with npu.graph(g):
+            torch.npu.set_rng_state(torch.zeros(100, dtype=torch.uint8))
+    with pytest.raises(TypeError, match="new_state = a torch.float32 tensor: expected a uint8 tensor"):
+        torch.npu.set_rng_state(torch.zeros(3))
+    with pytest.raises(npugraph.StateError, match="seed: a graph cannot reseed the generator"):
+        with npu.graph(g):
+            torch.seed()
+
+
+def test_replays_that_draw_keep_blocking_by_default_without_the_shim():
+    g, out = _drawing_graph()
+    torch.manual_seed(4)
+    expected = torch.rand(4)
+    torch.manual_seed(4)
+    g.replay()  # npugraph's default: returns once the replay ran
+    assert torch.equal(out, expected)

@@ -1,6 +1,5 @@
 """npugraph.npu: streams, events, ExternalEvent, graphs, pools, task groups — names as torch_npu."""
 import threading
-import time
 
 import numpy as np
 import pytest
@@ -60,10 +59,17 @@ def test_event_timing():
 
 def test_external_event_wait_blocks_until_record_and_consumes():
     waiter, recorder = npu.Stream(), npu.Stream()
+    # Blocks: with no record, the wait is still blocked at its deadline, which a synchronize reports
+    # naming the event (and then cancels, so the stream goes on).
+    ev = npu.ExternalEvent("never_recorded")
+    ev.set_wait_deadline(0.05)
+    ev.wait(waiter)
+    with pytest.raises(npugraph.WaitTimeoutError, match="'never_recorded'"):
+        waiter.synchronize()
+    waiter.synchronize()
+    # Until record: a record releases the wait, which consumes it.
     ev = npu.ExternalEvent()
     ev.wait(waiter)
-    time.sleep(0.01)
-    assert not waiter.query()
     ev.record(recorder)
     waiter.synchronize()
     assert not ev.is_set()
@@ -199,13 +205,18 @@ def test_default_external_wait_deadline():
 
 
 def test_a_huge_deadline_does_not_fire():
+    # A deadline that overflowed would fire as the wait starts: the synchronize below would then
+    # report a stall and the record would be left unconsumed. The wait starts (right after the host
+    # function that announces it) before the record is issued.
     s, ev = npu.Stream(), npu.ExternalEvent("huge")
     ev.set_wait_deadline(1e10)
+    reached = threading.Event()
+    npu.launch_host_func(s, lambda _: reached.set())
     ev.wait(s)
-    time.sleep(0.02)
-    assert not s.query()
+    assert reached.wait(60)
     ev.record(npu.Stream())
     s.synchronize()
+    assert not ev.is_set()
 
 
 def _seed_group():

@@ -122,7 +122,8 @@ class NPUGraph:
     def capture_end(self):
         """
         Ends the capture begun on the current stream and instantiates the graph; a capture in which a
-            torch op was refused is discarded and raises StateError naming the op.
+            torch op could not be recorded (a launch failed) is discarded and raises StateError naming the
+            op. A refused op (a host read) raised when it was issued and leaves the capture valid.
         """
     def debug_dump(self, debug_path):
         """
