@@ -131,13 +131,13 @@ TEST(Event, WaitStreamAndSynchronize) {
   Stream a = Stream::create(), b = Stream::create();
   ngtest::Gate gate;
   int value = 0;
-  std::atomic<int> seen{0};
+  std::atomic<int> seen{-1};
   launch_host_func(a, [&, gate] { gate.wait(); value = 7; });
   b.wait(a);
   launch_host_func(b, [&] { seen = value; });
   // b is provably behind a's held work before a may finish.
-  ASSERT_TRUE(ngtest::eventually([&] { return ngtest::blocked_on(b, a) || seen.load() != 0; }));
-  EXPECT_EQ(seen.load(), 0);
+  ASSERT_TRUE(ngtest::eventually([&] { return ngtest::blocked_on(b, a) || seen.load() != -1; }));
+  EXPECT_EQ(seen.load(), -1);
   gate.open();
   b.synchronize();
   EXPECT_EQ(seen.load(), 7);
