@@ -49,6 +49,7 @@ bool external_wait(ExternalEventState& e, const WaitSite& site) {
     e.signal = false;
     return true;
   }
+  ++e.blocked;  // lowered on every return below, under e.mu
   const auto start = clock::now();
   const auto deadline = deadline_of(e);
   const auto key = reinterpret_cast<std::uintptr_t>(&start);  // unique while this wait runs
@@ -61,15 +62,18 @@ bool external_wait(ExternalEventState& e, const WaitSite& site) {
     // A cancelled wait must not consume a signal recorded after the cancel: check it first.
     if (cancelled.load(std::memory_order_seq_cst)) {
       unregister();
+      --e.blocked;
       return false;
     }
     if (e.signal) {
+      --e.blocked;
       if (unregister()) return false;
       e.signal = false;
       return true;
     }
     if (runtime_exiting() || site.stream->closing.load()) {  // the stream is going away
       unregister();
+      --e.blocked;
       lock.unlock();
       diagnose(DiagnosticKind::stall, site.stream->str() + " was destroyed while blocked in ExternalEvent '" +
                                           e.name + "' wait; the wait is abandoned");

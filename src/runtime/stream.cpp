@@ -97,6 +97,11 @@ thread_local Stream t_other_cuda{nullptr};  // current_stream_ref of a device t_
 void sync_stream(StreamState& s, std::optional<std::chrono::milliseconds> timeout) {
   using clock = std::chrono::steady_clock;
   const std::uint64_t target = s.queue->submitted();
+  struct Counted {  // StreamState::synchronizing, for the whole wait (exceptions included)
+    std::atomic<int>& n;
+    explicit Counted(std::atomic<int>& c) : n(c) { n.fetch_add(1, std::memory_order_relaxed); }
+    ~Counted() { n.fetch_sub(1, std::memory_order_relaxed); }
+  } counted(s.synchronizing);
   const auto start = clock::now();
   const auto until = timeout ? saturating_deadline(start, *timeout) : clock::time_point::max();
   for (;;) {

@@ -88,6 +88,10 @@ struct StreamState {
   std::atomic<StreamMode> mode{StreamMode::normal};
   // Set when the stream is being destroyed: blocked waits give up so its worker can be joined.
   std::atomic<bool> closing{false};
+  // Host threads inside a synchronize of this stream now (sync_stream). Only observed, never acted
+  // on: tests check that a synchronizing call is provably waiting before they let the work finish
+  // (tests/support/blocked.hpp).
+  std::atomic<int> synchronizing{0};
 
   // Capture and update state (Note [Stream modes]), guarded by runtime_mutex(). The graph layer owns
   // the objects and the fields below.

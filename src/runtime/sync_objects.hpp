@@ -53,6 +53,10 @@ struct ExternalEventState {
   bool signal = false;
   std::uint64_t collapsed = 0;
   std::int64_t deadline_ms = -1;  // -1: the process default
+  // Waits blocked on the signal now (external_wait, from the moment it finds the signal clear until
+  // it returns). Only observed, never acted on: tests check that a stream is provably held in a wait
+  // instead of sleeping and hoping it got there (tests/support/blocked.hpp).
+  int blocked = 0;
 };
 
 // Where a blocking wait runs, for stall reports: the stream and, in a replay, the graph task.

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "backends/cpu/compute_pool.hpp"
+#include "support/wait.hpp"
 
 namespace {
 
@@ -41,24 +42,27 @@ TEST(ComputePool, EveryChunkRunsOnceAcrossBackToBackJobs) {
   }
 }
 
-// The owner's chunk 0 waits until a helper has started chunk 1, which then outlasts the owner's
-// polling (kSpin, 50 us) by far: the owner must sleep in retire() and be woken by that helper, and
-// run_chunks must not return before chunk 1 has finished.
+// The owner's chunk 0 waits until a helper has started chunk 1, which then lasts until the owner is
+// asleep in retire() (its polling, kSpin, ran out; nothing else is left to claim): the owner must
+// take the sleeping path and be woken by that helper, and run_chunks must not return before chunk 1
+// has finished. No chunk waits for a guessed while (Note [Tests without time], support/wait.hpp).
 struct SlowLastChunk {
+  const nd::ComputePool* pool = nullptr;
   std::thread::id owner;
   std::atomic<bool> helper_started{false};
   std::atomic<bool> helper_done{false};
   std::atomic<bool> helper_ran{false};
+  std::atomic<bool> owner_slept{false};
   static void run(void* self, std::int64_t b, std::int64_t) {
     auto* s = static_cast<SlowLastChunk*>(self);
     if (b == 0) {
-      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
-      while (!s->helper_started.load() && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+      (void)ngtest::eventually([&] { return s->helper_started.load(); });
       return;
     }
-    s->helper_ran.store(std::this_thread::get_id() != s->owner);
+    const bool on_helper = std::this_thread::get_id() != s->owner;
+    s->helper_ran.store(on_helper);
     s->helper_started.store(true);
-    std::this_thread::sleep_for(std::chrono::milliseconds(3));
+    if (on_helper) s->owner_slept.store(ngtest::eventually([&] { return s->pool->retiring() > 0; }));
     s->helper_done.store(true);
   }
 };
@@ -68,12 +72,17 @@ TEST(ComputePool, RetireWaitsForAHelperInALongLastChunk) {
   int on_helper = 0;
   for (int rep = 0; rep < 20; ++rep) {
     SlowLastChunk s;
+    s.pool = &pool;
     s.owner = std::this_thread::get_id();
     pool.run_chunks(2, 1, 2, &SlowLastChunk::run, &s);
     ASSERT_TRUE(s.helper_done.load()) << "run_chunks returned before chunk 1 finished, rep " << rep;
+    if (s.helper_ran.load()) {
+      EXPECT_TRUE(s.owner_slept.load()) << "the owner never slept in retire(), rep " << rep;
+    }
     on_helper += s.helper_ran.load();
   }
-  // The helper, not the owner, ran chunk 1 in (nearly) every repetition: the sleeping path was taken.
+  // The helper, not the owner, ran chunk 1 in (nearly) every repetition (the owner claims chunk 0
+  // first unless it is descheduled between post() and help()): the sleeping path was taken.
   EXPECT_GE(on_helper, 15);
 }
 
@@ -121,6 +130,9 @@ TEST(ComputePool, DestroyingAPoolJoinsItsHelpersAtAnyStage) {
       pool.run_chunks(32, 1, 3, &Coverage::run, &c);
       ASSERT_EQ(c.bad(), 0);
     }
+    // Jitter, not a wait (Note [Tests without time]): 0-39 us spreads the helpers over spinning
+    // (kPoolSpin, 20 us), going idle and asleep when the destructor comes; nothing is asserted
+    // about where they were, only that join() returns.
     std::this_thread::sleep_for(std::chrono::microseconds(rep % 40));
   }
 }

@@ -21,10 +21,12 @@ TEST(DistNccl, BuildSaysWhetherItHasNccl) {
   EXPECT_EQ(world().device(), ng::Device::cpu());
 }
 
-// On a machine without a GPU every rank gets the error at once (none waits for the others).
+// On a machine without a GPU every rank gets the error at once (none waits for the others): a rank
+// that waited for another one that had left would time out instead (a TimeoutError, not this error)
+// and break the MPI communicator, which the checks below see; no duration is asserted (Note [Tests
+// without time], tests/support/wait.hpp).
 TEST(DistNccl, WithoutAGpuMakingACommunicatorIsAnUnsupportedErrorOnEveryRank) {
   if (ng::detail::cuda_device_count() > 0) GTEST_SKIP() << "this machine has a CUDA device";
-  const auto start = std::chrono::steady_clock::now();
   if (NPUGRAPH_BUILT_WITH_NCCL) {
     EXPECT_TRUE(ngtest::throws<ng::UnsupportedError>(
         [] { (void)dist::Communicator::nccl(world(), ng::Device::cuda(0)); },
@@ -35,7 +37,6 @@ TEST(DistNccl, WithoutAGpuMakingACommunicatorIsAnUnsupportedErrorOnEveryRank) {
         [] { (void)dist::Communicator::nccl(world(), ng::Device::cuda(0)); },
         {"this build of npugraph::dist has no NCCL", "NPUGRAPH_NCCL=ON"}));
   }
-  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
   EXPECT_FALSE(world().broken());
   // The MPI communicator is still in step on every rank: a collective on it works.
   const Tensor x = ngtest::filled_tensor({4}, DType::f32, 1);

@@ -1,6 +1,8 @@
 // A rank that is missing from a collective: the others' task fails with a TimeoutError naming the
-// collective, the communicator's rank and size and the deadline, within the deadline (plus polling
-// slack), and the communicator is broken from then on. Rank 0 waits; the other ranks skip the
+// collective, the communicator's rank and size and the deadline, no earlier than the deadline, and
+// the communicator is broken from then on. No upper bound on a duration is asserted (Note [Tests
+// without time], tests/support/wait.hpp): a wait that never ends hangs the test, which ctest's
+// TIMEOUT fails, and the messages name the deadline that ended it. Rank 0 waits; the other ranks skip the
 // collective, then join late once rank 0 has seen its error, so that every rank ends cleanly (MPI
 // cannot cancel a collective: the late ranks complete rank 0's abandoned request, whose buffer the
 // test keeps alive).
@@ -38,18 +40,17 @@ TEST(DistTimeout, EagerCollectiveWithAMissingRankFailsWithinTheDeadline) {
             [] { ng::current_stream().synchronize(); },
             {"all_reduce of 16 float32 elements timed out after 1 s",
              ng::detail::cat("communicator (rank 0 of ", c.size(), ")"), "NPUGRAPH_DIST_TIMEOUT_S"}));
-        const double took = seconds_since(t0);
-        EXPECT_GE(took, 1.0);
-        EXPECT_LT(took, 4.0);
+        EXPECT_GE(seconds_since(t0), 1.0);  // a rule: never before the deadline
         EXPECT_TRUE(c.broken());
-        // Later collectives on it fail at once, saying why.
-        const auto t1 = Clock::now();
+        // Later collectives on it fail at once, saying why: with a deadline of hours a later
+        // collective that waited for the other ranks would hang (ctest's TIMEOUT), and the message
+        // still names the 1 s timeout that broke it.
+        c.set_timeout(std::chrono::hours(10));
         const Tensor y = ngtest::filled_tensor({4}, DType::f32, 1);
         dist::all_reduce(c, y);
         EXPECT_TRUE(ngtest::throws<ng::TaskError>([] { ng::current_stream().synchronize(); },
                                                   {"communicator is broken", "timed out after 1 s",
                                                    "make a new communicator"}));
-        EXPECT_LT(seconds_since(t1), 0.5);
       },
       [&] {
         dist::all_reduce(c, x);
@@ -77,9 +78,7 @@ TEST(DistTimeout, ReplayedCollectiveWithAMissingRankFailsWithinTheDeadline) {
             [] { ng::device_synchronize(); },
             {"all_reduce", "all_reduce of 8 bfloat16 elements timed out after 500 ms",
              ng::detail::cat("rank 0 of ", c.size())}));
-        const double took = seconds_since(t0);
-        EXPECT_GE(took, 0.5);
-        EXPECT_LT(took, 3.5);
+        EXPECT_GE(seconds_since(t0), 0.5);  // a rule: never before the deadline
       },
       [&] {
         g.replay();

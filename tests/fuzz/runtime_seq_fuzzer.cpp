@@ -144,6 +144,8 @@ void host_task(const Stream& s, int kind) {
     case 0: ng::launch_host_func(s, [] { g_host_calls.fetch_add(1, std::memory_order_relaxed); }); break;
     case 1: ng::launch_host_func(s, [] { throw ng::ArgumentError("fuzz host function error"); }); break;
     case 2: ng::launch_host_func(s, [] { throw std::runtime_error("fuzz host function std error"); }); break;
+    // A slow task, so that later operations meet queued work: jitter, never followed by a check
+    // that something did not happen (Note [Tests without time], tests/support/wait.hpp).
     default: ng::launch_host_func(s, [] { std::this_thread::sleep_for(50us); }); break;
   }
 }
@@ -470,6 +472,7 @@ void teardown(World& w) {
     }
     for (auto& e : w.ext) guarded("teardown: record", [&] { e.record(releaser); });
     guarded("teardown: releaser", [&] { releaser.synchronize(100ms); });
+    // The poll interval of a wait with a deadline (give_up, a finding), not a guess that work ran.
     std::this_thread::sleep_for(200us);
   }
   for (const Stream& s : w.all) guarded("teardown: synchronize", [&] { s.synchronize(1000ms); });

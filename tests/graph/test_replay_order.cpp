@@ -10,10 +10,12 @@
 
 #include "npugraph/npugraph.hpp"
 #include "support/bitwise.hpp"
+#include "support/blocked.hpp"
 #include "support/captured_fia.hpp"
 #include "support/diagnostics.hpp"
 #include "support/host_tensors.hpp"
 #include "support/throws.hpp"
+#include "support/wait.hpp"
 
 namespace {
 
@@ -88,11 +90,16 @@ TEST(ReplayOrder, ReplaysRunInLaunchOrderAcrossStreams) {
     g.replay(s1);
     g.replay(s2);
   }
-  std::this_thread::sleep_for(20ms);
-  {
+  // Once s1 is held in the gate's wait and s2 is blocked waiting for s1's turn, s2's replay cannot
+  // have run; one that does not wait for its turn runs instead (Note [Tests without time]).
+  const auto ran_any = [&] {
     std::lock_guard lock(mu);
-    EXPECT_TRUE(order.empty()) << "s2's replay ran before s1's, which was launched earlier";
-  }
+    return !order.empty();
+  };
+  ASSERT_TRUE(ngtest::eventually([&] {
+    return (ngtest::blocked_waits(gate) == 1 && ngtest::blocked_on(s2, s1)) || ran_any();
+  }));
+  EXPECT_FALSE(ran_any()) << "s2's replay ran before s1's, which was launched earlier";
   gate.record(ng::Stream::create());
   s1.synchronize();
   s2.synchronize();
@@ -140,6 +147,9 @@ TEST(ReplayOrder, AReplayCapturedIntoAGraphNeitherDeadlocksNorOverlapsTheGraphsO
   inner.capture_begin(s);
   ng::launch_host_func(s, [&] {
     if (inside.fetch_add(1) != 0) ++overlapped;
+    // Stays inside a little, so that an overlapping replay would find this one there: a window that
+    // makes a broken runtime fail more often, never one a correct run could fail by (no overlap can
+    // happen however long it is). Not a yield loop: under load each yield gives a whole time slice away.
     std::this_thread::sleep_for(std::chrono::microseconds(200));
     ++runs;
     inside.fetch_sub(1);
@@ -150,7 +160,7 @@ TEST(ReplayOrder, AReplayCapturedIntoAGraphNeitherDeadlocksNorOverlapsTheGraphsO
   outer.capture_end(s);
   outer.replay(s);
   inner.replay(s);
-  EXPECT_NO_THROW(s.synchronize(5000ms));
+  EXPECT_NO_THROW(s.synchronize(ngtest::kDeadline));
   EXPECT_EQ(runs.load(), 2);
   // The inner graph replayed directly on other streams while the outer one launches it.
   const ng::Stream s2 = ng::Stream::create(), s3 = ng::Stream::create();
@@ -159,9 +169,9 @@ TEST(ReplayOrder, AReplayCapturedIntoAGraphNeitherDeadlocksNorOverlapsTheGraphsO
     inner.replay(s2);
     inner.replay(s3);
   }
-  EXPECT_NO_THROW(s.synchronize(5000ms));
-  EXPECT_NO_THROW(s2.synchronize(5000ms));
-  EXPECT_NO_THROW(s3.synchronize(5000ms));
+  EXPECT_NO_THROW(s.synchronize(ngtest::kDeadline));
+  EXPECT_NO_THROW(s2.synchronize(ngtest::kDeadline));
+  EXPECT_NO_THROW(s3.synchronize(ngtest::kDeadline));
   EXPECT_EQ(runs.load(), 62);
   EXPECT_EQ(overlapped.load(), 0);
 }

@@ -3,11 +3,12 @@
 
 #include <atomic>
 #include <chrono>
-#include <thread>
 
 #include "npugraph/npugraph.hpp"
+#include "support/blocked.hpp"
 #include "support/diagnostics.hpp"
 #include "support/throws.hpp"
+#include "support/wait.hpp"
 
 using namespace npugraph;
 using namespace std::chrono_literals;
@@ -19,8 +20,11 @@ TEST(ExternalEvent, WaitBlocksUntilRecord) {
   std::atomic<bool> ran{false};
   ev.wait(waiter);
   launch_host_func(waiter, [&] { ran = true; });
-  std::this_thread::sleep_for(10ms);
+  // Once the worker is blocked in the wait, the host function behind it cannot have run; a wait
+  // that does not block lets it run instead (Note [Tests without time]).
+  ASSERT_TRUE(ngtest::eventually([&] { return ngtest::blocked_waits(ev) == 1 || ran.load(); }));
   EXPECT_FALSE(ran.load());
+  EXPECT_EQ(ngtest::blocked_waits(ev), 1);
   ev.record(recorder);
   waiter.synchronize();
   EXPECT_TRUE(ran.load());
@@ -40,8 +44,9 @@ TEST(ExternalEvent, AWaitConsumesTheSignal) {
   std::atomic<bool> ran{false};
   ev.wait(s);
   launch_host_func(s, [&] { ran = true; });
-  std::this_thread::sleep_for(10ms);
+  ASSERT_TRUE(ngtest::eventually([&] { return ngtest::blocked_waits(ev) == 1 || ran.load(); }));
   EXPECT_FALSE(ran.load());
+  EXPECT_EQ(ngtest::blocked_waits(ev), 1);
   ev.record(other);
   s.synchronize();
   EXPECT_TRUE(ran.load());

@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "npugraph/npugraph.hpp"
+#include "support/blocked.hpp"
+#include "support/wait.hpp"
 
 namespace {
 
@@ -47,7 +49,8 @@ TEST(KeepAlive, AQueuedLaunchKeepsItsTensorsAliveUntilItRan) {
     const ng::Tensor out = tracked({0, 0, 0, 0}, out_freed, out_last);
     ng::ops::add_out(a, a, out);  // queued behind the gate; the handles go away now
   }
-  std::this_thread::sleep_for(10ms);
+  // The worker is held in the gate's wait, the launch behind it (Note [Tests without time]).
+  ASSERT_TRUE(ngtest::eventually([&] { return ngtest::blocked_waits(gate) == 1; }));
   EXPECT_FALSE(a_freed.load());
   EXPECT_FALSE(out_freed.load());
   gate.record(ng::Stream::create());
@@ -69,7 +72,7 @@ TEST(KeepAlive, CopyAndFillKeepTheirTensorsAlive) {
     ng::copy_(s, dst, src);
     ng::fill_(s, src, 1.0);
   }
-  std::this_thread::sleep_for(10ms);
+  ASSERT_TRUE(ngtest::eventually([&] { return ngtest::blocked_waits(gate) == 1; }));
   EXPECT_FALSE(src_freed.load());
   EXPECT_FALSE(dst_freed.load());
   gate.record(ng::Stream::create());

@@ -4,12 +4,15 @@
 #include <atomic>
 #include <cmath>
 #include <chrono>
+#include <memory>
 #include <thread>
 
 #include "npugraph/npugraph.hpp"
+#include "support/blocked.hpp"
 #include "support/diagnostics.hpp"
 #include "support/host_tensors.hpp"
 #include "support/throws.hpp"
+#include "support/wait.hpp"
 
 using namespace npugraph;
 using namespace std::chrono_literals;
@@ -21,31 +24,40 @@ TEST(Lifetimes, AStreamWhoseLastReferenceDiesOnItsOwnWorker) {
     Stream s = Stream::create();
     launch_host_func(s, [s, &ran] { ++ran; });  // the task holds a reference; the handle goes away
   }
-  for (int i = 0; i < 5000 && ran.load() == 0; ++i) std::this_thread::sleep_for(1ms);
+  EXPECT_TRUE(ngtest::eventually([&] { return ran.load() != 0; }));
   EXPECT_EQ(ran.load(), 1);
 }
 
 TEST(Lifetimes, DroppingAStreamRunsItsQueuedWork) {
   std::atomic<int> ran{0};
+  std::atomic<bool> held_past_the_drop{false};
   {
     Stream s = Stream::create();
-    launch_host_func(s, [&] { std::this_thread::sleep_for(5ms); ++ran; });
+    // The first task holds the queue until the last handle is gone (the weak reference expires as
+    // the destructor begins): both tasks are provably still queued when the stream is dropped.
+    const std::weak_ptr<detail::StreamState> state = s.impl();
+    launch_host_func(s, [&, state] {
+      held_past_the_drop = ngtest::eventually([&] { return state.expired(); });
+      ++ran;
+    });
     launch_host_func(s, [&] { ++ran; });
   }
+  EXPECT_TRUE(held_past_the_drop.load());
   EXPECT_EQ(ran.load(), 2);  // the destructor drained the queue
 }
 
 TEST(Lifetimes, DestroyingAStreamBlockedInAWaitGivesUpInsteadOfHanging) {
   ngtest::DiagnosticLog log;
   ExternalEvent ev("abandoned");
-  const auto start = std::chrono::steady_clock::now();
+  // A destructor that waited for the record instead of giving up would hang here (ctest's TIMEOUT
+  // fails it); the report says the wait was abandoned, not that it passed its deadline.
   {
     Stream s = Stream::create();
     ev.wait(s);
   }
-  EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
   ASSERT_FALSE(log.lines().empty());
   EXPECT_NE(log.lines().back().find("'abandoned'"), std::string::npos);
+  EXPECT_NE(log.lines().back().find("destroyed while blocked"), std::string::npos);
 }
 
 TEST(Lifetimes, CaptureEndDropsTheLastReferenceToABlockedForkStream) {
@@ -95,13 +107,22 @@ TEST(Lifetimes, EmptyCacheWaitsForQueuedWorkBeforeFreeing) {
   Stream s = Stream::create();
   StreamGuard on(s);
   Tensor y = empty({1 << 16}, f32);
+  ngtest::Gate gate;
   {
     Tensor x = empty({1 << 16}, f32);
     fill_(x, 3.0);
-    launch_host_func(s, [] { std::this_thread::sleep_for(10ms); });
-    copy_(y, x);  // queued behind the sleep; x's block goes to the cache below
+    launch_host_func(s, [gate] { gate.wait(); });
+    copy_(y, x);  // queued behind the gate; x's block goes to the cache below
   }
+  // The queued copy is let go only once empty_cache provably waits for s (Note [Tests without time]).
+  bool waited = false;
+  std::thread opener([&waited, s, gate] {
+    waited = ngtest::eventually([&] { return ngtest::synchronizing(s); });
+    gate.open();
+  });
   empty_cache();  // must not free x's block under the queued copy (ASan would see it)
+  opener.join();
+  EXPECT_TRUE(waited) << "empty_cache did not wait for the queued copy";
   s.synchronize();
   EXPECT_EQ(y.data_ptr<float>()[12345], 3.0f);
 }

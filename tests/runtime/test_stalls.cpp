@@ -5,13 +5,13 @@
 #include <atomic>
 #include <chrono>
 #include <limits>
-#include <thread>
 
 #include "npugraph/npugraph.hpp"
 #include "support/bitwise.hpp"
 #include "support/diagnostics.hpp"
 #include "support/host_tensors.hpp"
 #include "support/throws.hpp"
+#include "support/wait.hpp"
 
 namespace {
 
@@ -174,11 +174,13 @@ TEST(Stalls, AWaitIsBlockedOnTheStreamOfTheRecordItNeedsNotTheLatestRecorder) {
   ng::Event e, f;
   gate.wait(a);
   e.record(a);  // record 1: behind the stalled wait
-  ng::launch_host_func(b, [] { std::this_thread::sleep_for(100ms); });  // b blocks after the re-record
+  ngtest::Gate re_recorded;
+  ng::launch_host_func(b, [re_recorded] { re_recorded.wait(); });  // b blocks after the re-record
   b.wait(e);    // b needs record 1
   f.record(b);
   c.wait(f);    // c is blocked on b
   e.record(c);  // record 2, on c: e's latest recorder
+  re_recorded.open();
   EXPECT_TRUE(throws<ng::TimeoutError>([&] { b.synchronize(5000ms); },
                                        {b.str(), "synchronize gave up", a.str(), "'a_gate'"}));
   drain_device();  // the cancel lets a, b and c run on; their reports are collected here

@@ -9,8 +9,10 @@
 #include <vector>
 
 #include "npugraph/npugraph.hpp"
+#include "support/blocked.hpp"
 #include "support/host_tensors.hpp"
 #include "support/throws.hpp"
+#include "support/wait.hpp"
 
 using namespace npugraph;
 using namespace std::chrono_literals;
@@ -96,27 +98,30 @@ TEST(Stream, ATaskErrorSurfacesAtSynchronizeNamingTheTaskAndTheStreamStaysUsable
 
 TEST(Stream, SynchronizeWithTimeoutThrowsWhenWorkDoesNotFinish) {
   Stream s = Stream::create();
-  std::atomic<bool> gate{false};
-  launch_host_func(s, [&] { while (!gate.load()) std::this_thread::sleep_for(1ms); });
+  ngtest::Gate gate;  // closed: the work provably does not finish within the timeout
+  launch_host_func(s, [gate] { gate.wait(); });
   EXPECT_TRUE(throws<TimeoutError>([&] { s.synchronize(30ms); }, {"timed out after 30 ms", "0 of 1"}));
-  gate = true;
+  gate.open();
   EXPECT_NO_THROW(s.synchronize());
 }
 
 TEST(Event, OrdersOneStreamAfterAnother) {
   Stream a = Stream::create(), b = Stream::create();
-  std::atomic<bool> gate{false};
+  ngtest::Gate gate;
   std::atomic<int> seen{-1};
   int value = 0;
-  launch_host_func(a, [&] { while (!gate.load()) std::this_thread::yield(); value = 42; });
+  launch_host_func(a, [&, gate] { gate.wait(); value = 42; });
   Event e;
   e.record(a);
   b.wait(e);
   launch_host_func(b, [&] { seen = value; });
-  std::this_thread::sleep_for(5ms);
+  // Once b's worker is blocked on a, b's host function cannot have run (a is held by the gate);
+  // a wait that does not hold b lets it run instead (Note [Tests without time]).
+  ASSERT_TRUE(ngtest::eventually([&] { return ngtest::blocked_on(b, a) || seen.load() != -1; }));
   EXPECT_EQ(seen.load(), -1);  // b is held by the event
+  EXPECT_TRUE(ngtest::blocked_on(b, a));
   EXPECT_FALSE(e.query());
-  gate = true;
+  gate.open();
   b.synchronize();
   EXPECT_EQ(seen.load(), 42);
   EXPECT_TRUE(e.query());
@@ -124,12 +129,18 @@ TEST(Event, OrdersOneStreamAfterAnother) {
 
 TEST(Event, WaitStreamAndSynchronize) {
   Stream a = Stream::create(), b = Stream::create();
-  int value = 0, seen = 0;
-  launch_host_func(a, [&] { std::this_thread::sleep_for(2ms); value = 7; });
+  ngtest::Gate gate;
+  int value = 0;
+  std::atomic<int> seen{-1};
+  launch_host_func(a, [&, gate] { gate.wait(); value = 7; });
   b.wait(a);
   launch_host_func(b, [&] { seen = value; });
+  // b is provably behind a's held work before a may finish.
+  ASSERT_TRUE(ngtest::eventually([&] { return ngtest::blocked_on(b, a) || seen.load() != -1; }));
+  EXPECT_EQ(seen.load(), -1);
+  gate.open();
   b.synchronize();
-  EXPECT_EQ(seen, 7);
+  EXPECT_EQ(seen.load(), 7);
   Event e;
   EXPECT_TRUE(e.query());  // never recorded
   e.record(a);
@@ -138,15 +149,28 @@ TEST(Event, WaitStreamAndSynchronize) {
 }
 
 TEST(Event, ElapsedTime) {
+  using clock = std::chrono::steady_clock;
+  const auto ms_between = [](clock::time_point a, clock::time_point b) {
+    return std::chrono::duration<float, std::milli>(b - a).count();
+  };
   Stream s = Stream::create();
   Event start({.enable_timing = true}), end({.enable_timing = true});
+  clock::time_point in, out;  // written by the task, read after the synchronize
+  const auto before = clock::now();
   start.record(s);
-  launch_host_func(s, [] { std::this_thread::sleep_for(20ms); });
+  // Work that takes a while by its own clock: no bound here is a guess about scheduling, both are
+  // measured (Note [Tests without time]).
+  launch_host_func(s, [&] {
+    in = clock::now();
+    while (clock::now() - in < 2ms) std::this_thread::yield();
+    out = clock::now();
+  });
   end.record(s);
   end.synchronize();
+  const auto after = clock::now();
   const float ms = start.elapsed_time(end);
-  EXPECT_GE(ms, 19.0f);
-  EXPECT_LT(ms, 2000.0f);
+  EXPECT_GE(ms, ms_between(in, out) - 0.01f);       // the interval holds the work between the records
+  EXPECT_LE(ms, ms_between(before, after) + 0.01f);  // and lies within what the host saw
   Event plain;
   plain.record(s);
   EXPECT_TRUE(throws<ArgumentError>([&] { start.elapsed_time(plain); }, {"enable_timing"}));
@@ -155,10 +179,25 @@ TEST(Event, ElapsedTime) {
 TEST(Stream, DeviceSynchronizeWaitsForEveryStream) {
   Stream a = Stream::create(), b = Stream::create();
   std::atomic<int> done{0};
-  launch_host_func(a, [&] { std::this_thread::sleep_for(5ms); ++done; });
-  launch_host_func(b, [&] { std::this_thread::sleep_for(5ms); ++done; });
+  ngtest::Gate gate_a, gate_b;
+  launch_host_func(a, [&, gate_a] { gate_a.wait(); ++done; });
+  launch_host_func(b, [&, gate_b] { gate_b.wait(); ++done; });
+  // Each stream's work is let go only once device_synchronize provably waits for that stream: one it
+  // skipped would still be held when it returns (Note [Tests without time]).
+  bool both_waited = false;
+  std::thread opener([&, gate_a, gate_b] {
+    both_waited = ngtest::eventually([&] {
+      if (!gate_a.is_open() && ngtest::synchronizing(a)) gate_a.open();
+      if (!gate_b.is_open() && ngtest::synchronizing(b)) gate_b.open();
+      return gate_a.is_open() && gate_b.is_open();
+    });
+    gate_a.open();  // past the deadline: let the streams drain, the test fails below
+    gate_b.open();
+  });
   device_synchronize();
   EXPECT_EQ(done.load(), 2);
+  opener.join();
+  EXPECT_TRUE(both_waited);
 }
 
 TEST(Stream, BadArguments) {

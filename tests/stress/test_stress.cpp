@@ -11,6 +11,7 @@
 
 #include "npugraph/npugraph.hpp"
 #include "support/host_tensors.hpp"
+#include "support/wait.hpp"
 
 namespace {
 
@@ -153,9 +154,10 @@ TEST(Stress, ResetRacesReplayAndUpdate) {
   std::mutex handle_mu;  // the handle object itself is plain data: guard its copy
   ng::TaskGroupHandle shared = g.handle;
   std::atomic<bool> stop{false};
-  std::atomic<int> errors{0}, replays{0}, updates{0};
+  std::atomic<int> errors{0}, replays{0}, updates{0}, starved{0};
   std::thread resetter([&] {
     for (int i = 0; i < kRounds / 4; ++i) {
+      const int replays_before = replays.load(), updates_before = updates.load();
       g.graph.reset();
       ng::TaskGroupHandle h;
       {
@@ -172,7 +174,10 @@ TEST(Stress, ResetRacesReplayAndUpdate) {
         std::lock_guard lock(handle_mu);
         shared = h;
       }
-      std::this_thread::sleep_for(500us);  // the graph is ready for a while: replays and updates land
+      // The graph stays ready until a replay and an update have landed since the reset, not for a
+      // guessed while (Note [Tests without time]).
+      if (!ngtest::eventually([&] { return replays.load() > replays_before && updates.load() > updates_before; }))
+        ++starved;
     }
     stop = true;
   });
@@ -214,6 +219,7 @@ TEST(Stress, ResetRacesReplayAndUpdate) {
   resetter.join();
   replayer.join();
   updater.join();
+  EXPECT_EQ(starved.load(), 0) << "rounds in which no replay or no update succeeded";
   EXPECT_GT(replays.load(), 0);
   EXPECT_GT(updates.load(), 0);
   EXPECT_EQ(g.torn.load(), 0);

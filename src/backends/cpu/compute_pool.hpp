@@ -42,6 +42,9 @@ class ComputePool final : public ChunkRunner {
   ComputePool& operator=(const ComputePool&) = delete;
 
   int helpers() const { return static_cast<int>(threads_.size()); }
+  // Owners asleep in retire() now. Only observed, never acted on: a test holds a helper's chunk
+  // until the owner provably took the sleeping path (tests/backends/test_compute_pool.cpp).
+  int retiring() const { return retiring_.load(std::memory_order_seq_cst); }
 
   // Makes `job` visible to at most `max_helpers` helpers at once.
   void post(Job* job, int max_helpers);
