@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <deque>
 
-#include "llm/engine_scheduler.hpp"
+#include "llm/scheduler.hpp"
 #include "llm/runner.hpp"
 #include "npugraph/error.hpp"
 #include "npugraph/llm/tensor_parallel.hpp"
@@ -57,7 +57,7 @@ Engine::Engine(EngineOptions options) : options_(std::move(options)) {
   NG_CHECK_ARG(options_.max_context <= model_->config().context, "max_context = ", options_.max_context,
                ": the model was trained for ", model_->config().context, " tokens");
   runner_ = std::make_unique<ModelRunner>(model_, options_);
-  sched_ = std::make_unique<Scheduler>();
+  sched_ = std::make_unique<Scheduler>(runner_->max_batch(), options_.prefill_chunk);
 }
 
 
@@ -71,7 +71,7 @@ std::vector<Result> Engine::generate(std::span<const Request> requests,
                "drives step() itself");
   std::vector<RequestId> ids;
   {  // every request checked before any runs
-    std::vector<std::unique_ptr<Pending>> prepared;
+    std::vector<std::unique_ptr<RequestState>> prepared;
     for (std::size_t i = 0; i < requests.size(); ++i)
       prepared.push_back(prepare(requests[i], npugraph::detail::cat("requests[", i, "]")));
     for (auto& p : prepared) ids.push_back(enqueue(std::move(p)));

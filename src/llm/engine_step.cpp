@@ -15,19 +15,18 @@
 //      chunk that ends a prompt samples its first token;
 //   4. one decode step of every request past its prefill (the captured step of its bucket,
 //      updated: Note [Decode step graph]);
-//   5. each new token is appended and decoded to text; a request ends on an end-of-generation
-//      token, a stop string, max_tokens or a full context, and frees its blocks at once.
+//   5. each new token goes to the output processor (Note [Output processor]: text, stop strings,
+//      finish reasons); a request that ends frees its blocks at once.
 // Sampling settings are per request: each row's temperature, top_k, top_p, seed and step are the
 // runner's device buffers, written with the step's inputs and read by the captured sampling op
 // (ops::sample_rows_out), whose draw depends on (seed, step) only — so a request samples the same
 // tokens alone or in any batch, and greedy requests are bitwise those of a run one at a time.
-// Stop strings: text that could be the start of a stop string is held back until the next token
-// decides it; the text a request returns ends before the first stop string's start.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 
-#include "llm/engine_scheduler.hpp"
+#include "llm/output_processor.hpp"
+#include "llm/scheduler.hpp"
 #include "npugraph/error.hpp"
 
 namespace npugraph::llm {
@@ -35,35 +34,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
-std::uint64_t fnv1a(const void* data, std::size_t n) {
-  std::uint64_t h = 1469598103934665603ull;
-  const auto* p = static_cast<const unsigned char*>(data);
-  for (std::size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
-  return h;
-}
-
-// The length of the longest suffix of `text` (after `from`) that is a proper prefix of a stop string.
-std::size_t held_back(const std::string& text, std::size_t from, const std::vector<std::string>& stops) {
-  std::size_t hold = 0;
-  for (const std::string& s : stops)
-    for (std::size_t k = std::min(s.size() - 1, text.size() - from); k > hold; --k)
-      if (text.compare(text.size() - k, k, s, 0, k) == 0) {
-        hold = k;
-        break;
-      }
-  return hold;
-}
-
-// Cuts the text before its first stop string, if it has one; a stop string can only start at or
-// after `emitted` (what may start one is held back).
-bool cut_at_stop(std::string& text, std::size_t emitted, const std::vector<std::string>& stops) {
-  std::size_t cut = std::string::npos;
-  for (const std::string& s : stops) cut = std::min(cut, text.find(s, emitted));
-  if (cut == std::string::npos) return false;
-  text.resize(cut);
-  return true;
-}
 
 }  // namespace
 
@@ -80,7 +50,7 @@ const char* finish_reason_name(FinishReason reason) noexcept {
 
 Engine::~Engine() = default;
 
-std::unique_ptr<Engine::Pending> Engine::prepare(const Request& r, const std::string& label) const {
+std::unique_ptr<RequestState> Engine::prepare(const Request& r, const std::string& label) const {
   const Tokenizer& tok = model_->tokenizer();
   NG_CHECK_ARG(r.prompt.empty() || r.messages.empty(), label, ": give a prompt or messages, not both");
   NG_CHECK_ARG(!r.prompt.empty() || !r.messages.empty(), label,
@@ -105,7 +75,7 @@ std::unique_ptr<Engine::Pending> Engine::prepare(const Request& r, const std::st
     NG_CHECK_ARG(role == "system" || role == "user" || role == "assistant", label, ".messages[", i, "].role = '",
                  role, "': must be 'system', 'user' or 'assistant'");
   }
-  auto a = std::make_unique<Pending>();
+  auto a = std::make_unique<RequestState>();
   a->decoder = std::make_unique<StreamDecoder>(tok, DecodeOptions{.skip_special = true});
   if (!r.messages.empty()) {
     a->seq.tokens = tok.encode(tok.apply_chat_template(r.messages, true));
@@ -128,156 +98,69 @@ std::unique_ptr<Engine::Pending> Engine::prepare(const Request& r, const std::st
   return a;
 }
 
-RequestId Engine::enqueue(std::unique_ptr<Pending> a) {
-  const std::lock_guard lock(sched_->mu);
-  a->id = sched_->next_id++;
-  const RequestId id = a->id;
-  sched_->live.insert(id);
-  sched_->incoming.push_back(std::move(a));
-  sched_->waiting += 1;
-  return id;
-}
+RequestId Engine::enqueue(std::unique_ptr<RequestState> a) { return sched_->enqueue(std::move(a)); }
 
 RequestId Engine::submit(const Request& request) { return enqueue(prepare(request, "request")); }
 
-bool Engine::cancel(RequestId id) {
-  const std::lock_guard lock(sched_->mu);
-  if (!sched_->live.contains(id)) return false;
-  sched_->cancels.insert(id);
-  return true;
-}
+bool Engine::cancel(RequestId id) { return sched_->cancel(id); }
 
 std::int64_t Engine::captured_graphs() const { return runner_->captured(); }
 
-bool Engine::idle() const {
-  const std::lock_guard lock(sched_->mu);
-  return sched_->live.empty();
-}
+bool Engine::idle() const { return sched_->idle(); }
 
-EngineLoad Engine::load() const {
-  const std::lock_guard lock(sched_->mu);
-  return {.running = sched_->running, .waiting = sched_->waiting, .kv_blocks_used = sched_->kv_used,
-          .kv_blocks_total = runner_->blocks().num_blocks()};
-}
-
-// Appends a generated token and the text it completes to `out`; true when the request is done.
-bool Engine::take(Pending& a, std::int32_t id, const float* logits, StepOutput& out) {
-  const Tokenizer& tok = model_->tokenizer();
-  a.seq.tokens.push_back(id);
-  a.seq.generated += 1;
-  a.result.tokens.push_back(id);
-  out.tokens.push_back(id);
-  const auto vocab = static_cast<std::size_t>(model_->config().vocab);
-  if (options_.keep_logits) a.result.logits_hashes.push_back(fnv1a(logits, vocab * sizeof(float)));
-  if (options_.keep_full_logits) a.result.logits.insert(a.result.logits.end(), logits, logits + vocab);
-  if (tok.is_end_of_generation(id)) {
-    a.result.stopped = true;
-    a.result.finish = FinishReason::stop;
-    return true;
-  }
-  a.result.text += a.decoder->push(id);
-  if (cut_at_stop(a.result.text, a.emitted, a.stop)) {
-    a.result.stopped = a.cut = true;
-    a.result.finish = FinishReason::stop;
-    return true;
-  }
-  if (a.seq.generated >= a.max_tokens || static_cast<std::int64_t>(a.seq.tokens.size()) >= options_.max_context) {
-    a.result.finish = FinishReason::length;
-    return true;
-  }
-  const std::size_t ready = a.result.text.size() - held_back(a.result.text, a.emitted, a.stop);
-  out.text += a.result.text.substr(a.emitted, ready - a.emitted);
-  a.emitted = ready;
-  return false;
-}
-
-// Ends a request: the decoder's tail (unless a stop string ended it), the rest of its text, its
-// blocks back to the cache, its result into `out`.
-void Engine::finish(Pending& a, FinishReason reason, StepOutput& out) {
-  if (!a.cut) {
-    a.result.text += a.decoder->finish();
-    if (cut_at_stop(a.result.text, a.emitted, a.stop)) {
-      a.result.stopped = true;
-      if (reason == FinishReason::length) reason = FinishReason::stop;
-    }
-  }
-  a.result.finish = reason;
-  out.text += a.result.text.substr(std::min(a.emitted, a.result.text.size()));
-  a.emitted = a.result.text.size();
-  out.finish = reason;
-  runner_->blocks().release(a.seq.blocks);
-}
+EngineLoad Engine::load() const { return sched_->load(runner_->blocks().num_blocks()); }
 
 std::vector<StepOutput> Engine::step() {
   Scheduler& s = *sched_;
-  const std::unique_lock stepping(s.stepping, std::try_to_lock);
-  NG_CHECK_ARG(stepping.owns_lock(), "step: another thread is in step() of this engine: one step at a time");
-  std::vector<StepOutput> outs = std::move(s.failed);
-  s.failed.clear();
-  std::set<RequestId> cancels;
-  {
-    const std::lock_guard lock(s.mu);
-    for (auto& a : s.incoming) s.queue.push_back(std::move(a));
-    s.incoming.clear();
-    cancels.swap(s.cancels);
-  }
-  auto output = [&](const Pending& a) -> StepOutput& {
+  const auto stepping = s.begin_step();
+  const OutputProcessor processor(model_->tokenizer(),
+                                  {.vocab = model_->config().vocab, .max_context = options_.max_context,
+                                   .keep_logits = options_.keep_logits, .keep_full_logits = options_.keep_full_logits});
+  std::vector<StepOutput> outs = s.take_failed();
+  auto output = [&](const RequestState& a) -> StepOutput& {
+    for (StepOutput& prev : outs)  // its first token may be in this step's outputs already
+      if (prev.id == a.id) return prev;
     StepOutput& o = outs.emplace_back();
     o.id = a.id;
     o.prompt_tokens = static_cast<std::int64_t>(a.result.prompt_tokens.size());
     return o;
   };
-  auto done = [&](std::unique_ptr<Pending>& a, FinishReason reason, StepOutput& o) {
-    finish(*a, reason, o);
+  // Ends a request: its text and finish reason (the processor), its blocks back to the cache.
+  auto done = [&](std::unique_ptr<RequestState>& a, FinishReason reason, StepOutput& o) {
+    processor.finish(*a, reason, o);
+    runner_->blocks().release(a->seq.blocks);
     o.completion_tokens = static_cast<std::int64_t>(a->result.tokens.size());
     o.result = std::move(a->result);
     a.reset();
   };
-  auto compact = [](auto& list) { std::erase_if(list, [](const auto& a) { return !a; }); };
-  // 1. Cancellations.
-  for (auto& a : s.queue)
-    if (cancels.contains(a->id)) done(a, FinishReason::cancelled, output(*a));
-  compact(s.queue);
-  for (auto& a : s.active)
-    if (cancels.contains(a->id)) done(a, FinishReason::cancelled, output(*a));
-  compact(s.active);
+  auto kv_used = [&] { return runner_->blocks().num_blocks() - runner_->blocks().free_blocks(); };
+  // The scheduler's plan: cancellations (1), admissions (2), prefill chunks (3).
+  StepPlan plan = s.schedule();
+  for (auto& a : plan.cancelled) done(a, FinishReason::cancelled, output(*a));
   try {
-    // 2. Admission.
-    while (!s.queue.empty() && static_cast<std::int64_t>(s.active.size()) < runner_->max_batch()) {
-      s.active.push_back(std::move(s.queue.front()));
-      s.queue.pop_front();
+    // 3. The prefill chunks; the one that ends a prompt samples its first token.
+    for (const PrefillChunk& chunk : plan.prefill) {
+      RequestState& a = *chunk.request;
+      const std::int64_t before = a.seq.cached;
+      const auto t = Clock::now();
+      const Tensor logits = runner_->prefill(a.seq, /*max_chunks=*/1);
+      stats_.prefill_seconds += since(t);
+      stats_.prefill_tokens += a.seq.cached - before;
+      if (!logits.defined()) continue;
+      a.prefilled = true;
+      StepOutput& o = output(a);
+      auto& slot = *std::find_if(s.active().begin(), s.active().end(), [&](const auto& p) { return p.get() == &a; });
+      if (processor.take(a, runner_->next_ids()[0], static_cast<const float*>(logits.data()), o))
+        done(slot, a.result.finish, o);
+      else
+        o.completion_tokens = a.seq.generated;
     }
-    // 3. Prefill chunks, prefill_chunk tokens in all (at least one chunk).
-    // While others decode, a step prefills a quarter as much: the decoders' inter-token latency
-    // bounded, joiners still admitted every step.
-    bool decoding_now = false;
-    for (const auto& a : s.active) decoding_now = decoding_now || a->prefilled;
-    std::int64_t budget = decoding_now ? std::max<std::int64_t>(1, options_.prefill_chunk / 4) : options_.prefill_chunk;
-    for (auto& a : s.active) {
-      while (a && !a->prefilled && budget > 0) {
-        const std::int64_t before = a->seq.cached;
-        const auto t = Clock::now();
-        const Tensor logits = runner_->prefill(a->seq, /*max_chunks=*/1);
-        stats_.prefill_seconds += since(t);
-        stats_.prefill_tokens += a->seq.cached - before;
-        budget -= a->seq.cached - before;
-        if (!logits.defined()) continue;
-        a->prefilled = true;
-        StepOutput& o = output(*a);
-        if (take(*a, runner_->next_ids()[0], static_cast<const float*>(logits.data()), o))
-          done(a, a->result.finish, o);
-        else
-          o.completion_tokens = a->seq.generated;
-      }
-    }
-    compact(s.active);
+    s.retire();
     // 4. One decode step of every request past its prefill.
-    std::vector<Pending*> decoding;
-    for (auto& a : s.active)
-      if (a->prefilled) decoding.push_back(a.get());
+    const std::vector<RequestState*> decoding = s.decoding();
     if (!decoding.empty()) {
       std::vector<Sequence*> batch;
-      for (Pending* a : decoding) batch.push_back(&a->seq);
+      for (RequestState* a : decoding) batch.push_back(&a->seq);
       const auto n = static_cast<std::int64_t>(batch.size());
       if (options_.mode == StepMode::graph) {  // capture once per bucket, outside the step's timing
         const auto tc = Clock::now();
@@ -293,49 +176,38 @@ std::vector<StepOutput> Engine::step() {
       const std::int32_t* ids = runner_->next_ids();
       const auto* rows = static_cast<const float*>(logits.data());
       const auto vocab = static_cast<std::size_t>(model_->config().vocab);
-      // 5. Tokens, text, ends.
-      for (auto& a : s.active) {
-        if (!a->prefilled) continue;
-        const auto b = static_cast<std::size_t>(
-            std::find(decoding.begin(), decoding.end(), a.get()) - decoding.begin());
+      // 5. Tokens, text, ends (the output processor).
+      for (auto& a : s.active()) {
+        const auto b = static_cast<std::size_t>(std::find(decoding.begin(), decoding.end(), a.get()) - decoding.begin());
         if (b == decoding.size()) continue;
-        StepOutput* o = nullptr;
-        for (StepOutput& prev : outs)  // its first token may be in this step's outputs already
-          if (prev.id == a->id) o = &prev;
-        if (!o) o = &output(*a);
-        if (take(*a, ids[b], rows + b * vocab, *o))
-          done(a, a->result.finish, *o);
+        StepOutput& o = output(*a);
+        if (processor.take(*a, ids[b], rows + b * vocab, o))
+          done(a, a->result.finish, o);
         else
-          o->completion_tokens = a->seq.generated;
+          o.completion_tokens = a->seq.generated;
       }
-      compact(s.active);
+      s.retire();
     }
   } catch (...) {
     // The step failed (an op's error): what it produced and every request in a batch row, ended,
     // are reported by the next step.
-    s.failed = std::move(outs);
-    for (auto& a : s.active) {
+    for (auto& a : s.active()) {
       if (!a) continue;
-      StepOutput& o = s.failed.emplace_back();
+      StepOutput& o = outs.emplace_back();
       o.id = a->id;
       o.prompt_tokens = static_cast<std::int64_t>(a->result.prompt_tokens.size());
-      finish(*a, FinishReason::error, o);
+      processor.finish(*a, FinishReason::error, o);
+      runner_->blocks().release(a->seq.blocks);
       o.completion_tokens = static_cast<std::int64_t>(a->result.tokens.size());
       o.result = std::move(a->result);
+      a.reset();
     }
-    s.active.clear();
-    const std::lock_guard lock(s.mu);
-    s.running = 0;
-    s.waiting = static_cast<std::int64_t>(s.queue.size() + s.incoming.size());
-    s.kv_used = runner_->blocks().num_blocks() - runner_->blocks().free_blocks();
+    s.retire();
+    s.set_failed(std::move(outs));
+    s.publish({}, kv_used());
     throw;
   }
-  const std::lock_guard lock(s.mu);
-  for (const StepOutput& o : outs)
-    if (o.finish != FinishReason::none) s.live.erase(o.id);
-  s.running = static_cast<std::int64_t>(s.active.size());
-  s.waiting = static_cast<std::int64_t>(s.queue.size() + s.incoming.size());
-  s.kv_used = runner_->blocks().num_blocks() - runner_->blocks().free_blocks();
+  s.publish(outs, kv_used());
   return outs;
 }
 

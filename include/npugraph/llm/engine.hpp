@@ -34,6 +34,7 @@
 
 #include "npugraph/device.hpp"
 #include "npugraph/dtype.hpp"
+#include "npugraph/llm/request.hpp"
 #include "npugraph/llm/tokenizer.hpp"
 #include "npugraph/ops/linear.hpp"
 
@@ -41,6 +42,8 @@ namespace npugraph::llm {
 
 class Model;
 class ModelRunner;
+struct RequestState;  // src/llm/request_state.hpp
+class Scheduler;      // src/llm/scheduler.hpp
 class TensorParallel;  // npugraph/llm/tensor_parallel.hpp
 
 enum class StepMode { graph, eager };
@@ -80,34 +83,6 @@ struct EngineOptions {
   DType kv_dtype = DType::f32;
 };
 
-// One request: a prompt, or a conversation rendered by the model's chat template.
-struct Request {
-  std::string prompt{};
-  std::vector<ChatMessage> messages{};  // when given: the conversation (prompt must be empty)
-  std::int64_t max_tokens = 64;         // generated tokens at most (the context may end it sooner)
-  bool chat = true;        // wrap the prompt in the model's chat template as a user turn
-  std::uint64_t seed = 0;  // sampling seed (temperature > 0): draws depend on (seed, step) only
-  // Sampling, per request; unset: the engine's options.
-  std::optional<double> temperature{};  // >= 0 (0: greedy)
-  std::optional<std::int64_t> top_k{};  // 0..vocab (0: no top-k)
-  std::optional<double> top_p{};        // (0, 1]
-  // Generation ends where the text first contains one of these; the text returned stops before it.
-  std::vector<std::string> stop{};
-};
-
-// Why a request ended.
-enum class FinishReason {
-  none,       // still running
-  stop,       // an end-of-generation token or a stop string
-  length,     // max_tokens, or the context is full
-  cancelled,  // cancel()
-  error,      // a step() failed (it threw) while the request was running
-};
-// "stop", "length", "cancelled", "error"; "" for none.
-const char* finish_reason_name(FinishReason reason) noexcept;
-
-using RequestId = std::uint64_t;
-
 // Host time of decode steps, split as the summary shows it.
 struct StepTimes {
   double inputs = 0;  // writing ids, positions, slots, block tables into the device buffers
@@ -116,39 +91,12 @@ struct StepTimes {
   double wait = 0;    // until the step's results are readable
 };
 
-struct Result {
-  std::vector<std::int32_t> prompt_tokens, tokens;  // tokens: generated ones
-  std::string text;
-  bool stopped = false;  // ended on an end-of-generation token or a stop string (else max_tokens or the context)
-  FinishReason finish = FinishReason::none;
-  // With keep_logits: per generated token, a 64-bit hash of its logits row's bytes.
-  std::vector<std::uint64_t> logits_hashes;
-  // With keep_full_logits: per generated token, the logits row it was chosen from (vocab floats).
-  std::vector<float> logits;
-};
-
 struct RunStats {
   std::int64_t prefill_tokens = 0, decode_tokens = 0, decode_steps = 0;
   double prefill_seconds = 0, decode_seconds = 0;
   double capture_seconds = 0;      // graph mode: capturing the buckets' decode steps (once each)
   StepTimes host;                  // summed over decode steps
   std::vector<std::int64_t> batch_per_step;
-};
-
-// What one request produced in one step().
-struct StepOutput {
-  RequestId id = 0;
-  std::string text;                   // text decoded this step (a stop string's possible start held back)
-  std::vector<std::int32_t> tokens;   // tokens generated this step
-  FinishReason finish = FinishReason::none;  // none: it goes on
-  std::int64_t prompt_tokens = 0, completion_tokens = 0;  // so far
-  std::optional<Result> result{};     // the whole result, once finished
-};
-
-// A snapshot of the engine's load (any thread).
-struct EngineLoad {
-  std::int64_t running = 0, waiting = 0;        // requests decoding or prefilling / queued
-  std::int64_t kv_blocks_used = 0, kv_blocks_total = 0;
 };
 
 class Engine {
@@ -200,15 +148,11 @@ class Engine {
   std::shared_ptr<const Model> model_;
   std::unique_ptr<ModelRunner> runner_;
   RunStats stats_;
-  // The step-level state (src/llm/engine_scheduler.hpp, engine_step.cpp).
-  struct Pending;
-  struct Scheduler;
+  // The requests from submit() to their end, and each step's plan (src/llm/scheduler.hpp).
   std::unique_ptr<Scheduler> sched_;
   // A checked, tokenised request (errors name `label`'s fields), and its queueing.
-  std::unique_ptr<Pending> prepare(const Request& request, const std::string& label) const;
-  RequestId enqueue(std::unique_ptr<Pending> pending);
-  bool take(Pending& a, std::int32_t id, const float* logits, StepOutput& out);
-  void finish(Pending& a, FinishReason reason, StepOutput& out);
+  std::unique_ptr<RequestState> prepare(const Request& request, const std::string& label) const;
+  RequestId enqueue(std::unique_ptr<RequestState> pending);
 };
 
 }  // namespace npugraph::llm

@@ -1,0 +1,69 @@
+// What a request is, how it ends, and what it produces: the types shared by the engine, its scheduler
+// and output processor (src/llm), and the servers that speak for it (apps/serve).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "npugraph/llm/tokenizer.hpp"
+
+namespace npugraph::llm {
+
+// One request: a prompt, or a conversation rendered by the model's chat template.
+struct Request {
+  std::string prompt{};
+  std::vector<ChatMessage> messages{};  // when given: the conversation (prompt must be empty)
+  std::int64_t max_tokens = 64;         // generated tokens at most (the context may end it sooner)
+  bool chat = true;        // wrap the prompt in the model's chat template as a user turn
+  std::uint64_t seed = 0;  // sampling seed (temperature > 0): draws depend on (seed, step) only
+  // Sampling, per request; unset: the engine's options.
+  std::optional<double> temperature{};  // >= 0 (0: greedy)
+  std::optional<std::int64_t> top_k{};  // 0..vocab (0: no top-k)
+  std::optional<double> top_p{};        // (0, 1]
+  // Generation ends where the text first contains one of these; the text returned stops before it.
+  std::vector<std::string> stop{};
+};
+
+// Why a request ended.
+enum class FinishReason {
+  none,       // still running
+  stop,       // an end-of-generation token or a stop string
+  length,     // max_tokens, or the context is full
+  cancelled,  // cancel()
+  error,      // a step() failed (it threw) while the request was running
+};
+// "stop", "length", "cancelled", "error"; "" for none.
+const char* finish_reason_name(FinishReason reason) noexcept;
+
+using RequestId = std::uint64_t;
+
+struct Result {
+  std::vector<std::int32_t> prompt_tokens, tokens;  // tokens: generated ones
+  std::string text;
+  bool stopped = false;  // ended on an end-of-generation token or a stop string (else max_tokens or the context)
+  FinishReason finish = FinishReason::none;
+  // With keep_logits: per generated token, a 64-bit hash of its logits row's bytes.
+  std::vector<std::uint64_t> logits_hashes;
+  // With keep_full_logits: per generated token, the logits row it was chosen from (vocab floats).
+  std::vector<float> logits;
+};
+
+// What one request produced in one step().
+struct StepOutput {
+  RequestId id = 0;
+  std::string text;                   // text decoded this step (a stop string's possible start held back)
+  std::vector<std::int32_t> tokens;   // tokens generated this step
+  FinishReason finish = FinishReason::none;  // none: it goes on
+  std::int64_t prompt_tokens = 0, completion_tokens = 0;  // so far
+  std::optional<Result> result{};     // the whole result, once finished
+};
+
+// A snapshot of the engine's load (any thread).
+struct EngineLoad {
+  std::int64_t running = 0, waiting = 0;        // requests decoding or prefilling / queued
+  std::int64_t kv_blocks_used = 0, kv_blocks_total = 0;
+};
+
+}  // namespace npugraph::llm
