@@ -121,42 +121,36 @@ ModelRunner::ModelRunner(std::shared_ptr<const Model> model, const EngineOptions
     k_cache_.push_back(empty({nb, bs, kv_dim_}, options.kv_dtype, d));
     v_cache_.push_back(empty({nb, bs, kv_dim_}, options.kv_dtype, d));
   }
-  ids_h_ = empty({max_rows_}, DType::i32);
-  positions_h_ = empty({max_rows_}, DType::i32);
-  slots_h_ = empty({max_rows_}, DType::i32);
-  block_table_h_ = empty({max_batch_, max_blocks_}, DType::i32);
-  prefill_table_h_ = empty({1, max_blocks_}, DType::i32);
-  std::memset(block_table_h_.data(), 0, block_table_h_.nbytes());
-  std::memset(prefill_table_h_.data(), 0, prefill_table_h_.nbytes());
   if (c.sliding_window > 0 && c.sliding_window < options.max_context) {  // Note [Sliding window]
     window_ = c.sliding_window;
     window_blocks_ = std::min(max_blocks_, (window_ + 2 * bs - 2) / bs);  // ceil((W + bs - 1) / bs)
-    window_table_h_ = empty({max_batch_, window_blocks_}, DType::i32);
-    window_mask_h_ = empty({max_batch_, 1, window_blocks_ * bs}, DType::u8);
-    std::memset(window_table_h_.data(), 0, window_table_h_.nbytes());
-    std::memset(window_mask_h_.data(), 0, window_mask_h_.nbytes());
   }
-  seeds_h_ = empty({max_batch_}, DType::i64);
-  steps_h_ = empty({max_batch_}, DType::i64);
-  temperature_h_ = empty({max_batch_}, DType::f32);
-  top_k_h_ = empty({max_batch_}, DType::i64);
-  top_p_h_ = empty({max_batch_}, DType::f32);
+  // Note [Step inputs]: every persistent input and output of the step, declared once; the host
+  // tensors start zeroed (empty block tables, masks, ids), the sampling rows greedy.
+  const std::int64_t T = max_rows_, B = max_batch_, W = window_blocks_;
+  inputs_ = {
+      {"ids", &ids_, DType::i32, {T}, Staged::always},
+      {"positions", &positions_, DType::i32, {T}, Staged::always},
+      {"slots", &slots_, DType::i32, {T}, Staged::always},
+      {"block_table", &block_table_, DType::i32, {B, max_blocks_}, Staged::decode},
+      {"prefill_table", &prefill_table_, DType::i32, {1, max_blocks_}, Staged::prefill},
+      {"window_table", &window_table_, DType::i32, {B, W}, window_ > 0 ? Staged::always : Staged::absent},
+      {"window_mask", &window_mask_, DType::u8, {B, 1, W * bs}, window_ > 0 ? Staged::always : Staged::absent},
+      {"seeds", &seeds_, DType::i64, {B}, Staged::always},
+      {"steps", &steps_, DType::i64, {B}, Staged::always},
+      {"temperature", &temperature_, DType::f32, {B}, Staged::always},
+      {"top_k", &top_k_, DType::i64, {B}, Staged::always},
+      {"top_p", &top_p_, DType::f32, {B}, Staged::always},
+      {"next_ids", &next_ids_, DType::i32, {B}, Staged::read_back},
+  };
+  for (const StepInput& in : inputs_) {
+    if (in.staged == Staged::absent) continue;
+    in.buffer->host = empty(in.shape, in.dtype);
+    std::memset(in.buffer->host.data(), 0, in.buffer->host.nbytes());
+  }
   for (std::int64_t b = 0; b < max_batch_; ++b) write_sampling(b, nullptr);
-  next_ids_h_ = empty({max_batch_}, DType::i32);
-  std::memset(next_ids_h_.data(), 0, next_ids_h_.nbytes());
-  ids_ = on_device(ids_h_);
-  positions_ = on_device(positions_h_);
-  slots_ = on_device(slots_h_);
-  block_table_ = on_device(block_table_h_);
-  prefill_table_ = on_device(prefill_table_h_);
-  window_table_ = on_device(window_table_h_);
-  window_mask_ = on_device(window_mask_h_);
-  seeds_ = on_device(seeds_h_);
-  steps_ = on_device(steps_h_);
-  temperature_ = on_device(temperature_h_);
-  top_k_ = on_device(top_k_h_);
-  top_p_ = on_device(top_p_h_);
-  next_ids_ = on_device(next_ids_h_);
+  for (const StepInput& in : inputs_)
+    if (in.staged != Staged::absent) in.buffer->device = on_device(in.buffer->host);
   x_ = empty({max_rows_, c.hidden}, DType::f32, d);
   h_ = empty({max_rows_, c.hidden}, DType::f32, d);
   y_ = empty({max_rows_, c.hidden}, DType::f32, d);
@@ -188,8 +182,8 @@ ModelRunner::ModelRunner(std::shared_ptr<const Model> model, const EngineOptions
   for (std::int64_t b : kBuckets)
     if (b <= max_batch_) need(placeholder_rows(b));
   for (std::int64_t t = 1; t <= options.prefill_chunk; t = std::min(options.prefill_chunk, t * 2)) {
-    need({.n = t, .prefill = true, .batch = 1, .q_len = t, .kv_lengths = {t}, .block_table = prefill_table_,
-          .window_lengths = {1}, .window_table = rows_if(window_table_, 1), .window_mask = rows_if(window_mask_, 1)});
+    need({.n = t, .prefill = true, .batch = 1, .q_len = t, .kv_lengths = {t}, .block_table = prefill_table_.device,
+          .window_lengths = {1}, .window_table = rows_if(window_table_.device, 1), .window_mask = rows_if(window_mask_.device, 1)});
     if (t == options.prefill_chunk) break;
   }
   workspace_ = empty({ws}, DType::u8, d);
@@ -226,32 +220,22 @@ Matrix ModelRunner::for_linear(const Matrix& host) {
 
 void ModelRunner::stage_inputs(bool prefill) {
   if (device_.is_cpu()) return;  // the staging tensors are the buffers
-  copy_(stream_, ids_, ids_h_);
-  copy_(stream_, positions_, positions_h_);
-  copy_(stream_, slots_, slots_h_);
-  copy_(stream_, prefill ? prefill_table_ : block_table_, prefill ? prefill_table_h_ : block_table_h_);
-  if (window_ > 0) {
-    copy_(stream_, window_table_, window_table_h_);
-    copy_(stream_, window_mask_, window_mask_h_);
-  }
-  copy_(stream_, seeds_, seeds_h_);
-  copy_(stream_, steps_, steps_h_);
-  copy_(stream_, temperature_, temperature_h_);
-  copy_(stream_, top_k_, top_k_h_);
-  copy_(stream_, top_p_, top_p_h_);
+  for (const StepInput& in : inputs_)
+    if (in.staged == Staged::always || in.staged == (prefill ? Staged::prefill : Staged::decode))
+      copy_(stream_, in.buffer->device, in.buffer->host);
 }
 
 void ModelRunner::write_sampling(std::int64_t b, const Sequence* s) {
-  host<std::int64_t>(seeds_h_)[b] = s ? static_cast<std::int64_t>(s->seed) : 0;
-  host<std::int64_t>(steps_h_)[b] = s ? s->generated : 0;
-  host<float>(temperature_h_)[b] = s ? s->temperature : 0.0f;
-  host<std::int64_t>(top_k_h_)[b] = s ? s->top_k : 0;
-  host<float>(top_p_h_)[b] = s ? s->top_p : 1.0f;
+  host<std::int64_t>(seeds_.host)[b] = s ? static_cast<std::int64_t>(s->seed) : 0;
+  host<std::int64_t>(steps_.host)[b] = s ? s->generated : 0;
+  host<float>(temperature_.host)[b] = s ? s->temperature : 0.0f;
+  host<std::int64_t>(top_k_.host)[b] = s ? s->top_k : 0;
+  host<float>(top_p_.host)[b] = s ? s->top_p : 1.0f;
 }
 
 void ModelRunner::read_back(std::int64_t n) {
   if (device_.is_cpu()) return;
-  copy_(stream_, next_ids_h_, next_ids_);
+  copy_(stream_, next_ids_.host, next_ids_.device);
   if (options_.keep_logits || options_.keep_full_logits) copy_(stream_, rows(logits_h_, n), rows(logits_, n));
 }
 
@@ -280,12 +264,12 @@ std::int64_t ModelRunner::window_length(std::int64_t length) const {
 
 std::int64_t ModelRunner::write_window(std::int64_t row, std::span<const std::int32_t> blocks, std::int64_t length) {
   const std::int64_t bs = options_.block_size, skip = window_skip(length);
-  std::int32_t* table = host<std::int32_t>(window_table_h_) + row * window_blocks_;
+  std::int32_t* table = host<std::int32_t>(window_table_.host) + row * window_blocks_;
   const auto from = std::min(static_cast<std::size_t>(skip), blocks.size());
   const auto n = std::min(static_cast<std::size_t>(window_blocks_), blocks.size() - from);
   std::copy_n(blocks.begin() + static_cast<std::ptrdiff_t>(from), n, table);
   std::fill(table + n, table + window_blocks_, 0);
-  auto* mask = host<std::uint8_t>(window_mask_h_) + row * window_blocks_ * bs;
+  auto* mask = host<std::uint8_t>(window_mask_.host) + row * window_blocks_ * bs;
   const std::int64_t hidden = std::max<std::int64_t>(0, length - window_) - skip * bs;  // < bs
   std::fill(mask, mask + hidden, std::uint8_t{1});
   std::fill(mask + hidden, mask + window_blocks_ * bs, std::uint8_t{0});
@@ -337,11 +321,11 @@ void ModelRunner::issue_sampling(std::int64_t n, const Tensor& logits) {
   // Each row's own settings from the device buffers (greedy rows are argmax), so one captured step
   // serves any mix of requests. The CUDA kernel takes temperatures only (the engine refuses top-k /
   // top-p requests there).
-  ops::sample_rows_out(logits, rows(seeds_, n), rows(steps_, n),
-                       {.temperature = rows(temperature_, n),
-                        .top_k = device_.is_cpu() ? rows(top_k_, n) : Tensor{},
-                        .top_p = device_.is_cpu() ? rows(top_p_, n) : Tensor{}},
-                       rows(next_ids_, n));
+  ops::sample_rows_out(logits, rows(seeds_.device, n), rows(steps_.device, n),
+                       {.temperature = rows(temperature_.device, n),
+                        .top_k = device_.is_cpu() ? rows(top_k_.device, n) : Tensor{},
+                        .top_p = device_.is_cpu() ? rows(top_p_.device, n) : Tensor{}},
+                       rows(next_ids_.device, n));
 }
 
 void ModelRunner::reduce(const Tensor& partial) {
@@ -358,7 +342,7 @@ void ModelRunner::issue_step(const Rows& r, Bucket* capture) {
   auto part = [](const Tensor& all, std::int64_t start, std::int64_t length) {
     return all.narrow(0, start, length).view({1, length});
   };
-  embed(rows(ids_, n), token_embd_, rows(x_, n));
+  embed(rows(ids_.device, n), token_embd_, rows(x_, n));
   if (c.embedding_scale != 1.0) ops::scale_out(rows(x_, n), c.embedding_scale, rows(x_, n));
   LayerStep s{.config = &c, .n = n, .heads = heads_, .kv_heads = kv_heads_, .linear = linear_};
   s.x = rows(x_, n);
@@ -376,8 +360,8 @@ void ModelRunner::issue_step(const Rows& r, Bucket* capture) {
     s.gate = rows(gate_, n);
     s.up = rows(up_, n);
   }
-  s.positions = rows(positions_, n);
-  s.slots = rows(slots_, n);
+  s.positions = rows(positions_.device, n);
+  s.slots = rows(slots_.device, n);
   s.rope_freqs = rope_freqs_;
   std::size_t layer = 0;
   s.attention = [&] { issue_attention(r, layer, capture); };
@@ -408,9 +392,9 @@ ModelRunner::Rows ModelRunner::placeholder_rows(std::int64_t n) const {
 // The rows of a decode step of n rows (the batch's sequences, then padding) at these lengths.
 ModelRunner::Rows ModelRunner::decode_rows(std::int64_t n, std::vector<std::int64_t> lengths,
                                            std::vector<std::int64_t> window_lengths) const {
-  return {.n = n, .batch = n, .q_len = 1, .kv_lengths = std::move(lengths), .block_table = rows(block_table_, n),
-          .window_lengths = std::move(window_lengths), .window_table = rows_if(window_table_, n),
-          .window_mask = rows_if(window_mask_, n)};
+  return {.n = n, .batch = n, .q_len = 1, .kv_lengths = std::move(lengths), .block_table = rows(block_table_.device, n),
+          .window_lengths = std::move(window_lengths), .window_table = rows_if(window_table_.device, n),
+          .window_mask = rows_if(window_mask_.device, n)};
 }
 
 ModelRunner::Bucket& ModelRunner::bucket(std::int64_t n) {
@@ -438,10 +422,10 @@ ModelRunner::Bucket& ModelRunner::bucket(std::int64_t n) {
 
 void ModelRunner::write_inputs(std::span<Sequence* const> batch, std::int64_t n) {
   const std::int64_t bs = options_.block_size;
-  auto* ids = host<std::int32_t>(ids_h_);
-  auto* pos = host<std::int32_t>(positions_h_);
-  auto* slots = host<std::int32_t>(slots_h_);
-  auto* table = host<std::int32_t>(block_table_h_);
+  auto* ids = host<std::int32_t>(ids_.host);
+  auto* pos = host<std::int32_t>(positions_.host);
+  auto* slots = host<std::int32_t>(slots_.host);
+  auto* table = host<std::int32_t>(block_table_.host);
   for (std::int64_t b = 0; b < n; ++b) {
     std::int32_t* row = table + b * max_blocks_;
     if (b >= static_cast<std::int64_t>(batch.size())) {  // padding (Note [Decode step graph])
@@ -535,16 +519,16 @@ Tensor ModelRunner::prefill(Sequence& seq, std::int64_t max_chunks) {
   const std::int64_t total = static_cast<std::int64_t>(seq.tokens.size()), bs = options_.block_size;
   NG_CHECK_AS(ResourceError, blocks_.reserve(seq.blocks, total), "KV cache full: a prompt of ", total,
               " tokens needs ", blocks_.blocks_for(total), " blocks, ", blocks_.free_blocks(), " are free");
-  auto* table = host<std::int32_t>(prefill_table_h_);
+  auto* table = host<std::int32_t>(prefill_table_.host);
   std::copy(seq.blocks.begin(), seq.blocks.end(), table);
   std::fill(table + seq.blocks.size(), table + max_blocks_, 0);
   write_sampling(0, &seq);
   StreamGuard on(stream_);
   for (std::int64_t chunk = 0; seq.cached < total && chunk < max_chunks; ++chunk) {
     const std::int64_t start = seq.cached, n = std::min(options_.prefill_chunk, total - start);
-    auto* ids = host<std::int32_t>(ids_h_);
-    auto* pos = host<std::int32_t>(positions_h_);
-    auto* slots = host<std::int32_t>(slots_h_);
+    auto* ids = host<std::int32_t>(ids_.host);
+    auto* pos = host<std::int32_t>(positions_.host);
+    auto* slots = host<std::int32_t>(slots_.host);
     for (std::int64_t i = 0; i < n; ++i) {
       const std::int64_t p = start + i;
       ids[i] = seq.tokens[static_cast<std::size_t>(p)];
@@ -552,11 +536,11 @@ Tensor ModelRunner::prefill(Sequence& seq, std::int64_t max_chunks) {
       slots[i] = static_cast<std::int32_t>(seq.blocks[static_cast<std::size_t>(p / bs)] * bs + p % bs);
     }
     Rows r{.n = n, .prefill = true, .logits = start + n == total, .batch = 1, .q_len = n,
-           .kv_lengths = {start + n}, .block_table = prefill_table_};
+           .kv_lengths = {start + n}, .block_table = prefill_table_.device};
     if (n == 1 && window_ > 0) {  // decode-shaped: row 0 of the window buffers (Note [Sliding window])
       r.window_lengths = {write_window(0, seq.blocks, start + 1)};
-      r.window_table = rows(window_table_, 1);
-      r.window_mask = rows(window_mask_, 1);
+      r.window_table = rows(window_table_.device, 1);
+      r.window_mask = rows(window_mask_.device, 1);
     }
     stage_inputs(/*prefill=*/true);
     issue_step(r, nullptr);
@@ -567,6 +551,6 @@ Tensor ModelRunner::prefill(Sequence& seq, std::int64_t max_chunks) {
   return seq.cached == total ? rows(logits_h_, 1) : Tensor{};
 }
 
-const std::int32_t* ModelRunner::next_ids() const { return host<const std::int32_t>(next_ids_h_); }
+const std::int32_t* ModelRunner::next_ids() const { return host<const std::int32_t>(next_ids_.host); }
 
 }  // namespace npugraph::llm

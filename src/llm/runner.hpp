@@ -164,13 +164,29 @@ class ModelRunner {
   Tensor output_norm_;
   Tensor rope_freqs_;  // undefined without them
   std::vector<LayerWeights> layers_;
-  // Persistent inputs (Note [Decode step graph]) on the device, and their host staging (the same
-  // tensors on the cpu): ids ... steps written by the host, next_ids and logits read back. The
-  // window table and mask are allocated with a window only (Note [Sliding window]).
-  Tensor ids_, positions_, slots_, block_table_, prefill_table_, window_table_, window_mask_, seeds_, steps_,
+  // Note [Step inputs]
+  // The step's persistent inputs (Note [Decode step graph]) are one declared table, `inputs_`: each
+  // row names a StepBuffer — the device buffer the captured step reads, and its host staging (the
+  // same tensor on the cpu) — with its dtype, shape and when stage_inputs copies it to the device
+  // (every step, decode or prefill only; never for next_ids, which read_back brings the other way).
+  // The constructor allocates and zeroes every row, stage_inputs walks it; what writes the rows
+  // (write_inputs, prefill, write_sampling) fills the host tensors. The window table and mask exist
+  // with a window only (Note [Sliding window]). A new per-row input is one row and its writer.
+  struct StepBuffer {
+    Tensor host, device;
+  };
+  enum class Staged { always, decode, prefill, read_back, absent };
+  struct StepInput {
+    const char* name;
+    StepBuffer* buffer;
+    DType dtype;
+    Shape shape;
+    Staged staged;
+  };
+  StepBuffer ids_, positions_, slots_, block_table_, prefill_table_, window_table_, window_mask_, seeds_, steps_,
       temperature_, top_k_, top_p_, next_ids_;
-  Tensor ids_h_, positions_h_, slots_h_, block_table_h_, prefill_table_h_, window_table_h_, window_mask_h_, seeds_h_,
-      steps_h_, temperature_h_, top_k_h_, top_p_h_, next_ids_h_, logits_h_;
+  std::vector<StepInput> inputs_;
+  Tensor logits_h_;  // the logits rows read back (the logits themselves on the cpu)
   void write_sampling(std::int64_t row, const Sequence* seq);  // a row's seed ... top_p (padding: greedy)
   Tensor on_device(const Tensor& host);  // a device copy (the tensor itself on the cpu)
   Matrix on_device(const Matrix& host);
