@@ -231,12 +231,11 @@ std::variant<std::pair<llm::RequestId, std::shared_ptr<Channel>>, serve::ApiErro
     const std::lock_guard lock(chan_mu_);
     id = engine_->submit(r);
     channels_[id] = c;
+  } catch (const llm::ContextLengthError& err) {
+    return serve::ApiError{.message = err.what(), .param = e == serve::Endpoint::chat ? "messages" : "prompt",
+                           .code = "context_length_exceeded"};
   } catch (const npugraph::Error& err) {
-    const std::string what = err.what();
-    const std::string param = e == serve::Endpoint::chat ? "messages" : "prompt";
-    if (what.find("longer than the context") != std::string::npos)
-      return serve::ApiError{.message = what, .param = param, .code = "context_length_exceeded"};
-    return serve::ApiError{.message = what};
+    return serve::ApiError{.message = err.what()};
   }
   wake_.notify_one();
   return std::pair{id, c};

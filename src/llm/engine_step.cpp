@@ -85,7 +85,7 @@ std::unique_ptr<RequestState> Engine::prepare(const Request& r, const std::strin
   }
   const auto n = static_cast<std::int64_t>(a->seq.tokens.size());
   NG_CHECK_ARG(n >= 1, label, ": the prompt encodes to no tokens");
-  NG_CHECK_ARG(n + 1 <= options_.max_context, label, ".", r.messages.empty() ? "prompt" : "messages", " is ", n,
+  NG_CHECK_AS(ContextLengthError, n + 1 <= options_.max_context, label, ".", r.messages.empty() ? "prompt" : "messages", " is ", n,
                " tokens: longer than the context allows (max_context = ", options_.max_context, " leaves room for ",
                options_.max_context - 1, " prompt tokens)");
   a->seq.seed = r.seed;

@@ -216,8 +216,9 @@ TEST(LlmEngineStep, SubmitErrorsNameTheField) {
                                     {"request.stop[1] is empty"}));
   EXPECT_TRUE(throws<ArgumentError>([&] { e.submit({.messages = {{"robot", "hi"}}}); },
                                     {"request.messages[0].role = 'robot'", "'system', 'user' or 'assistant'"}));
-  EXPECT_TRUE(throws<ArgumentError>([&] { e.submit({.prompt = std::string(300, 'x'), .chat = false}); },
-                                    {"request.prompt is", "tokens: longer than the context", "max_context = 64"}));
+  EXPECT_TRUE(throws<llm::ContextLengthError>([&] { e.submit({.prompt = std::string(300, 'x'), .chat = false}); },
+                                              {"request.prompt is", "tokens: longer than the context",
+                                               "max_context = 64"}));
   EXPECT_TRUE(e.idle());  // nothing was queued
   // generate() drives step() itself: not while submitted requests are pending.
   e.submit({.prompt = "a", .max_tokens = 2, .chat = false});

@@ -116,7 +116,8 @@ class Engine {
 
   // Queues a request; thread-safe. ArgumentError naming the field for: no prompt and no messages
   // (or both), max_tokens < 1, temperature / top_k / top_p out of range, an empty stop string, a
-  // prompt that leaves no room in max_context; UnsupportedError for top_k / top_p on cuda.
+  // prompt that leaves no room in max_context (ContextLengthError, an ArgumentError:
+  // npugraph/llm/request.hpp); UnsupportedError for top_k / top_p on cuda.
   RequestId submit(const Request& request);
   // One step: admits waiting requests into free batch rows and KV blocks, runs the next prefill
   // chunks (prefill_chunk tokens in all, a quarter of that while others decode; at least one

@@ -7,9 +7,17 @@
 #include <string>
 #include <vector>
 
+#include "npugraph/error.hpp"
 #include "npugraph/llm/tokenizer.hpp"
 
 namespace npugraph::llm {
+
+// A prompt (or conversation) that leaves no room in the context (max_context): an ArgumentError
+// that a server tells apart by its type (OpenAI's "context_length_exceeded"), not by its text.
+class ContextLengthError : public ArgumentError {
+ public:
+  using ArgumentError::ArgumentError;
+};
 
 // One request: a prompt, or a conversation rendered by the model's chat template.
 struct Request {

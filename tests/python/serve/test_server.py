@@ -230,6 +230,19 @@ def test_bad_requests_are_4xx_naming_the_field(server, path, body, status, param
     assert words in e["message"], e["message"]
 
 
+def test_a_prompt_longer_than_the_context_is_context_length_exceeded(server):
+    # the engine's ContextLengthError, told apart by its type (not its text)
+    for path, body, param in (
+            ("/v1/chat/completions", {"model": MODEL_ID, "messages": [{"role": "user", "content": "x" * 5000}]},
+             "messages"),
+            ("/v1/completions", {"model": MODEL_ID, "prompt": "x " * 5000}, "prompt")):
+        r = post(server, path, body)
+        assert r.status_code == 400, r.text
+        e = error_of(r)
+        assert (e["code"], e["param"], e["type"]) == ("context_length_exceeded", param, "invalid_request_error"), e
+        assert "longer than the context allows" in e["message"], e["message"]
+
+
 def test_the_openai_client_sees_the_errors(server):
     c = server.client()
     with pytest.raises(openai.NotFoundError) as info:
