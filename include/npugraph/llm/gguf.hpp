@@ -26,6 +26,8 @@
 #include <utility>
 #include <vector>
 
+#include "npugraph/ops/quant.hpp"
+
 namespace npugraph::llm {
 
 // ---- tensor element types (ggml's enum ggml_type; the numbers are the file format) ---------------
@@ -56,36 +58,19 @@ inline std::string_view ggml_type_name(GgmlType type) noexcept { return ggml_typ
 // Blocks in a mapped file are only as aligned as the tensor's offset; copy before reading members
 // when that may be odd (dequantize_row does).
 
-inline constexpr int kQK4_0 = 32;
-inline constexpr int kQK4_1 = 32;
-inline constexpr int kQK8_0 = 32;
-
-struct BlockQ4_0 {               // x[j] = (nibble - 8) * d
-  std::uint16_t d;
-  std::uint8_t qs[kQK4_0 / 2];   // element j in the low nibble of qs[j], element j + 16 in the high
-};
-struct BlockQ4_1 {               // x[j] = nibble * d + m
-  std::uint16_t d;
-  std::uint16_t m;
-  std::uint8_t qs[kQK4_1 / 2];   // as Q4_0
-};
-struct BlockQ8_0 {               // x[j] = qs[j] * d
-  std::uint16_t d;
-  std::int8_t qs[kQK8_0];
-};
-struct BlockQ5_0 {               // x[j] = ((nibble | bit j of qh << 4) - 16) * d
-  std::uint16_t d;
-  std::uint8_t qh[4];            // the fifth bits, element j in bit j (a little-endian uint32)
-  std::uint8_t qs[16];           // low nibbles as Q4_0
-};
+// The blocks npugraph computes on are the quantisation table's (npugraph/ops/quant.hpp: one
+// definition each); Q5_1, which it only dequantises, is defined here.
+using ops::BlockQ4_0;  // x[j] = (nibble - 8) * d; element j in the low nibble of qs[j], j + 16 in the high
+using ops::BlockQ4_1;  // x[j] = nibble * d + m
+using ops::BlockQ8_0;  // x[j] = qs[j] * d
+using ops::BlockQ5_0;  // x[j] = ((nibble | bit j of qh << 4) - 16) * d
 struct BlockQ5_1 {               // x[j] = (nibble | bit j of qh << 4) * d + m
   std::uint16_t d;
   std::uint16_t m;
   std::uint8_t qh[4];
   std::uint8_t qs[16];
 };
-static_assert(sizeof(BlockQ4_0) == 18 && sizeof(BlockQ4_1) == 20 && sizeof(BlockQ8_0) == 34);
-static_assert(sizeof(BlockQ5_0) == 22 && sizeof(BlockQ5_1) == 24);
+static_assert(sizeof(BlockQ5_1) == 24);
 
 // Dequantizes `dst.size()` elements (a multiple of the type's block size) from `src`, which must hold
 // exactly their bytes. Types: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K,
