@@ -15,7 +15,7 @@ is recorded and ``g.update(cpu_update_input=[{"context_lens": ...}])`` changes i
 registry's ``npu_multi_head_latent_attention.out`` handler declares that key).
 """
 from . import _C
-from ._paged_attention import dims, inplace_view
+from ._paged_attention import decode_block_table, dims, inplace_view
 
 __all__ = ["npu_multi_head_latent_attention"]
 
@@ -69,10 +69,7 @@ def npu_multi_head_latent_attention(q_nope, q_rope, ctkv, k_rope, block_tables, 
         raise _C.ArgumentError(f"{_NAME}: k_rope has shape {list(kr)}: must be "
                                f"{[blocks, block_size, kv_n, qr[2]]} (ctkv's blocks and heads, "
                                f"q_rope's head size)")
-    bt = _shape(block_tables, "block_tables", 2, "[num_tokens, max_blocks_per_sequence]")
-    if bt[0] != t:
-        raise _C.ArgumentError(f"{_NAME}: block_tables has {bt[0]} rows for {t} query tokens: one "
-                               f"token per sequence (decode) needs one row per token")
+    decode_block_table(_NAME, block_tables, "block_tables", t)
     q = q_nope.reshape(t, 1, n, dn)
     keywords = dict(num_heads=n, num_key_value_heads=kv_n, scale=qk_scale, input_layout="BSND",
                     block_table=block_tables, block_size=block_size,

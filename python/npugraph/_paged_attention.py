@@ -42,6 +42,15 @@ def inplace_view(op, x, shape, name):
                                f"{list(shape)} without a copy (it is written in place)") from None
 
 
+def decode_block_table(op, table, name, tokens):
+    """The [num_tokens, max_blocks_per_sequence] block table of a decode call: one row per token."""
+    bt = dims(op, table, name, 2, "[num_tokens, max_blocks_per_sequence]")
+    if bt[0] != tokens:
+        raise _C.ArgumentError(f"{op}: {name} has {bt[0]} rows for {tokens} query tokens: one token per "
+                               f"sequence (decode) needs one row per token")
+    return bt
+
+
 def _dims(x, name, want, rule):
     return dims(_NAME, x, name, want, rule)
 
@@ -62,10 +71,7 @@ def _fia_args(query, key_cache, value_cache, num_kv_heads, num_heads, scale_valu
     if tuple(vshape[:3]) != (blocks, block_size, kv_n):
         raise _C.ArgumentError(f"{_NAME}: value_cache has shape {list(vshape)}: must be key_cache's "
                                f"{[blocks, block_size, kv_n]} with any head size")
-    bt = _dims(block_table, "block_table", 2, "[num_tokens, max_blocks_per_sequence]")
-    if bt[0] != b:
-        raise _C.ArgumentError(f"{_NAME}: block_table has {bt[0]} rows for {b} query tokens: "
-                               f"one token per sequence (decode) needs one row per token")
+    decode_block_table(_NAME, block_table, "block_table", b)
     q = query.reshape(b, 1, n, d)
     k = key_cache.reshape(blocks, block_size, kv_n * kd)
     v = value_cache.reshape(blocks, block_size, kv_n * vshape[3])

@@ -130,3 +130,31 @@ def test_pin_memory_refuses_sparse_tensors_naming_the_layout(pinned_shim):
     assert not sparse.is_pinned()
     with pytest.raises(RuntimeError, match="layout is torch.sparse_coo: npugraph pins strided"):
         sparse.pin_memory()
+
+
+def test_threads_pinning_at_once_share_the_cache_without_losing_a_block(pinned_shim):
+    import threading
+
+    errors = []
+
+    def pin_many(value):
+        try:
+            for _ in range(300):
+                p = torch.full((100,), float(value)).pin_memory()
+                if not (p.is_pinned() and bool((p == value).all())):
+                    errors.append(value)
+                del p
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=pin_many, args=(v,)) for v in (1, 2, 3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors and not any(t.is_alive() for t in threads), errors
+    gc.collect()
+    stats = npu.host_memory_stats()
+    assert stats["allocations.current"] <= 3  # at most one block per thread in use at once, all cached
+    npu.host_empty_cache()
+    assert npu.host_memory_stats()["allocations.current"] == 0
