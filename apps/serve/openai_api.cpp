@@ -91,6 +91,9 @@ std::variant<ParsedRequest, ApiError> parse_request(Endpoint endpoint, const std
     body = json::parse(text);
   } catch (const json::parse_error& e) {
     return bad("", std::string("the body is not valid JSON: ") + e.what(), "invalid_json");
+  } catch (const json::exception& e) {  // 1e400: a number beyond a double
+    return bad("", std::string("the body has a number out of range (beyond a 64-bit float): ") + e.what(),
+               "invalid_json");
   }
   if (!body.is_object()) return bad("", "the body must be a JSON object, got " + kind(body));
   const bool chat = endpoint == Endpoint::chat;
@@ -221,6 +224,65 @@ std::variant<ParsedRequest, ApiError> parse_request(Endpoint endpoint, const std
     return bad("", std::string("the body does not fit the request's schema: ") + e.what());
   }
   return out;
+}
+
+namespace {
+
+json chunk(Endpoint e, const ResponseIds& ids, json choice) {
+  const bool chat = e == Endpoint::chat;
+  return json{{"id", ids.id}, {"object", chat ? "chat.completion.chunk" : "text_completion"},
+              {"created", ids.created}, {"model", ids.model},
+              {"choices", choice.is_null() ? json::array() : json::array({std::move(choice)})}};
+}
+
+std::string event(const json& j) { return "data: " + to_text(j) + "\n\n"; }
+
+}  // namespace
+
+std::string response_id(Endpoint endpoint, llm::RequestId id) {
+  return (endpoint == Endpoint::chat ? "chatcmpl-" : "cmpl-") + std::to_string(id);
+}
+
+json usage(const llm::StepOutput& last) {
+  return json{{"prompt_tokens", last.prompt_tokens}, {"completion_tokens", last.completion_tokens},
+              {"total_tokens", last.prompt_tokens + last.completion_tokens}};
+}
+
+json completion_body(Endpoint endpoint, const ResponseIds& ids, const std::string& text, const llm::StepOutput& last) {
+  const bool chat = endpoint == Endpoint::chat;
+  const std::string reason = llm::finish_reason_name(last.finish);
+  json choice = chat ? json{{"index", 0}, {"message", {{"role", "assistant"}, {"content", text}}},
+                            {"finish_reason", reason}, {"logprobs", nullptr}}
+                     : json{{"index", 0}, {"text", text}, {"finish_reason", reason}, {"logprobs", nullptr}};
+  return json{{"id", ids.id}, {"object", chat ? "chat.completion" : "text_completion"}, {"created", ids.created},
+              {"model", ids.model}, {"choices", json::array({choice})}, {"usage", usage(last)}};
+}
+
+std::string event_role(const ResponseIds& ids) {
+  return event(chunk(Endpoint::chat, ids,
+                     {{"index", 0}, {"delta", {{"role", "assistant"}, {"content", ""}}}, {"finish_reason", nullptr}}));
+}
+
+std::string event_text(Endpoint endpoint, const ResponseIds& ids, const std::string& text) {
+  return event(chunk(endpoint, ids,
+                     endpoint == Endpoint::chat
+                         ? json{{"index", 0}, {"delta", {{"content", text}}}, {"finish_reason", nullptr}}
+                         : json{{"index", 0}, {"text", text}, {"finish_reason", nullptr}}));
+}
+
+std::string event_finish(Endpoint endpoint, const ResponseIds& ids, llm::FinishReason reason) {
+  const std::string r = reason == llm::FinishReason::stop || reason == llm::FinishReason::length
+                            ? llm::finish_reason_name(reason)
+                            : "error";
+  return event(chunk(endpoint, ids,
+                     endpoint == Endpoint::chat ? json{{"index", 0}, {"delta", json::object()}, {"finish_reason", r}}
+                                                : json{{"index", 0}, {"text", ""}, {"finish_reason", r}}));
+}
+
+std::string event_usage(Endpoint endpoint, const ResponseIds& ids, const llm::StepOutput& last) {
+  json u = chunk(endpoint, ids, nullptr);
+  u["usage"] = usage(last);
+  return event(u);
 }
 
 }  // namespace npugraph::serve

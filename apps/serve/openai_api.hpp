@@ -42,4 +42,23 @@ struct ParsedRequest {
 std::variant<ParsedRequest, ApiError> parse_request(Endpoint endpoint, const std::string& body,
                                                     const std::string& model, std::int64_t max_context);
 
+// Responses. `id`: "chatcmpl-N" / "cmpl-N"; `created`: the server's start (Unix seconds).
+struct ResponseIds {
+  std::string id, model;
+  std::int64_t created = 0;
+};
+std::string response_id(Endpoint endpoint, llm::RequestId id);
+nlohmann::json usage(const llm::StepOutput& last);
+// The whole answer: the text, the finish reason and the usage of the request's last output.
+nlohmann::json completion_body(Endpoint endpoint, const ResponseIds& ids, const std::string& text,
+                               const llm::StepOutput& last);
+// Server-sent events: the chat stream's opening (role) chunk, a text piece, the finishing chunk,
+// the usage chunk (stream_options.include_usage), each as "data: {...}\n\n"; then kStreamDone.
+std::string event_role(const ResponseIds& ids);
+std::string event_text(Endpoint endpoint, const ResponseIds& ids, const std::string& text);
+std::string event_finish(Endpoint endpoint, const ResponseIds& ids, llm::FinishReason reason);
+std::string event_usage(Endpoint endpoint, const ResponseIds& ids, const llm::StepOutput& last);
+inline constexpr const char* kStreamDone = "data: [DONE]\n\n";
+inline constexpr const char* kStreamKeepalive = ": keepalive\n\n";  // an SSE comment: clients skip it
+
 }  // namespace npugraph::serve

@@ -73,7 +73,7 @@ std::vector<Result> Engine::generate(std::span<const Request> requests,
   {  // every request checked before any runs
     std::vector<std::unique_ptr<RequestState>> prepared;
     for (std::size_t i = 0; i < requests.size(); ++i)
-      prepared.push_back(prepare(requests[i], npugraph::detail::cat("requests[", i, "]")));
+      prepared.push_back(make_state(requests[i], npugraph::detail::cat("requests[", i, "]")));
     for (auto& p : prepared) ids.push_back(enqueue(std::move(p)));
   }
   stats_ = {};

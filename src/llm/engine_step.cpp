@@ -50,7 +50,7 @@ const char* finish_reason_name(FinishReason reason) noexcept {
 
 Engine::~Engine() = default;
 
-std::unique_ptr<RequestState> Engine::prepare(const Request& r, const std::string& label) const {
+std::unique_ptr<RequestState> Engine::make_state(const Request& r, const std::string& label) const {
   const Tokenizer& tok = model_->tokenizer();
   NG_CHECK_ARG(r.prompt.empty() || r.messages.empty(), label, ": give a prompt or messages, not both");
   NG_CHECK_ARG(!r.prompt.empty() || !r.messages.empty(), label,
@@ -77,15 +77,21 @@ std::unique_ptr<RequestState> Engine::prepare(const Request& r, const std::strin
   }
   auto a = std::make_unique<RequestState>();
   a->decoder = std::make_unique<StreamDecoder>(tok, DecodeOptions{.skip_special = true});
-  if (!r.messages.empty()) {
-    a->seq.tokens = tok.encode(tok.apply_chat_template(r.messages, true));
-  } else {
-    const std::vector<ChatMessage> turn{{"user", r.prompt}};
-    a->seq.tokens = tok.encode(r.chat ? tok.apply_chat_template(turn, true) : r.prompt);
-  }
+  const std::vector<ChatMessage> turn{{"user", r.prompt}};
+  const std::string text = !r.messages.empty() ? tok.apply_chat_template(r.messages, true)
+                           : r.chat           ? tok.apply_chat_template(turn, true)
+                                              : r.prompt;
+  const char* field = r.messages.empty() ? "prompt" : "messages";
+  // Proved too long by its bytes: refused before the work of tokenising it (Note [A token count's
+  // lower bound]).
+  const auto at_least = static_cast<std::int64_t>(tok.min_tokens(text));
+  NG_CHECK_AS(ContextLengthError, at_least + 1 <= options_.max_context, label, ".", field, " is ", text.size(),
+              " bytes, at least ", at_least, " tokens: longer than the context allows (max_context = ",
+              options_.max_context, " leaves room for ", options_.max_context - 1, " prompt tokens)");
+  a->seq.tokens = tok.encode(text);
   const auto n = static_cast<std::int64_t>(a->seq.tokens.size());
   NG_CHECK_ARG(n >= 1, label, ": the prompt encodes to no tokens");
-  NG_CHECK_AS(ContextLengthError, n + 1 <= options_.max_context, label, ".", r.messages.empty() ? "prompt" : "messages", " is ", n,
+  NG_CHECK_AS(ContextLengthError, n + 1 <= options_.max_context, label, ".", field, " is ", n,
                " tokens: longer than the context allows (max_context = ", options_.max_context, " leaves room for ",
                options_.max_context - 1, " prompt tokens)");
   a->seq.seed = r.seed;
@@ -100,7 +106,24 @@ std::unique_ptr<RequestState> Engine::prepare(const Request& r, const std::strin
 
 RequestId Engine::enqueue(std::unique_ptr<RequestState> a) { return sched_->enqueue(std::move(a)); }
 
-RequestId Engine::submit(const Request& request) { return enqueue(prepare(request, "request")); }
+RequestId Engine::submit(const Request& request) { return enqueue(make_state(request, "request")); }
+
+PreparedRequest Engine::prepare(const Request& request) const {
+  return PreparedRequest(make_state(request, "request"));
+}
+
+RequestId Engine::submit(PreparedRequest request) {
+  NG_CHECK_ARG(request.state_ != nullptr, "request: a PreparedRequest already submitted (moved from)");
+  return enqueue(std::move(request.state_));
+}
+
+PreparedRequest::PreparedRequest(std::unique_ptr<RequestState> state) : state_(std::move(state)) {}
+PreparedRequest::PreparedRequest(PreparedRequest&&) noexcept = default;
+PreparedRequest& PreparedRequest::operator=(PreparedRequest&&) noexcept = default;
+PreparedRequest::~PreparedRequest() = default;
+std::int64_t PreparedRequest::prompt_tokens() const {
+  return state_ ? static_cast<std::int64_t>(state_->seq.tokens.size()) : 0;
+}
 
 bool Engine::cancel(RequestId id) { return sched_->cancel(id); }
 

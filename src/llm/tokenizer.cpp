@@ -63,6 +63,14 @@ struct Tokenizer::State {
   bool add_space_prefix = true;
   std::vector<float> scores;
   spm::Vocab spm_vocab;
+  // Note [A token count's lower bound]: the most input bytes one token covers (the longest token's
+  // bytes or text, specials included), and the bytes encode() can turn into tokens at all (a byte
+  // with no single-byte token and no SentencePiece byte token may be dropped). Every token covers at
+  // most max_token_bytes of the encodable bytes, so encode(text) has at least
+  // ceil(encodable bytes / max_token_bytes) tokens: a prompt proved too long for the context by
+  // that count is refused without tokenising it (Engine::prepare), in time linear in its bytes.
+  std::size_t max_token_bytes = 1;
+  std::array<bool, 256> encodable{};
 
   void bpe(std::string_view piece, std::vector<std::int32_t>& out) const;
   // One stretch of text between special tokens (SentencePiece: each gets the dummy prefix).
@@ -203,6 +211,13 @@ Tokenizer Tokenizer::from_gguf(const GgufFile& file) {
   } else {
     s->chat_error = "GGUF file '" + f + "': no tokenizer.chat_template";
   }
+  for (std::size_t i = 0; i < n; ++i) {
+    std::string bytes;
+    s->append_bytes(static_cast<std::int32_t>(i), bytes, {});
+    s->max_token_bytes = std::max({s->max_token_bytes, bytes.size(), s->tokens[i].size()});
+  }
+  for (std::size_t b = 0; b < 256; ++b)
+    s->encodable[b] = s->byte_token[b] >= 0 || (s->spm && s->spm_vocab.byte_token[b] >= 0);
   return Tokenizer(std::move(s));
 }
 
@@ -350,6 +365,12 @@ std::string StreamDecoder::finish() {
 }
 
 // ---- vocabulary ---------------------------------------------------------------------------------------
+
+std::size_t Tokenizer::min_tokens(std::string_view text) const noexcept {
+  std::size_t bytes = 0;
+  for (const char c : text) bytes += state_->encodable[static_cast<unsigned char>(c)] ? 1 : 0;
+  return (bytes + state_->max_token_bytes - 1) / state_->max_token_bytes;
+}
 
 std::size_t Tokenizer::vocab_size() const noexcept { return state_->tokens.size(); }
 PreTokenizer Tokenizer::pre_tokenizer() const noexcept { return state_->pre; }

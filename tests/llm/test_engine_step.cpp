@@ -228,6 +228,33 @@ TEST(LlmEngineStep, SubmitErrorsNameTheField) {
   EXPECT_EQ(e.generate(std::vector<llm::Request>{{.prompt = "b", .max_tokens = 2, .chat = false}})[0].tokens.size(), 2u);
 }
 
+// submit() in two halves (prepare, then submit the PreparedRequest) runs the same request: the same
+// tokens as submit(Request); a prompt its bytes alone prove too long is refused before tokenising,
+// with the same error type and field; a moved-from PreparedRequest is refused by name.
+TEST(LlmEngineStep, PreparedRequestsRunAsSubmittedOnesAndLongPromptsFailOnTheirBytes) {
+  llm::Engine e(opts({.max_context = 64}));
+  const llm::Request r{.prompt = "abc", .max_tokens = 5, .chat = false, .temperature = 0.0};
+  const auto whole = e.generate(std::vector<llm::Request>{r});
+  llm::PreparedRequest p = e.prepare(r);
+  EXPECT_EQ(p.prompt_tokens(), static_cast<std::int64_t>(whole[0].prompt_tokens.size()));
+  EXPECT_TRUE(e.idle());  // prepared, not queued
+  const llm::RequestId id = e.submit(std::move(p));
+  std::vector<std::int32_t> tokens;
+  while (!e.idle())
+    for (const llm::StepOutput& o : e.step())
+      if (o.id == id) tokens.insert(tokens.end(), o.tokens.begin(), o.tokens.end());
+  EXPECT_EQ(tokens, whole[0].tokens);
+  EXPECT_TRUE(throws<npugraph::ArgumentError>([&] { e.submit(std::move(p)); }, {"already submitted"}));
+  // 4 MB: refused on its byte count ("bytes, at least N tokens"), the engine untouched.
+  EXPECT_TRUE(throws<llm::ContextLengthError>([&] { (void)e.prepare({.prompt = std::string(4 << 20, 'x'), .chat = false}); },
+                                              {"request.prompt is 4194304 bytes, at least ", "tokens: longer than the context",
+                                               "max_context = 64"}));
+  EXPECT_TRUE(throws<llm::ContextLengthError>(
+      [&] { (void)e.prepare({.messages = {{"user", std::string(1 << 20, 'y')}}}); },
+      {"request.messages is ", "bytes, at least", "longer than the context"}));
+  EXPECT_TRUE(e.idle());
+}
+
 TEST(LlmEngineStep, AThreadSubmittingAndCancellingWhileAnotherStepsLosesNothing) {
   llm::Engine e(opts({.max_batch = 4}));
   constexpr int kRequests = 12;

@@ -3,6 +3,8 @@
 // tests/python/llm checks the same code against Hugging Face `tokenizers` on the real vocabulary.
 #include <gtest/gtest.h>
 
+#include <random>
+
 #include "llm/gguf_writer.hpp"
 #include "llm/tokenizer_file.hpp"
 #include "llm/tokenizer_pretokenize.hpp"
@@ -167,6 +169,33 @@ TEST(TokenizerDecode, RoundTripsAnyBytes) {
   EXPECT_EQ(t.token_bytes(*t.token_id(byte_char(' ') + "the")), " the");
 }
 
+// Note [A token count's lower bound]: min_tokens never exceeds what encode() gives, on text of every
+// kind (pieces of the vocabulary, specials, bytes the vocabulary drops, random bytes), and it grows
+// with the text (what lets a server refuse a 4 MB prompt without tokenising it).
+void expect_min_tokens_bound(const Tokenizer& t, std::uint32_t seed) {
+  std::mt19937 rng(seed);
+  const std::vector<std::string> parts{"the", " the", "aaa", "12 3", "<|im_start|>", "<|im_end|>", "\n",
+                                       "caf\xc3\xa9", std::string("\x00\x04\xff", 3), "\xe6\x97\xa5", " "};
+  for (int trial = 0; trial < 300; ++trial) {
+    std::string s;
+    const int n = static_cast<int>(rng() % 40);
+    for (int k = 0; k < n; ++k) {
+      if (rng() % 4 == 0) s.push_back(static_cast<char>(rng() % 256));
+      else s += parts[rng() % parts.size()];
+    }
+    const std::size_t at_least = t.min_tokens(s), encoded = t.encode(s, {.add_special = false}).size();
+    EXPECT_LE(at_least, encoded) << "text of " << s.size() << " bytes, seed " << seed << " trial " << trial;
+  }
+  const std::string long_text(100000, 'a');
+  EXPECT_GE(t.min_tokens(long_text), 1000u);  // no token here is longer than 100 bytes
+  EXPECT_LE(t.min_tokens(long_text), t.encode(long_text).size());
+}
+
+TEST(TokenizerBound, MinTokensIsALowerBoundOfEncode) {
+  expect_min_tokens_bound(small_tokenizer(), 1);
+  expect_min_tokens_bound(small_tokenizer("gpt2"), 2);
+}
+
 TEST(TokenizerDecode, StreamingHoldsIncompleteUtf8) {
   const Tokenizer t = small_tokenizer();
   const std::string text = "é😀x";
@@ -320,6 +349,11 @@ TEST(TokenizerSpm, HandMadeVocabulary) {
   EXPECT_EQ(t.encode("ab</s>ba"), (Ids{1, 9, 2, 4, 6, 5}));  // BOS by default; a prefix per stretch
   EXPECT_EQ(t.decode(Ids{7, 3, 2, 9}), " az</s> ab");
   EXPECT_EQ(t.decode(Ids{7, 3, 2, 9}, {.skip_special = true}), " az ab");
+  for (const std::string text : {"ab", "ba", "az", "\xc3\xa4", "ab</s>ba", "abababab zzz"})
+    EXPECT_LE(t.min_tokens(text), t.encode(text, plain).size()) << text;
+  // 'z' is encodable (<0x7A>); the longest token is the 6 bytes of "<0x7A>" (spelled, not meant: a
+  // safe over-estimate of what one token covers), so 100 z's are at least ceil(100 / 6) tokens.
+  EXPECT_EQ(t.min_tokens(std::string(100, 'z')), 17u);
 }
 
 TEST(TokenizerLoad, MalformedMetadataIsNamed) {

@@ -99,6 +99,20 @@ struct RunStats {
   std::vector<std::int64_t> batch_per_step;
 };
 
+// A request checked and tokenised by Engine::prepare(), not yet queued.
+class PreparedRequest {
+ public:
+  PreparedRequest(PreparedRequest&&) noexcept;
+  PreparedRequest& operator=(PreparedRequest&&) noexcept;
+  ~PreparedRequest();
+  std::int64_t prompt_tokens() const;
+
+ private:
+  friend class Engine;
+  explicit PreparedRequest(std::unique_ptr<RequestState> state);
+  std::unique_ptr<RequestState> state_;
+};
+
 class Engine {
  public:
   // Loads the model and sizes the KV cache and buffers. ArgumentError for a bad option (named), an
@@ -119,6 +133,12 @@ class Engine {
   // prompt that leaves no room in max_context (ContextLengthError, an ArgumentError:
   // npugraph/llm/request.hpp); UnsupportedError for top_k / top_p on cuda.
   RequestId submit(const Request& request);
+  // submit() in two halves, for a server: prepare() checks and tokenises (const, thread-safe, takes
+  // no lock: the work of a long prompt holds up nothing else), then submit(PreparedRequest) queues
+  // it (a short lock). A prompt whose bytes alone prove it longer than the context is refused
+  // before it is tokenised (Tokenizer::min_tokens). Errors as submit(const Request&).
+  PreparedRequest prepare(const Request& request) const;
+  RequestId submit(PreparedRequest request);
   // One step: admits waiting requests into free batch rows and KV blocks, runs the next prefill
   // chunks (prefill_chunk tokens in all, a quarter of that while others decode; at least one
   // chunk), then one decode step of every request
@@ -152,7 +172,7 @@ class Engine {
   // The requests from submit() to their end, and each step's plan (src/llm/scheduler.hpp).
   std::unique_ptr<Scheduler> sched_;
   // A checked, tokenised request (errors name `label`'s fields), and its queueing.
-  std::unique_ptr<RequestState> prepare(const Request& request, const std::string& label) const;
+  std::unique_ptr<RequestState> make_state(const Request& request, const std::string& label) const;
   RequestId enqueue(std::unique_ptr<RequestState> pending);
 };
 

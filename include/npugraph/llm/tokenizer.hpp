@@ -106,6 +106,9 @@ class Tokenizer {
   std::string decode(std::span<const std::int32_t> ids, DecodeOptions options = {}) const;
   std::string decode_bytes(std::span<const std::int32_t> ids, DecodeOptions options = {}) const;
 
+  // A lower bound on encode(text).size() in one pass over the bytes, without tokenising (Note [A
+  // token count's lower bound]): what proves a prompt too long before the work of encoding it.
+  std::size_t min_tokens(std::string_view text) const noexcept;
   std::size_t vocab_size() const noexcept;
   PreTokenizer pre_tokenizer() const noexcept;
   // The token as the vocabulary spells it ("Ġthe"), and as bytes ("the" with a leading space).

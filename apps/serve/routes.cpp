@@ -1,0 +1,137 @@
+// Note [Routes]
+// A completion's request runs in three places: the I/O thread hands the body to a worker (never
+// blocking the loop that answers /health); the worker parses it, then EngineHost::submit admits and
+// tokenises it; the engine thread's sink turns outputs into bytes for the Exchange. A stream's
+// 200 is sent only once the request is queued (a refusal is still a 4xx/5xx), and every byte of
+// one answer is handed to the Exchange under the answer's lock, so the order the client reads is
+// the order they were made, whichever thread made them. A client gone (Exchange::on_gone) cancels
+// its request, whether it waits, prefills or decodes.
+#include "serve/routes.hpp"
+
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+
+namespace npugraph::serve {
+namespace {
+
+using nlohmann::json;
+
+// One completion request, from submit to its last output.
+struct Answer {
+  Answer(std::shared_ptr<http::Exchange> exchange_, Endpoint endpoint_, bool stream_, bool include_usage_)
+      : exchange(std::move(exchange_)), endpoint(endpoint_), stream(stream_), include_usage(include_usage_) {}
+  std::shared_ptr<http::Exchange> exchange;
+  Endpoint endpoint;
+  bool stream, include_usage;
+  ResponseIds ids;
+  std::mutex mu;
+  std::optional<llm::RequestId> id;
+  bool gone = false, started = false;
+  std::deque<llm::StepOutput> early;  // outputs before the stream's head was sent
+  std::string text;
+
+  void output(llm::StepOutput o) {
+    const std::lock_guard lock(mu);
+    if (stream && !started) return early.push_back(std::move(o));
+    emit(std::move(o));
+  }
+  // The stream's head, then what arrived before it.
+  void start() {
+    const std::lock_guard lock(mu);
+    exchange->start_stream("text/event-stream", {{"Cache-Control", "no-cache"}}, kStreamKeepalive);
+    if (endpoint == Endpoint::chat) exchange->write(event_role(ids));
+    started = true;
+    for (auto& o : early) emit(std::move(o));
+    early.clear();
+  }
+  void emit(llm::StepOutput o) {  // under mu
+    const bool last = o.finish != llm::FinishReason::none;
+    if (!stream) {
+      text += o.text;
+      if (!last) return;
+      if (o.finish == llm::FinishReason::error || o.finish == llm::FinishReason::cancelled)
+        return exchange->respond(error_response({.status = 500, .message = "generation failed", .type = "server_error"}));
+      return exchange->respond({.body = to_text(completion_body(endpoint, ids, text, o))});
+    }
+    if (!o.text.empty()) exchange->write(event_text(endpoint, ids, o.text));
+    if (!last) return;
+    exchange->write(event_finish(endpoint, ids, o.finish));
+    if (include_usage) exchange->write(event_usage(endpoint, ids, o));
+    exchange->write(kStreamDone);
+    exchange->end();
+  }
+};
+
+void refuse(RouteContext& c, const std::shared_ptr<http::Exchange>& ex, const ApiError& e) {
+  c.metrics.rejected(e.status);
+  ex->respond(error_response(e));
+}
+
+void completion(RouteContext& c, Endpoint endpoint, http::Request req, std::shared_ptr<http::Exchange> ex) {
+  if (c.host.draining())
+    return refuse(c, ex, {.status = 503, .message = "the server is shutting down", .type = "server_error"});
+  c.work([&c, endpoint, req = std::move(req), ex]() {
+    auto parsed = parse_request(endpoint, req.body, c.model_id, c.host.engine().options().max_context);
+    if (auto* e = std::get_if<ApiError>(&parsed)) return refuse(c, ex, *e);
+    const ParsedRequest& p = std::get<ParsedRequest>(parsed);
+    auto a = std::make_shared<Answer>(ex, endpoint, p.stream, p.include_usage);
+    a->ids.model = c.model_id;
+    a->ids.created = c.created;
+    ex->on_gone([a, &c] {
+      const std::lock_guard lock(a->mu);
+      a->gone = true;
+      if (a->id) c.host.cancel(*a->id);
+    });
+    auto submitted = c.host.submit(p.request, endpoint == Endpoint::chat ? "messages" : "prompt",
+                                   [a](llm::StepOutput o) { a->output(std::move(o)); });
+    if (auto* e = std::get_if<ApiError>(&submitted)) return refuse(c, ex, *e);
+    {
+      const std::lock_guard lock(a->mu);
+      a->id = std::get<llm::RequestId>(submitted);
+      a->ids.id = response_id(endpoint, *a->id);
+      if (a->gone) c.host.cancel(*a->id);
+    }
+    if (p.stream) a->start();
+  });
+}
+
+}  // namespace
+
+http::Response error_response(const ApiError& e) {
+  http::Response r{.status = e.status, .body = to_text(e.body())};
+  if (e.status == 503) r.headers.emplace_back("Retry-After", "1");
+  return r;
+}
+
+std::vector<http::Route> routes(RouteContext& c) {
+  using http::Auth;
+  const Auth metrics_auth = c.metrics_auth ? Auth::key : Auth::none;
+  return {
+      {"POST", "/v1/chat/completions", Auth::key,
+       [&c](http::Request r, std::shared_ptr<http::Exchange> ex) { completion(c, Endpoint::chat, std::move(r), ex); }},
+      {"POST", "/v1/completions", Auth::key,
+       [&c](http::Request r, std::shared_ptr<http::Exchange> ex) {
+         completion(c, Endpoint::completion, std::move(r), ex);
+       }},
+      {"GET", "/v1/models", Auth::key,
+       [&c](http::Request, std::shared_ptr<http::Exchange> ex) {
+         const json m{{"id", c.model_id}, {"object", "model"}, {"created", c.created}, {"owned_by", "npugraph"}};
+         ex->respond({.body = to_text(json{{"object", "list"}, {"data", json::array({m})}})});
+       }},
+      {"GET", "/health", Auth::none,
+       [&c](http::Request, std::shared_ptr<http::Exchange> ex) {
+         const bool draining = c.host.draining();
+         ex->respond({.status = draining ? 503 : 200,
+                      .body = draining ? R"({"status":"draining"})" : R"({"status":"ok"})"});
+       }},
+      {"GET", "/metrics", metrics_auth,
+       [&c](http::Request, std::shared_ptr<http::Exchange> ex) {
+         ex->respond({.content_type = "text/plain; version=0.0.4",
+                      .body = c.metrics.text(c.host.load(), std::chrono::steady_clock::now())});
+       }},
+  };
+}
+
+}  // namespace npugraph::serve
