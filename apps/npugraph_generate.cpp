@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "cli_flags.hpp"
 #include "kv_dtype_flag.hpp"
 #include "model_names.hpp"
 #include "npugraph/error.hpp"
@@ -52,102 +53,85 @@ struct Args {
   npugraph::DType kv_dtype = npugraph::DType::f32;        // --kv-dtype (EngineOptions::kv_dtype)
 };
 
-[[noreturn]] void usage(const std::string& error) {
-  std::fprintf(stderr,
-               "%s%snpugraph-generate [--model PATH] --prompt TEXT [--max-tokens N] [--batch B]\n"
-               "                  [--mode graph|eager|both] [--order update-first|replay-first]\n"
-               "                  [--threads T] [--temperature X] [--top-k K] [--top-p P] [--seed S]\n"
-               "                  [--max-context N] [--raw] [--separate-projections] [--tp N]\n"
-               "                  [--device cpu|cuda:N] [--activations q8|f32] [--kv-dtype f32|f16|bf16]\n"
-               "  --device: where the model runs (default cpu); cuda:N needs the CUDA backend and GPU N\n"
-               "  --activations: x of the quantised projections quantised to int8 as llama.cpp does (q8,\n"
-               "          the cpu's default) or kept float32 (f32, the only choice on cuda)\n"
-               "  --kv-dtype: the KV cache's elements: f32 (default, exact), f16 or bf16 (half the bytes\n"
-               "          attention reads, as llama.cpp's default f16 cache; cpu only)\n"
-               "  --tp N: tensor-parallel decode over N MPI processes (mpirun -np N; N must be the\n"
-               "          number of processes and split the model's KV heads and FFN width)\n"
-               "  --model: a GGUF path, or smollm2 / gemma3 for the files tools/fetch_model.py fetches\n"
-               "          (smollm2, SmolLM2-135M-Instruct Q4_1, is the default and what `make setup` fetches)\n"
-               "  A model whose file has no chat template (Gemma 3 270M, a base model) takes the prompt\n"
-               "  as it is, as --raw does.\n",
-               error.c_str(), error.empty() ? "" : "\n\n");
-  std::exit(2);
-}
-
 using npugraph::apps::default_model;
+using npugraph::apps::integer_flag;
 using npugraph::apps::model_named;
+using npugraph::apps::number_flag;
+using npugraph::apps::UsageError;
+using Flag = npugraph::apps::Flag<Args>;
 
-template <class T>
-T number(const std::string& flag, const std::string& text) {
-  try {
-    std::size_t used = 0;
-    T v;
-    if constexpr (std::is_floating_point_v<T>) v = static_cast<T>(std::stod(text, &used));
-    else v = static_cast<T>(std::stoll(text, &used));
-    if (used != text.size()) throw std::invalid_argument(text);
-    return v;
-  } catch (const std::exception&) {
-    usage(flag + " " + text + ": not a number");
-  }
-}
+constexpr const char* kAbout =
+    "  Answers --prompt op by op (eager), then with each decode step captured once and updated in\n"
+    "  place (graph), and compares them. A model whose file has no chat template (Gemma 3 270M, a\n"
+    "  base model) takes the prompt as it is, as --raw does.\n";
 
 // --device: cpu or cuda:N (Device::parse also takes npu[:N], an alias of the cpu: not offered here).
 npugraph::Device device(const std::string& flag, const std::string& text) {
-  const std::string rule = ": must be cpu or cuda:N (N the index of a CUDA device, 0 for the first)";
-  if (text != "cpu" && text.rfind("cuda", 0) != 0) usage(flag + " " + text + rule);
+  const std::string rule = "': must be cpu or cuda:N (N the index of a CUDA device, 0 for the first)";
+  if (text != "cpu" && text.rfind("cuda", 0) != 0) throw UsageError(flag + " = '" + text + rule);
   try {
     return npugraph::Device::parse(text);
   } catch (const npugraph::Error&) {
-    usage(flag + " " + text + rule);
+    throw UsageError(flag + " = '" + text + rule);
   }
 }
+
+std::vector<Flag> flags() {
+  constexpr std::int64_t kBig = std::int64_t{1} << 40;
+  using npugraph::apps::choice_flag;
+  return {
+      {"--model", "PATH|smollm2|gemma3", "a GGUF path, or a file tools/fetch_model.py fetches (default smollm2, "
+                                         "SmolLM2-135M-Instruct Q4_1: what `make setup` fetches)",
+       [](Args& a, const std::string& v) { a.model = model_named(v); }},
+      {"--prompt", "TEXT", "what to answer (required)", [](Args& a, const std::string& v) { a.prompt = v; }},
+      {"--max-tokens", "N", "tokens to generate (default 64)",
+       [](Args& a, const std::string& v) { a.max_tokens = integer_flag("--max-tokens", v, 1, kBig); }},
+      {"--batch", "B", "requests of the same prompt decoded together (default 1)",
+       [](Args& a, const std::string& v) { a.batch = integer_flag("--batch", v, 1, 64); }},
+      {"--mode", "graph|eager|both", "how the decode step runs (default both, compared)",
+       [](Args& a, const std::string& v) { a.mode = choice_flag("--mode", v, "graph|eager|both"); }},
+      {"--order", "update-first|replay-first", "a step's task update before or after its replay is launched",
+       [](Args& a, const std::string& v) { a.order = choice_flag("--order", v, "update-first|replay-first"); }},
+      {"--threads", "T", "compute threads (default: the machine's cores)",
+       [](Args& a, const std::string& v) { a.threads = static_cast<int>(integer_flag("--threads", v, 0, 4096)); }},
+      {"--temperature", "X", "0: greedy (default)", [](Args& a, const std::string& v) { a.temperature = number_flag("--temperature", v); }},
+      {"--top-k", "K", "0: no top-k (default)", [](Args& a, const std::string& v) { a.top_k = integer_flag("--top-k", v, 0, kBig); }},
+      {"--top-p", "P", "1: no top-p (default)", [](Args& a, const std::string& v) { a.top_p = number_flag("--top-p", v); }},
+      {"--seed", "S", "the sampling seed (default 0)",
+       [](Args& a, const std::string& v) { a.seed = static_cast<std::uint64_t>(integer_flag("--seed", v, 0, INT64_MAX)); }},
+      {"--max-context", "N", "tokens per request (default: the model's context)",
+       [](Args& a, const std::string& v) { a.max_context = integer_flag("--max-context", v, 0, kBig); }},
+      {"--raw", "", "the prompt as it is, without the chat template", [](Args& a, const std::string&) { a.raw = true; }},
+      {"--separate-projections", "", "q/k/v and gate/up as separate products (for comparisons)",
+       [](Args& a, const std::string&) { a.separate = true; }},
+      {"--tp", "N", "tensor-parallel decode over N MPI processes (mpirun -np N; N must be the number of "
+                    "processes and split the model's KV heads and FFN width)",
+       [](Args& a, const std::string& v) { a.tp = integer_flag("--tp", v, 1, 4096); }},
+      {"--device", "cpu|cuda:N", "where the model runs (default cpu); cuda:N needs the CUDA backend and GPU N",
+       [](Args& a, const std::string& v) { a.device = device("--device", v); }},
+      {"--activations", "q8|f32", "x of the quantised projections quantised to int8 as llama.cpp does (q8, the "
+                                  "cpu's default) or kept float32 (f32, the only choice on cuda)",
+       [](Args& a, const std::string& v) {
+         a.activations = choice_flag("--activations", v, "q8|f32") == "q8" ? npugraph::ops::Activations::q8
+                                                                           : npugraph::ops::Activations::f32;
+       }},
+      {"--kv-dtype", "f32|f16|bf16", "the KV cache's elements: f32 (default, exact), f16 or bf16 (half the bytes "
+                                     "attention reads, as llama.cpp's default f16 cache; cpu only)",
+       [](Args& a, const std::string& v) {
+         const auto dt = npugraph::apps::kv_dtype_named(v);
+         if (!dt) throw UsageError("--kv-dtype = '" + v + "': must be " + npugraph::apps::kKvDtypeNames);
+         a.kv_dtype = *dt;
+       }},
+  };
+}
+
+[[noreturn]] void usage(const std::string& error) { npugraph::apps::usage("npugraph-generate", kAbout, flags(), error); }
 
 Args parse(int argc, char** argv) {
   Args a;
   a.model = default_model();
-  for (int i = 1; i < argc; ++i) {
-    const std::string f = argv[i];
-    if (f == "--help" || f == "-h") usage("");
-    if (f == "--raw") {
-      a.raw = true;
-      continue;
-    }
-    if (f == "--separate-projections") {
-      a.separate = true;
-      continue;
-    }
-    if (i + 1 >= argc) usage(f + ": needs a value");
-    const std::string v = argv[++i];
-    if (f == "--model") a.model = model_named(v);
-    else if (f == "--prompt") a.prompt = v;
-    else if (f == "--max-tokens") a.max_tokens = number<std::int64_t>(f, v);
-    else if (f == "--batch") a.batch = number<std::int64_t>(f, v);
-    else if (f == "--mode") a.mode = v;
-    else if (f == "--order") a.order = v;
-    else if (f == "--threads") a.threads = number<int>(f, v);
-    else if (f == "--temperature") a.temperature = number<double>(f, v);
-    else if (f == "--top-k") a.top_k = number<std::int64_t>(f, v);
-    else if (f == "--top-p") a.top_p = number<double>(f, v);
-    else if (f == "--seed") a.seed = number<std::uint64_t>(f, v);
-    else if (f == "--max-context") a.max_context = number<std::int64_t>(f, v);
-    else if (f == "--tp") a.tp = number<std::int64_t>(f, v);
-    else if (f == "--device") a.device = device(f, v);
-    else if (f == "--activations") {
-      if (v != "q8" && v != "f32") usage("--activations " + v + ": q8 or f32");
-      a.activations = v == "q8" ? npugraph::ops::Activations::q8 : npugraph::ops::Activations::f32;
-    } else if (f == "--kv-dtype") {
-      const auto dt = npugraph::apps::kv_dtype_named(v);
-      if (!dt) usage("--kv-dtype " + v + ": " + npugraph::apps::kKvDtypeNames);
-      a.kv_dtype = *dt;
-    }
-    else usage("unknown option " + f);
-  }
+  npugraph::apps::parse_flags(argc, argv, "npugraph-generate", kAbout, flags(), a);
   if (a.prompt.empty()) usage("--prompt is required (and must not be empty)");
-  if (a.batch < 1 || a.batch > 64) usage("--batch " + std::to_string(a.batch) + ": must be in [1, 64]");
-  if (a.mode != "graph" && a.mode != "eager" && a.mode != "both") usage("--mode " + a.mode + ": graph, eager or both");
-  if (a.order != "update-first" && a.order != "replay-first") usage("--order " + a.order + ": update-first or replay-first");
-  if (a.tp && *a.tp < 1)
-    usage("--tp " + std::to_string(*a.tp) + ": must be >= 1 (the number of MPI processes to split the model over)");
   return a;
 }
 

@@ -172,6 +172,9 @@ class Session : public std::enable_shared_from_this<Session> {
   std::string keepalive_;
   std::chrono::milliseconds probe_every_{100};
   std::function<void()> gone_;
+  // Held while an answer is in progress: the Exchange holds the session weakly, and a half-closed
+  // HTTP/1.0 client leaves no read, write or timer pending to keep it alive until the answer comes.
+  std::shared_ptr<Session> keep_;
   std::deque<std::string> out_;
   std::size_t queued_ = 0;
   bool writing_ = false;
@@ -276,6 +279,7 @@ void Session::dispatch(const Route& route) {
   answer_ += 1;
   counted_ = true;
   server_->answering += 1;
+  keep_ = shared_from_this();
   keep_alive_ = msg.keep_alive();
   http10_ = msg.version() < 11;
   head_sent_ = streaming_ = done_ = close_after_ = peer_eof_ = false;
@@ -422,6 +426,7 @@ void Session::after_answer() {
     counted_ = false;
     server_->answering -= 1;
   }
+  const auto self = std::move(keep_);  // alive to the end of this call
   gone_ = {};
   probe_.cancel();
   if (close_after_ || server_->closed) return linger();
@@ -457,6 +462,7 @@ void Session::close_now() {
     counted_ = false;
     server_->answering -= 1;
   }
+  const auto self = std::move(keep_);  // alive to the end of this call
   error_code ignored;
   deadline_.cancel();
   write_deadline_.cancel();

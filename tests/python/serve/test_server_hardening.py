@@ -345,9 +345,9 @@ def test_abandoned_work_is_cancelled_queued_or_running_streamed_or_not(tiny):
 def test_a_half_closed_client_gets_its_answer(tiny):
     s = Server(tiny, "--min-step-ms", "20")
     try:
-        for stream in (False, True):
-            got = exchange(s, request_bytes("/v1/chat/completions", {**BODY, "max_tokens": 20, "stream": stream}),
-                           shut=True)
+        for stream, version in ((False, "1.1"), (True, "1.1"), (False, "1.0"), (True, "1.0")):
+            got = exchange(s, request_bytes("/v1/chat/completions", {**BODY, "max_tokens": 20, "stream": stream},
+                                            version=version), shut=True)
             (status, _, body), = got
             assert status == 200
             if stream:
