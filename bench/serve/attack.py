@@ -4,6 +4,7 @@
   memory   the server's peak and settled resident memory (VmHWM, VmRSS) after a 256 MB chunked
            body and a request of 100,000 headers
   sigterm  seconds from SIGTERM to exit while 20 connections trickle and one stream runs
+  hol      the longest gap between a running stream's chunks while 16 clients post 4 MB prompts
   copies   of 16 concurrent greedy copies of a long prompt (several prefill chunks), how many
            return the text of the same request run alone
 
@@ -150,6 +151,29 @@ def sigterm(t):
     return {"exit_seconds": took, "exit_status": t.proc.returncode}
 
 
+def hol(t):
+    body = {"model": t.model, "messages": [{"role": "user", "content": "Tell me a long story."}],
+            "max_tokens": 200, "temperature": 0, "stream": True}
+    big = {"model": t.model, "messages": [{"role": "user", "content": "word " * (4_000_000 // 5)}], "max_tokens": 1}
+    gaps, statuses = [], []
+    with httpx.Client(timeout=300) as c, c.stream("POST", t.url + "/v1/chat/completions", json=body) as r:
+        it = r.iter_lines()
+        next(it)
+        pool = concurrent.futures.ThreadPoolExecutor(16)
+        futs = [pool.submit(lambda: httpx.post(t.url + "/v1/chat/completions", json=big, timeout=300).status_code)
+                for _ in range(16)]
+        last = time.monotonic()
+        for line in it:
+            if line:
+                now = time.monotonic()
+                gaps.append(now - last)
+                last = now
+        statuses = [f.result() for f in futs]
+        pool.shutdown()
+    return {"max_gap_seconds": max(gaps), "median_gap_seconds": statistics.median(gaps),
+            "big_prompt_statuses": sorted(set(statuses))}
+
+
 def copies(t, n=16, words=700):
     prompt = " ".join(f"item{i % 97} is next to item{(i * 7) % 89}." for i in range(words // 6))
     body = {"model": t.model, "messages": [{"role": "user", "content": prompt + " Summarise."}],
@@ -166,7 +190,7 @@ def copies(t, n=16, words=700):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--server", required=True, help="the command; {port} is replaced by a free port")
-    ap.add_argument("--only", default="health,memory,sigterm,copies")
+    ap.add_argument("--only", default="health,memory,sigterm,hol,copies")
     ap.add_argument("--slow", type=int, default=200, help="trickling connections for 'health'")
     a = ap.parse_args()
     out = {}
@@ -174,7 +198,7 @@ def main():
         t = Target(a.server)
         try:
             out[what] = {"health": lambda: health(t, a.slow), "memory": lambda: memory(t),
-                         "sigterm": lambda: sigterm(t), "copies": lambda: copies(t)}[what]()
+                         "sigterm": lambda: sigterm(t), "hol": lambda: hol(t), "copies": lambda: copies(t)}[what]()
         finally:
             t.stop()
         print(json.dumps({what: out[what]}), flush=True)
