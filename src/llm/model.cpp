@@ -5,6 +5,7 @@
 #include <initializer_list>
 #include <system_error>
 
+#include "llm/arch/architecture.hpp"
 #include "npugraph/error.hpp"
 
 namespace npugraph::llm {
@@ -95,27 +96,27 @@ std::string shard_name(const std::string& file, const std::string& tensor, const
          ": " + what + " [" + std::to_string(first) + ", " + std::to_string(first + count) + "))";
 }
 
-// Rank s's part of layer w (Note [Tensor-parallel split]): rows of q, k, v (its heads) and of gate,
-// up (its FFN columns); the matching input columns of o and down. The stacks are rebuilt from the
-// sliced parts.
-void shard_layer(LayerWeights& w, const ModelConfig& c, const ModelShard& s, const std::string& file,
-                 const std::string& prefix) {
-  const std::int64_t hd = c.head_dim;
-  auto heads = [&](const char* t) { return shard_name(file, prefix + t, s, "query heads", s.head0, s.heads); };
-  auto kv = [&](const char* t) { return shard_name(file, prefix + t, s, "KV heads", s.kv_head0, s.kv_heads); };
-  auto ffn = [&](const char* t) { return shard_name(file, prefix + t, s, "FFN columns", s.ffn0, s.ffn); };
-  if (w.q_bias.defined()) {  // a bias follows its projection's rows
-    w.q_bias = w.q_bias.narrow(0, s.head0 * hd, s.heads * hd);
-    w.k_bias = w.k_bias.narrow(0, s.kv_head0 * hd, s.kv_heads * hd);
-    w.v_bias = w.v_bias.narrow(0, s.kv_head0 * hd, s.kv_heads * hd);
+// Rank s's part of one layer tensor (Note [Tensor-parallel split]), as its table row says: rows of
+// q, k, v and their biases (its heads) and of gate, up (its FFN columns); the matching input
+// columns of o and down. The stacks are rebuilt from the sliced parts.
+Matrix shard_of_tensor(const Matrix& m, const LayerTensor& t, const ModelConfig& c, const ModelShard& s, const std::string& file,
+             const std::string& name) {
+  struct Part {
+    std::int64_t first, count, unit;
+    const char* what;
+  };
+  Part p{};
+  switch (t.shard) {
+    case ShardBy::whole: return m;
+    case ShardBy::query_rows: case ShardBy::query_cols: p = {s.head0, s.heads, c.head_dim, "query heads"}; break;
+    case ShardBy::kv_rows: p = {s.kv_head0, s.kv_heads, c.head_dim, "KV heads"}; break;
+    case ShardBy::ffn_rows: case ShardBy::ffn_cols: p = {s.ffn0, s.ffn, 1, "FFN columns"}; break;
   }
-  w.q = slice_rows(w.q, s.head0 * hd, s.heads * hd, heads("attn_q.weight"));
-  w.k = slice_rows(w.k, s.kv_head0 * hd, s.kv_heads * hd, kv("attn_k.weight"));
-  w.v = slice_rows(w.v, s.kv_head0 * hd, s.kv_heads * hd, kv("attn_v.weight"));
-  w.o = slice_cols(w.o, s.head0 * hd, s.heads * hd, heads("attn_output.weight"));
-  w.gate = slice_rows(w.gate, s.ffn0, s.ffn, ffn("ffn_gate.weight"));
-  w.up = slice_rows(w.up, s.ffn0, s.ffn, ffn("ffn_up.weight"));
-  w.down = slice_cols(w.down, s.ffn0, s.ffn, ffn("ffn_down.weight"));
+  const std::int64_t first = p.first * p.unit, count = p.count * p.unit;
+  if (!t.matrix) return Matrix{.dense = m.dense.narrow(0, first, count)};  // a bias follows its projection's rows
+  const std::string label = shard_name(file, name, s, p.what, p.first, p.count);
+  const bool cols = t.shard == ShardBy::query_cols || t.shard == ShardBy::ffn_cols;
+  return cols ? slice_cols(m, first, count, label) : slice_rows(m, first, count, label);
 }
 
 }  // namespace
@@ -198,34 +199,20 @@ std::shared_ptr<const Model> Model::load(const std::filesystem::path& path, Tens
   m->output_norm = norm(f, "output_norm.weight");
   if (m->config_.rope_freq_factors) m->rope_freqs = norm(f, "rope_freqs.weight");
   m->layers.resize(static_cast<std::size_t>(m->config_.layers));
-  for (std::int64_t l = 0; l < m->config_.layers; ++l) {
+  const Architecture& arch = architecture(m->config_.architecture, f->name());
+  for (std::int64_t l = 0; l < m->config_.layers; ++l) {  // by the architecture's table (Note [Tensor tables])
     const std::string p = "blk." + std::to_string(l) + ".";
     LayerWeights& w = m->layers[static_cast<std::size_t>(l)];
-    w.attn_norm = norm(f, p + "attn_norm.weight");
-    w.ffn_norm = norm(f, p + "ffn_norm.weight");
-    w.q = matrix(f, p + "attn_q.weight");
-    w.k = matrix(f, p + "attn_k.weight");
-    w.v = matrix(f, p + "attn_v.weight");
-    w.o = matrix(f, p + "attn_output.weight");
-    w.gate = matrix(f, p + "ffn_gate.weight");
-    w.up = matrix(f, p + "ffn_up.weight");
-    w.down = matrix(f, p + "ffn_down.weight");
-    if (m->config_.qkv_bias) {
-      w.q_bias = norm(f, p + "attn_q.bias");
-      w.k_bias = norm(f, p + "attn_k.bias");
-      w.v_bias = norm(f, p + "attn_v.bias");
+    for (const LayerTensor& t : arch.layer_tensors()) {
+      const std::string name = p + t.name;
+      Matrix x = t.matrix ? matrix(f, name) : Matrix{.dense = norm(f, name)};
+      if (split.size > 1) x = shard_of_tensor(x, t, m->config_, m->shard_, f->name(), name);
+      if (t.as_matrix) w.*t.as_matrix = std::move(x);
+      else if (t.as_vector) w.*t.as_vector = std::move(x.dense);
+      else w.extra.emplace(t.name, std::move(x));
     }
-    if (m->config_.qk_norm) {
-      w.q_norm = norm(f, p + "attn_q_norm.weight");
-      w.k_norm = norm(f, p + "attn_k_norm.weight");
-    }
-    if (m->config_.post_norms) {
-      w.post_attn_norm = norm(f, p + "post_attention_norm.weight");
-      w.post_ffn_norm = norm(f, p + "post_ffw_norm.weight");
-    }
-    if (split.size > 1) shard_layer(w, m->config_, m->shard_, f->name(), p);
     w.qkv = stack_rows({&w.q, &w.k, &w.v});
-    if (w.qkv.defined() && m->config_.qkv_bias) w.qkv_bias = cat({w.q_bias, w.k_bias, w.v_bias});
+    if (w.qkv.defined() && w.q_bias.defined()) w.qkv_bias = cat({w.q_bias, w.k_bias, w.v_bias});
     w.gate_up = stack_rows({&w.gate, &w.up});
   }
   return m;

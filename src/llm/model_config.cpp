@@ -1,6 +1,5 @@
 #include "npugraph/llm/model_config.hpp"
 
-#include <initializer_list>
 #include <vector>
 
 #include "llm/arch/architecture.hpp"
@@ -15,10 +14,9 @@ bool matrix_type(GgmlType t) {
 }
 
 // Checks tensor `name`: its row-major shape and, for matrices, a type npugraph computes on.
-void expect(const GgufFile& f, const std::string& name, std::initializer_list<std::int64_t> shape,
-            bool matrix) {
+void expect(const GgufFile& f, const std::string& name, const std::vector<std::int64_t>& want, bool matrix) {
   const GgufTensorInfo& t = f.tensor(name);
-  const std::vector<std::int64_t> want(shape), got = t.row_major_shape();
+  const std::vector<std::int64_t> got = t.row_major_shape();
   auto text = [](const std::vector<std::int64_t>& v) {
     std::string s = "[";
     for (std::size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
@@ -50,30 +48,9 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& f) {
   if (c.rope_freq_factors) expect(f, "rope_freqs.weight", {c.head_dim / 2}, false);
   c.tied_embeddings = f.find_tensor("output.weight") == nullptr;
   if (!c.tied_embeddings) expect(f, "output.weight", {c.vocab, c.hidden}, true);
-  for (std::int64_t l = 0; l < c.layers; ++l) {
+  for (std::int64_t l = 0; l < c.layers; ++l) {  // the architecture's table (Note [Tensor tables])
     const std::string p = "blk." + std::to_string(l) + ".";
-    expect(f, p + "attn_norm.weight", {c.hidden}, false);
-    expect(f, p + "attn_q.weight", {c.q_dim(), c.hidden}, true);
-    expect(f, p + "attn_k.weight", {c.kv_dim(), c.hidden}, true);
-    expect(f, p + "attn_v.weight", {c.kv_dim(), c.hidden}, true);
-    expect(f, p + "attn_output.weight", {c.hidden, c.q_dim()}, true);
-    expect(f, p + "ffn_norm.weight", {c.hidden}, false);
-    expect(f, p + "ffn_gate.weight", {c.ffn, c.hidden}, true);
-    expect(f, p + "ffn_up.weight", {c.ffn, c.hidden}, true);
-    expect(f, p + "ffn_down.weight", {c.hidden, c.ffn}, true);
-    if (c.qkv_bias) {
-      expect(f, p + "attn_q.bias", {c.q_dim()}, false);
-      expect(f, p + "attn_k.bias", {c.kv_dim()}, false);
-      expect(f, p + "attn_v.bias", {c.kv_dim()}, false);
-    }
-    if (c.qk_norm) {
-      expect(f, p + "attn_q_norm.weight", {c.head_dim}, false);
-      expect(f, p + "attn_k_norm.weight", {c.head_dim}, false);
-    }
-    if (c.post_norms) {
-      expect(f, p + "post_attention_norm.weight", {c.hidden}, false);
-      expect(f, p + "post_ffw_norm.weight", {c.hidden}, false);
-    }
+    for (const LayerTensor& t : arch.layer_tensors()) expect(f, p + t.name, t.shape(c), t.matrix);
   }
   return c;
 }

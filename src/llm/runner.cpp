@@ -106,16 +106,17 @@ ModelRunner::ModelRunner(std::shared_ptr<const Model> model, const EngineOptions
   output_ = tied ? token_embd_ : for_linear(model_->output);
   output_norm_ = on_device(model_->output_norm);
   if (model_->rope_freqs.defined()) rope_freqs_ = on_device(model_->rope_freqs);
-  for (const LayerWeights& w : model_->layers) {
+  for (const LayerWeights& w : model_->layers) {  // by the architecture's table (Note [Tensor tables])
     LayerWeights& lw = layers_.emplace_back();
-    for (auto [to, from] : {std::pair{&lw.attn_norm, &w.attn_norm}, {&lw.ffn_norm, &w.ffn_norm}, {&lw.q_bias, &w.q_bias},
-                            {&lw.k_bias, &w.k_bias}, {&lw.v_bias, &w.v_bias}, {&lw.qkv_bias, &w.qkv_bias},
-                            {&lw.q_norm, &w.q_norm}, {&lw.k_norm, &w.k_norm}, {&lw.post_attn_norm, &w.post_attn_norm},
-                            {&lw.post_ffn_norm, &w.post_ffn_norm}})
-      *to = on_device(*from);
-    for (auto [to, from] : {std::pair{&lw.q, &w.q}, {&lw.k, &w.k}, {&lw.v, &w.v}, {&lw.o, &w.o}, {&lw.gate, &w.gate},
-                            {&lw.up, &w.up}, {&lw.down, &w.down}, {&lw.qkv, &w.qkv}, {&lw.gate_up, &w.gate_up}})
-      *to = for_linear(*from);
+    for (const LayerTensor& t : arch_.layer_tensors()) {
+      if (t.as_matrix) lw.*t.as_matrix = for_linear(w.*t.as_matrix);
+      else if (t.as_vector) lw.*t.as_vector = on_device(w.*t.as_vector);
+      else if (const Matrix& x = w.extra.at(t.name); t.matrix) lw.extra[t.name] = for_linear(x);
+      else lw.extra[t.name] = Matrix{.dense = on_device(x.dense)};
+    }
+    lw.qkv_bias = on_device(w.qkv_bias);  // the stacks the loader made
+    lw.qkv = for_linear(w.qkv);
+    lw.gate_up = for_linear(w.gate_up);
   }
   for (std::int64_t l = 0; l < c.layers; ++l) {
     k_cache_.push_back(empty({nb, bs, kv_dim_}, options.kv_dtype, d));

@@ -30,9 +30,8 @@ struct ModelConfig {
   bool tied_embeddings = false;     // no output.weight: the output projection is token_embd
   // What the architecture's layers have beyond Llama's (set by the architecture, not read):
   ops::RopeStyle rope_style = ops::RopeStyle::norm;  // llama: adjacent pairs; qwen: halves (neox)
-  bool qkv_bias = false;            // attn_q/k/v.bias added to the projections (qwen2)
-  bool qk_norm = false;             // attn_q_norm / attn_k_norm: RMSNorm of each head (qwen3, gemma3)
-  bool post_norms = false;          // post_attention_norm / post_ffw_norm on each sublayer's output (gemma3)
+  // (The tensors an architecture's layers add — biases, per-head norms — are its tensor table's
+  // rows: Note [Tensor tables] in src/llm/arch/architecture.hpp.)
   double embedding_scale = 1.0;     // the embeddings times this (gemma3: sqrt(hidden))
   double attention_scale = 0.0;     // FIA's scale; 0: 1 / sqrt(head_dim)
   // Sliding-window layers (gemma3): every layer but each global_every-th one (layer % global_every

@@ -31,12 +31,23 @@ namespace {
 class Gemma3 final : public Architecture {
  public:
   std::string_view name() const override { return "gemma3"; }
+  std::span<const LayerTensor> layer_tensors() const override {
+    using W = LayerWeights;
+    using Shape = std::vector<std::int64_t>;
+    static const std::vector<LayerTensor> table = tensor_table(
+        llama_tensors(), qk_norm_tensors(),
+        std::vector<LayerTensor>{
+            {"post_attention_norm.weight", false, [](const ModelConfig& c) { return Shape{c.hidden}; },
+             ShardBy::whole, nullptr, &W::post_attn_norm},
+            {"post_ffw_norm.weight", false, [](const ModelConfig& c) { return Shape{c.hidden}; }, ShardBy::whole,
+             nullptr, &W::post_ffn_norm},
+        });
+    return table;
+  }
 
   void configure(const GgufFile& f, ModelConfig& c) const override {
     read_llama_keys(f, "gemma3", c);  // linear rope scaling (Gemma 3 4B and up) applies to global layers only
     c.rope_style = ops::RopeStyle::neox;
-    c.qk_norm = true;
-    c.post_norms = true;
     c.embedding_scale = std::sqrt(static_cast<double>(c.hidden));
     c.attention_scale = 1.0 / std::sqrt(static_cast<double>(c.head_dim));
     c.sliding_window = f.get_or<std::int64_t>("gemma3.attention.sliding_window", 0);

@@ -1,5 +1,5 @@
 // The Llama architecture (Llama 2/3, SmolLM2; Note [Architectures]): its metadata keys and its
-// layer, which Qwen 2 and 3 reuse with their features switched on.
+// layer, which Qwen 2 and 3 reuse with their tensors added (biases; per-head norms).
 //
 //   h = rmsnorm(x) * attn_norm
 //   q, k, v = h Wq^T (+ bq), h Wk^T (+ bk), h Wv^T (+ bv)
@@ -30,11 +30,49 @@ std::int64_t positive(const GgufFile& f, const std::string& key) {
 class Llama final : public Architecture {
  public:
   std::string_view name() const override { return "llama"; }
+  std::span<const LayerTensor> layer_tensors() const override {
+    static const std::vector<LayerTensor> table = llama_tensors();
+    return table;
+  }
   void configure(const GgufFile& f, ModelConfig& c) const override { read_llama_keys(f, "llama", c); }
   void layer(const LayerStep& s) const override { llama_layer(s); }
 };
 
+using Shape = std::vector<std::int64_t>;
+
 }  // namespace
+
+std::vector<LayerTensor> llama_tensors() {
+  using W = LayerWeights;
+  return {
+      {"attn_norm.weight", false, [](const ModelConfig& c) { return Shape{c.hidden}; }, ShardBy::whole, nullptr, &W::attn_norm},
+      {"attn_q.weight", true, [](const ModelConfig& c) { return Shape{c.q_dim(), c.hidden}; }, ShardBy::query_rows, &W::q},
+      {"attn_k.weight", true, [](const ModelConfig& c) { return Shape{c.kv_dim(), c.hidden}; }, ShardBy::kv_rows, &W::k},
+      {"attn_v.weight", true, [](const ModelConfig& c) { return Shape{c.kv_dim(), c.hidden}; }, ShardBy::kv_rows, &W::v},
+      {"attn_output.weight", true, [](const ModelConfig& c) { return Shape{c.hidden, c.q_dim()}; }, ShardBy::query_cols, &W::o},
+      {"ffn_norm.weight", false, [](const ModelConfig& c) { return Shape{c.hidden}; }, ShardBy::whole, nullptr, &W::ffn_norm},
+      {"ffn_gate.weight", true, [](const ModelConfig& c) { return Shape{c.ffn, c.hidden}; }, ShardBy::ffn_rows, &W::gate},
+      {"ffn_up.weight", true, [](const ModelConfig& c) { return Shape{c.ffn, c.hidden}; }, ShardBy::ffn_rows, &W::up},
+      {"ffn_down.weight", true, [](const ModelConfig& c) { return Shape{c.hidden, c.ffn}; }, ShardBy::ffn_cols, &W::down},
+  };
+}
+
+std::vector<LayerTensor> qkv_bias_tensors() {
+  using W = LayerWeights;
+  return {
+      {"attn_q.bias", false, [](const ModelConfig& c) { return Shape{c.q_dim()}; }, ShardBy::query_rows, nullptr, &W::q_bias},
+      {"attn_k.bias", false, [](const ModelConfig& c) { return Shape{c.kv_dim()}; }, ShardBy::kv_rows, nullptr, &W::k_bias},
+      {"attn_v.bias", false, [](const ModelConfig& c) { return Shape{c.kv_dim()}; }, ShardBy::kv_rows, nullptr, &W::v_bias},
+  };
+}
+
+std::vector<LayerTensor> qk_norm_tensors() {
+  using W = LayerWeights;
+  return {
+      {"attn_q_norm.weight", false, [](const ModelConfig& c) { return Shape{c.head_dim}; }, ShardBy::whole, nullptr, &W::q_norm},
+      {"attn_k_norm.weight", false, [](const ModelConfig& c) { return Shape{c.head_dim}; }, ShardBy::whole, nullptr, &W::k_norm},
+  };
+}
 
 const Architecture& llama_architecture() {
   static const Llama arch;
@@ -133,7 +171,7 @@ void llama_layer(const LayerStep& s) {
   ops::rms_norm_out(s.x, w.attn_norm, c.rms_eps, s.h);
   qkv_projections(s);
   const Tensor q3 = s.q.view({n, s.heads, hd}), k3 = s.k.view({n, s.kv_heads, hd});
-  if (c.qk_norm) {  // each head normalised over its head_dim values, in place
+  if (w.q_norm.defined()) {  // qwen3: each head normalised over its head_dim values, in place
     ops::rms_norm_out(q3, w.q_norm, c.rms_eps, q3);
     ops::rms_norm_out(k3, w.k_norm, c.rms_eps, k3);
   }

@@ -8,10 +8,13 @@ namespace {
 class Qwen2 final : public Architecture {
  public:
   std::string_view name() const override { return "qwen2"; }
+  std::span<const LayerTensor> layer_tensors() const override {
+    static const std::vector<LayerTensor> table = tensor_table(llama_tensors(), qkv_bias_tensors());
+    return table;
+  }
   void configure(const GgufFile& f, ModelConfig& c) const override {
     read_llama_keys(f, "qwen2", c);
     c.rope_style = ops::RopeStyle::neox;
-    c.qkv_bias = true;
   }
   void layer(const LayerStep& s) const override { llama_layer(s); }
 };

@@ -10,10 +10,13 @@ namespace {
 class Qwen3 final : public Architecture {
  public:
   std::string_view name() const override { return "qwen3"; }
+  std::span<const LayerTensor> layer_tensors() const override {
+    static const std::vector<LayerTensor> table = tensor_table(llama_tensors(), qk_norm_tensors());
+    return table;
+  }
   void configure(const GgufFile& f, ModelConfig& c) const override {
     read_llama_keys(f, "qwen3", c);
     c.rope_style = ops::RopeStyle::neox;
-    c.qk_norm = true;
   }
   void layer(const LayerStep& s) const override { llama_layer(s); }
 };
