@@ -35,11 +35,10 @@ struct LayerWeights {
   Matrix q, k, v, o, gate, up, down;
   // What some architectures' tables add (Note [Tensor tables]), undefined without them: float32
   // biases of q, k, v (qwen2; stacked as qkv_bias beside qkv), per-head norms [head_dim] (qwen3,
-  // gemma3), norms of each sublayer's output [hidden] (gemma3).
+  // gemma3).
   Tensor q_bias, k_bias, v_bias, qkv_bias, q_norm, k_norm;
-  Tensor post_attn_norm, post_ffn_norm;
   // Tensors only one architecture reads, by their name after "blk.N." (its table's rows with no
-  // member here); a vector is a Matrix whose dense tensor is 1-D.
+  // member here; gemma3's post-sublayer norms); a vector is a Matrix whose dense tensor is 1-D.
   std::map<std::string, Matrix, std::less<>> extra;
   // The rows of q, k and v (of gate and up) in one matrix, when their types and widths match: one
   // GEMV instead of three (two) for a single token. q, k, v (gate, up) are then views of its rows.

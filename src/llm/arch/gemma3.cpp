@@ -28,19 +28,21 @@
 namespace npugraph::llm {
 namespace {
 
+constexpr const char* kPostAttentionNorm = "post_attention_norm.weight";
+constexpr const char* kPostFfwNorm = "post_ffw_norm.weight";
+
 class Gemma3 final : public Architecture {
  public:
   std::string_view name() const override { return "gemma3"; }
+  // The Llama tensors, per-head q/k norms, and two that only Gemma 3 reads (LayerWeights::extra):
+  // the norms of each sublayer's output.
   std::span<const LayerTensor> layer_tensors() const override {
-    using W = LayerWeights;
     using Shape = std::vector<std::int64_t>;
     static const std::vector<LayerTensor> table = tensor_table(
         llama_tensors(), qk_norm_tensors(),
         std::vector<LayerTensor>{
-            {"post_attention_norm.weight", false, [](const ModelConfig& c) { return Shape{c.hidden}; },
-             ShardBy::whole, nullptr, &W::post_attn_norm},
-            {"post_ffw_norm.weight", false, [](const ModelConfig& c) { return Shape{c.hidden}; }, ShardBy::whole,
-             nullptr, &W::post_ffn_norm},
+            {kPostAttentionNorm, false, [](const ModelConfig& c) { return Shape{c.hidden}; }},
+            {kPostFfwNorm, false, [](const ModelConfig& c) { return Shape{c.hidden}; }},
         });
     return table;
   }
@@ -75,13 +77,13 @@ class Gemma3 final : public Architecture {
     s.attention();
     matmul(s.attn, w.o, Tensor(), s.h, s.linear);
     s.reduce(s.h);
-    ops::rms_norm_out(s.h, w.post_attn_norm, c.rms_eps, s.h);
+    ops::rms_norm_out(s.h, w.extra.find(kPostAttentionNorm)->second.dense, c.rms_eps, s.h);
     // x += attention; y = rmsnorm(x)
     ops::add_rms_norm_out(s.x, s.h, w.ffn_norm, c.rms_eps, s.y, Tensor(), s.x);
     gated_ffn(s, true);
     matmul(s.act, w.down, Tensor(), s.h, s.linear);
     s.reduce(s.h);
-    ops::rms_norm_out(s.h, w.post_ffn_norm, c.rms_eps, s.h);
+    ops::rms_norm_out(s.h, w.extra.find(kPostFfwNorm)->second.dense, c.rms_eps, s.h);
     ops::add_out(s.x, s.h, s.x);
   }
 };
