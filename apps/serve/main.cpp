@@ -61,11 +61,11 @@ int serve_until_drained(const serve::Options& o) {
       .model = o.model, .threads = o.threads, .max_batch = o.max_batch, .max_context = o.max_context,
       .mode = o.mode == "eager" ? llm::StepMode::eager : llm::StepMode::graph, .kv_dtype = o.kv_dtype});
   serve::Metrics metrics;
+  asio::io_context io;  // outlives the engine thread, whose sinks post to it
   serve::EngineHost host(std::move(engine),
                          {.max_batch = o.max_batch, .max_waiting = o.max_waiting,
                           .min_step = std::chrono::milliseconds(o.min_step_ms)},
                          metrics);
-  asio::io_context io;
   asio::thread_pool workers(static_cast<std::size_t>(o.workers));
   serve::RouteContext context{.host = host, .metrics = metrics, .model_id = o.model_id,
                               .created = std::time(nullptr), .metrics_auth = o.metrics_auth,
