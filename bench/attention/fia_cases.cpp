@@ -146,6 +146,12 @@ const std::vector<FiaCaseSpec>& fia_case_specs() {
        .block_size = 128, .hot = true},
       {.name = "decode_f16_small_b8", .batch = 8, .heads = 9, .kv_heads = 3, .dim = 64,
        .kv_lengths = ragged_lengths(8, 150, 190), .block_size = 128, .hot = true},
+      // The same past kMinSplit (256): long chats, where each row's KV splits are its own length's
+      // (batch invariance, Note [FIA decode splits]) — more units than the batch's total would ask.
+      {.name = "decode_f16_small_b8_long", .batch = 8, .heads = 9, .kv_heads = 3, .dim = 64,
+       .kv_lengths = ragged_lengths(8, 400, 1000), .block_size = 128, .hot = true},
+      {.name = "decode_f16_small_b16_long", .batch = 16, .heads = 9, .kv_heads = 3, .dim = 64,
+       .kv_lengths = ragged_lengths(16, 300, 2000), .block_size = 128, .hot = true},
   };
   return specs;
 }

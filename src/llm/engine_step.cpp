@@ -10,17 +10,44 @@
 //   3. prefill: the joined requests' next chunks, in admission order, prefill_chunk tokens in all
 //      per step — a quarter of that while other requests decode, which bounds their inter-token
 //      latency (at 16 streaming clients on SmolLM2 it took p99 from 134 to 95 ms) — at least one
-//      chunk. A chunk is always [k * prefill_chunk, (k + 1) * prefill_chunk)
-//      of its own prompt, whatever else runs, so a request's logits do not depend on the mix; the
-//      chunk that ends a prompt samples its first token;
+//      chunk. A chunk is always [k * prefill_chunk, (k + 1) * prefill_chunk) of its own prompt,
+//      whatever else runs (Note [Batch invariance]); the chunk that ends a prompt samples its
+//      first token;
 //   4. one decode step of every request past its prefill (the captured step of its bucket,
 //      updated: Note [Decode step graph]);
 //   5. each new token goes to the output processor (Note [Output processor]: text, stop strings,
 //      finish reasons); a request that ends frees its blocks at once.
 // Sampling settings are per request: each row's temperature, top_k, top_p, seed and step are the
 // runner's device buffers, written with the step's inputs and read by the captured sampling op
-// (ops::sample_rows_out), whose draw depends on (seed, step) only — so a request samples the same
-// tokens alone or in any batch, and greedy requests are bitwise those of a run one at a time.
+// (ops::sample_rows_out), whose draw depends on (seed, step) only — so, the logits being the
+// request's own (Note [Batch invariance]), a request samples the same tokens alone or in any batch.
+//
+// Note [Batch invariance]
+// What is guaranteed: on one engine's options (model, device, threads, prefill_chunk, activations,
+// kv_dtype, block_size, max_context) and machine (its SIMD target), a request's logits at every
+// step, and so its tokens (greedy or seeded) and text, are bitwise those it gets alone — whatever
+// other requests run beside it, when they joined, how long their prompts are, the decode bucket
+// its row falls in, its row, and which KV blocks it holds. Not across options: threads changes
+// FIA's decode splits, prefill_chunk the chunks, activations the projections' arithmetic.
+// Why — every op computes a request's rows with the same operations in the same order whatever
+// else shares the call:
+//   - Prefill runs one request's chunk at a time (FIA batch 1), at positions fixed by its own
+//     prompt (above): the scheduler's budget decides how many chunks a step runs, never where one
+//     starts or ends. A chunk of up to 16 tokens takes the projections' q8 GEMV, a longer one the
+//     float32 GEMM — fixed by the request's own length and prefill_chunk.
+//   - A decode step is one row per request (max_batch <= 16: always the q8 GEMV on the cpu). The
+//     projections compute each output row as one chain in a fixed order, whatever the number of
+//     rows (Note [Linear kernels]; Note [Linear on CUDA]); RMSNorm, rope, SwiGLU, the embedding,
+//     the KV write and sampling are per row; padding rows write no KV and attend to nothing.
+//   - Attention: FIA's decode kernel splits row b's KV columns by b's own length and the thread
+//     count only (Note [FIA decode splits]; on CUDA split_count() in fia_cuda_core.hpp), and
+//     merges the splits in order; the block table maps the same columns in the same order
+//     wherever the blocks are. It once sized the splits from the whole batch's KV length: a row
+//     past kMinSplit (256) tokens got fewer splits beside others than alone, and 0 of 16 copies
+//     of a 3-chunk prompt kept their lone bits (issue 46, item 5).
+// Tested: tests/llm/test_engine_batch_invariance.cpp (16 copies of a 3-chunk prompt; 16 prompt
+// lengths up to 3 chunks; graph and eager), test_engine_step.cpp (requests joining mid-flight),
+// FiaFast.DecodeRowsHaveTheirLoneBitsInAnyBatch, and the linear suites' batch-invariance tests.
 #include <algorithm>
 #include <chrono>
 #include <cmath>

@@ -63,7 +63,7 @@ StepPlan Scheduler::schedule() {
   }
   // 3. Prefill chunks: while others decode, a quarter of the budget (their inter-token latency
   // bounded, joiners still admitted every step). A chunk is always [k * prefill_chunk, (k + 1) *
-  // prefill_chunk) of its own prompt, so a request's logits do not depend on the mix.
+  // prefill_chunk) of its own prompt, whatever the budget (Note [Batch invariance]).
   const bool decoding_now = std::any_of(active_.begin(), active_.end(), [](const auto& a) { return a->prefilled; });
   std::int64_t budget = decoding_now ? std::max<std::int64_t>(1, prefill_chunk_ / 4) : prefill_chunk_;
   for (auto& a : active_) {

@@ -1,9 +1,9 @@
 // The fast FIA kernels beyond the parity suite's small shapes (Note [FIA fast kernels]): decode
 // with several KV splits and prefill with several column chunks and row blocks, checked against
 // the simple kernel (FiaKernelMode::simple); splits under eager, graph replay and replay after an
-// update stay bitwise equal. Every comparison asserts which kernel ran each launch (the path
-// counters of fia_kernel_mode.hpp), so a fast-kernel test cannot silently compare the simple
-// kernel with itself.
+// update stay bitwise equal; a decode row has its lone bits in any batch. Every comparison asserts
+// which kernel ran each launch (the path counters of fia_kernel_mode.hpp), so a fast-kernel test
+// cannot silently compare the simple kernel with itself.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -240,6 +240,36 @@ TEST(FiaFast, StridedHeadDimFallsBackToSimple) {
   EXPECT_TRUE(ran_fast_decode(before, 1));
   const std::vector<double> s = read_back(strided.attention_out), d = read_back(dense.attention_out);
   for (std::size_t i = 0; i < s.size(); ++i) ASSERT_NEAR(s[i], d[i], 1e-5) << i;
+}
+
+// Batch invariance (Note [FIA decode splits]): each row of a decode launch has the bits of a launch
+// of that row alone, whatever the other rows' lengths (SmolLM2's heads: 9 on 3, D 64; short rows,
+// rows past kMinSplit, the longest), on 1, 2 and 7 threads: the splits may depend on the thread
+// count and the row's own length, never on the batch. (The kernel once split every row by the
+// launch's total length: a long row had three splits alone and one beside 15 others.)
+TEST(FiaFast, DecodeRowsHaveTheirLoneBitsInAnyBatch) {
+  const std::vector<std::int64_t> lengths{2048, 1, 300, 257, 256, 700, 1500, 999,
+                                          64,   1024, 513, 2000, 129, 1800, 400, 1100};
+  const auto B = static_cast<std::int64_t>(lengths.size());
+  Big b = make_big(DType::f16, B, 9, 3, 1, 2048, 51);
+  b.opt.actual_seq_lengths_kv = lengths;
+  for (int threads : {1, 2, 7}) {
+    SCOPED_TRACE(testing::Message() << threads << " threads");
+    const ng::Stream stream = ng::Stream::create(ng::Device::cpu(), {.num_threads = threads});
+    const ng::StreamGuard on(stream);
+    const att::FiaPathCounts before = att::fia_path_counts();
+    const auto all = ng::ops::fused_infer_attention_score(b.q, b.k, b.v, b.opt);
+    for (std::int64_t i = 0; i < B; ++i) {
+      FiaOptions o = b.opt;
+      o.actual_seq_lengths_kv = {lengths[static_cast<std::size_t>(i)]};
+      const auto alone = ng::ops::fused_infer_attention_score(b.q.narrow(0, i, 1), b.k.narrow(0, i, 1),
+                                                              b.v.narrow(0, i, 1), o);
+      stream.synchronize();
+      EXPECT_TRUE(bitwise_equal(all.attention_out.narrow(0, i, 1), alone.attention_out)) << "row " << i;
+      EXPECT_TRUE(bitwise_equal(all.softmax_lse.narrow(0, i, 1), alone.softmax_lse)) << "row " << i;
+    }
+    EXPECT_TRUE(ran_fast_decode(before, static_cast<std::uint64_t>(B + 1)));
+  }
 }
 
 // Captures b's call in a group, replays it, updates its KV lengths and replays again: each replay is

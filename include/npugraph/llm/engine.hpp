@@ -18,7 +18,9 @@
 // bucket (1, 2, 4, 8, 16) and updated in place every step (src/llm/runner.hpp, Note [Decode step
 // graph]); each row's sampling settings are device buffers the step reads, so a new mix of
 // requests is never a re-capture. StepMode::eager runs the same ops without a graph, as the
-// baseline.
+// baseline, with the same logits bitwise. A request's logits and tokens never depend on what else
+// runs: they are bitwise those it gets alone on the same options (Note [Batch invariance] in
+// src/llm/engine_step.cpp).
 #pragma once
 
 #include <cstdint>

@@ -5,11 +5,17 @@
 // Note [FIA fast kernels] (fia_fast.hpp) and Note [FIA workspace] (fia_params.hpp).
 //
 // Note [FIA decode splits]
-// The KV columns of batch b are [0, lkv_b) (shared prefix first). With T = ctx.num_threads(), the
-// launch aims at 4T units: the split length is max(kMinSplit, ceil(sum_b lkv_b * KV_N / 4T)),
-// rounded up to kFastChunk; batch b gets ceil(lkv_b / length) splits (1 at least, at most the
-// plan's fast_splits), the length then evened out over them. Long batches get more splits than
-// short ones, so ragged batches balance; the splits depend only on the lengths, the shapes and T.
+// The KV columns of batch b are [0, lkv_b) (shared prefix first). With T = ctx.num_threads(), batch
+// b's split length is max(kMinSplit, ceil(lkv_b * KV_N / 4T)) rounded up to kFastChunk — what
+// keeps T threads busy with b alone (4T units) — and b gets ceil(lkv_b / length) splits (1 at
+// least, at most the plan's fast_splits), the length then evened out over them. So b's splits,
+// and with them its outputs' bits (the merge combines them in split order), depend only on
+// lkv_b, the shapes and T: never on the other batches in the launch (batch invariance: a decode
+// row has the bits it has alone, whatever else an engine's step batches with it; issue 46).
+// Splitting by the launch's total instead (as this kernel once did: one split for every row of a
+// long enough batch) changed a row's splits with its batch, and so its last bits. A batch of many
+// long rows now gets more units than it needs; a split costs one partial record per query row
+// (Dv + 2 floats written, then merged), a few percent of its KV reads.
 // The merge is fused into the units: each (batch, KV head) counts its computed splits (an
 // acquire-release counter, only when some batch has several splits), and the unit that computes
 // the last one merges the rows of that KV head's group in split order and writes them, so a
@@ -67,14 +73,13 @@ DecodeSplits::DecodeSplits(const FiaLaunch& l, std::int64_t threads) {
   count = base;
   length = base + B;
   first = base + 2 * B;
-  std::int64_t total = 0;
-  for (std::int64_t b = 0; b < B; ++b) total += l.lkv(b);
   const std::int64_t target = 4 * std::max<std::int64_t>(1, threads);
-  std::int64_t len = std::max(kMinSplit, (total * kvn + target - 1) / target);
-  len = (len + kFastChunk - 1) / kFastChunk * kFastChunk;
   first[0] = 0;
   for (std::int64_t b = 0; b < B; ++b) {
+    // Batch b's own length only, never the launch's total (batch invariance).
     const std::int64_t n = std::max<std::int64_t>(1, l.lkv(b));
+    std::int64_t len = std::max(kMinSplit, (n * kvn + target - 1) / target);
+    len = (len + kFastChunk - 1) / kFastChunk * kFastChunk;
     std::int64_t c = std::clamp<std::int64_t>((n + len - 1) / len, 1, l.p.plan.fast_splits);
     std::int64_t per = (n + c - 1) / c;
     per = (per + kFastChunk - 1) / kFastChunk * kFastChunk;
