@@ -67,7 +67,7 @@ struct Spec {
 bool is_quant(const Spec& s) { return std::strcmp(s.fmt, "F16") != 0; }
 QuantType quant_of(const Spec& s) {
   for (const ng::ops::QuantTraits& t : ng::ops::kQuantTable)
-    if (t.name == s.fmt) return t.type;
+    if (t.name == s.fmt) return static_cast<QuantType>(t.type);
   return QuantType::q8_0;
 }
 

@@ -46,7 +46,7 @@ ops::QuantType quant_type_arg(py::handle v) {
   std::string s = given;
   for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));  // "q4_k" too
   for (const ops::QuantTraits& t : ops::kQuantTable)
-    if (s == t.name) return t.type;
+    if (s == t.name) return static_cast<ops::QuantType>(t.type);
   NG_THROW(ArgumentError, "type = '", given, "': must be one of ", ops::quant_type_names());
 }
 

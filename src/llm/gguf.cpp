@@ -310,10 +310,10 @@ void parse(GgufFile::State& s) {
     NG_CHECK_ARG(traits != nullptr, "GGUF file '", file, "': tensor '", tn,
                  "' has unknown ggml type ", raw_type);
     t.type = static_cast<GgmlType>(raw_type);
-    NG_CHECK_ARG(t.row_length() % traits->block_size == 0, "GGUF file '", file, "': tensor '", tn,
+    NG_CHECK_ARG(t.row_length() % traits->block == 0, "GGUF file '", file, "': tensor '", tn,
                  "' of type ", traits->name, " has rows of ", t.row_length(),
-                 " elements, not a multiple of the block size ", traits->block_size);
-    const std::uint64_t blocks = n / static_cast<std::uint64_t>(traits->block_size);
+                 " elements, not a multiple of the block size ", traits->block);
+    const std::uint64_t blocks = n / static_cast<std::uint64_t>(traits->block);
     NG_CHECK_ARG(blocks <= std::numeric_limits<std::uint64_t>::max() / traits->block_bytes,
                  "GGUF file '", file, "': tensor '", tn, "' is larger than 2^64 bytes");
     t.n_bytes = blocks * traits->block_bytes;
@@ -582,7 +582,7 @@ std::span<const std::byte> GgufFile::tensor_bytes(const GgufTensorInfo& info) co
 
 void GgufFile::dequantize(const GgufTensorInfo& info, std::span<float> out) const {
   const GgmlTypeTraits& traits = ggml_type_traits(info.type);
-  NG_CHECK_ARG(traits.dequantizable, "GGUF file '", state_->name, "': tensor '", info.name,
+  NG_CHECK_ARG(traits.dequantizable(), "GGUF file '", state_->name, "': tensor '", info.name,
                "' has type ", traits.name, ", which npugraph does not dequantize (it reads F32, "
                "F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 and Q2_K to Q6_K)");
   NG_CHECK_ARG(out.size() == info.n_elements, "GGUF file '", state_->name, "': dequantizing tensor '",

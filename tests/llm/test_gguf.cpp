@@ -466,7 +466,7 @@ TEST(GgufCorrupt, RandomByteDamageNeverCrashes) {
       const GgufFile f = GgufFile::from_bytes(b, "random.gguf");
       for (const GgufTensorInfo& t : f.tensors()) {
         (void)f.tensor_bytes(t);
-        if (ggml_type_traits(t.type).dequantizable && t.n_elements < (1u << 20)) (void)f.dequantize(t);
+        if (ggml_type_traits(t.type).dequantizable() && t.n_elements < (1u << 20)) (void)f.dequantize(t);
       }
       ++accepted;
     } catch (const ArgumentError& e) {
@@ -589,7 +589,7 @@ TEST(GgufTypes, TraitsMatchTheFormat) {
   EXPECT_EQ(ggml_type_name(GgmlType::Q4_1), "Q4_1");
   EXPECT_EQ(ggml_type_traits(GgmlType::Q4_1).block_bytes, 20u);
   EXPECT_EQ(ggml_type_traits(GgmlType::Q8_0).block_bytes, 34u);
-  EXPECT_EQ(ggml_type_traits(GgmlType::Q6_K).block_size, 256);
+  EXPECT_EQ(ggml_type_traits(GgmlType::Q6_K).block, 256);
   EXPECT_EQ(ggml_type_traits(GgmlType::BF16).block_bytes, 2u);
   EXPECT_EQ(ggml_type_traits(4u), nullptr);   // Q4_2, removed
   EXPECT_EQ(ggml_type_traits(33u), nullptr);

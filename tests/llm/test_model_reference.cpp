@@ -158,7 +158,7 @@ TEST(GgufReference, TensorsMatchTheGgufPackageBitForBit) {
 TEST(GgufReference, EveryTypeOnRandomBlocksMatchesTheGgufPackage) {
   NGTEST_REQUIRE_REFERENCE(dir);
   const GgufFile f = GgufFile::open(dir / "synthetic.gguf");
-  for (const GgufTensorInfo& t : f.tensors()) EXPECT_TRUE(ggml_type_traits(t.type).dequantizable);
+  for (const GgufTensorInfo& t : f.tensors()) EXPECT_TRUE(ggml_type_traits(t.type).dequantizable());
   const std::size_t equal = compare_tensors(f, read_all(dir / "synthetic.tsv"));
   std::string types;
   for (const GgufTensorInfo& t : f.tensors()) {

@@ -73,7 +73,7 @@ inline Bytes tiny_llama_bytes(const TinyLlama& o = {}) {
     for (float& v : values) v = scale * normal(rng);
     if (!ops::is_quant_type(type)) {
       const auto& t = npugraph::llm::ggml_type_traits(static_cast<npugraph::llm::GgmlType>(type));
-      w.tensor(name, {cols, rows}, type, Bytes(static_cast<std::size_t>(rows * cols / t.block_size) * t.block_bytes));
+      w.tensor(name, {cols, rows}, type, Bytes(static_cast<std::size_t>(rows * cols / t.block) * t.block_bytes));
       return;
     }
     const ops::QuantWeight q = ops::quantize(static_cast<ops::QuantType>(type), values, rows, cols);

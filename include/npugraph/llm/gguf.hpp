@@ -31,46 +31,24 @@
 namespace npugraph::llm {
 
 // ---- tensor element types (ggml's enum ggml_type; the numbers are the file format) ---------------
+// One enum and one table for the reader and the ops (npugraph/ops/quant_table.hpp): a row says
+// what the format is (`block` elements in `block_bytes` bytes) and whether npugraph dequantizes it.
 
-enum class GgmlType : std::uint32_t {
-  F32 = 0, F16 = 1, Q4_0 = 2, Q4_1 = 3, Q5_0 = 6, Q5_1 = 7, Q8_0 = 8, Q8_1 = 9,
-  Q2_K = 10, Q3_K = 11, Q4_K = 12, Q5_K = 13, Q6_K = 14, Q8_K = 15,
-  IQ2_XXS = 16, IQ2_XS = 17, IQ3_XXS = 18, IQ1_S = 19, IQ4_NL = 20, IQ3_S = 21, IQ2_S = 22,
-  IQ4_XS = 23, I8 = 24, I16 = 25, I32 = 26, I64 = 27, F64 = 28, IQ1_M = 29, BF16 = 30,
-  TQ1_0 = 34, TQ2_0 = 35, MXFP4 = 39,
-};
+using ops::GgmlType;
+using GgmlTypeTraits = ops::QuantTraits;
 
-// What the format says about a type: `block_size` elements are stored in `block_bytes` bytes.
-struct GgmlTypeTraits {
-  std::string_view name;   // as llama.cpp's gguf-py spells it: "Q4_1", "BF16"
-  std::int64_t block_size;
-  std::size_t block_bytes;
-  bool dequantizable;      // npugraph can dequantize it (dequantize_row)
-};
-
-// The traits of a type number read from a file; nullptr for numbers that are not (or no longer) a type.
-const GgmlTypeTraits* ggml_type_traits(std::uint32_t type) noexcept;
-const GgmlTypeTraits& ggml_type_traits(GgmlType type) noexcept;
-inline std::string_view ggml_type_name(GgmlType type) noexcept { return ggml_type_traits(type).name; }
+// The row of a type number read from a file; nullptr for numbers that are not (or no longer) a type.
+constexpr const GgmlTypeTraits* ggml_type_traits(std::uint32_t type) noexcept { return ops::find_ggml_type(type); }
+constexpr const GgmlTypeTraits& ggml_type_traits(GgmlType type) noexcept { return ops::ggml_traits(type); }
+constexpr std::string_view ggml_type_name(GgmlType type) noexcept { return ggml_type_traits(type).name; }
 
 // ---- quantisation blocks, byte for byte as ggml-common.h lays them out ---------------------------
-// Scales are IEEE half floats (bits); the file stores them little-endian like the rest of GGUF.
-// Blocks in a mapped file are only as aligned as the tensor's offset; copy before reading members
-// when that may be odd (dequantize_row does).
-
-// The blocks npugraph computes on are the quantisation table's (npugraph/ops/quant.hpp: one
-// definition each); Q5_1, which it only dequantises, is defined here.
-using ops::BlockQ4_0;  // x[j] = (nibble - 8) * d; element j in the low nibble of qs[j], j + 16 in the high
-using ops::BlockQ4_1;  // x[j] = nibble * d + m
-using ops::BlockQ8_0;  // x[j] = qs[j] * d
-using ops::BlockQ5_0;  // x[j] = ((nibble | bit j of qh << 4) - 16) * d
-struct BlockQ5_1 {               // x[j] = (nibble | bit j of qh << 4) * d + m
-  std::uint16_t d;
-  std::uint16_t m;
-  std::uint8_t qh[4];
-  std::uint8_t qs[16];
-};
-static_assert(sizeof(BlockQ5_1) == 24);
+// One definition each, in the ops layer (npugraph/ops/quant_blocks.hpp).
+using ops::BlockQ4_0;
+using ops::BlockQ4_1;
+using ops::BlockQ5_0;
+using ops::BlockQ5_1;
+using ops::BlockQ8_0;
 
 // Dequantizes `dst.size()` elements (a multiple of the type's block size) from `src`, which must hold
 // exactly their bytes. Types: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K,

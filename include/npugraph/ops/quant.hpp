@@ -1,11 +1,12 @@
-// Block-quantised weights: ggml's block formats as the ops layer sees them, one row of a table
-// per type (Note [Quantisation table] in src/ops/linear/quant_formats.cpp).
+// Block-quantised weights: ggml's block formats as the ops layer sees them, one row of the
+// quantisation table per type (quant_table.hpp; Note [Quantisation table] in
+// src/ops/linear/quant_formats.cpp); the blocks are quant_blocks.hpp.
 //
 // A QuantWeight is a [rows, cols] matrix stored row after row, each row cols / block elements of
 // blocks, byte for byte as ggml (ggml-common.h) and GGUF files lay them out. The ops layer defines
 // the blocks itself (it does not include the model-file reader, docs/architecture.md); the numbers of
-// QuantType are ggml's type numbers, so a reader can convert a file's type with a cast after
-// checking it with is_quant_type.
+// QuantType are ggml's type numbers (GgmlType), so a reader can convert a file's type with a cast
+// after checking it with is_quant_type.
 //
 // Dequantisation is ggml's dequantize_row_* bit for bit: the half-float scales converted exactly,
 // then float products (and one float add or subtract for the formats with a minimum). Every product
@@ -24,96 +25,54 @@
 // element j + 16 its high nibble (the K-quants' orders are in quant_formats.cpp).
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <span>
 #include <string>
 #include <string_view>
 
+#include "npugraph/ops/quant_table.hpp"
 #include "npugraph/tensor.hpp"
 
 namespace npugraph::ops {
 
+// The block-quantised types the ops compute on: the table's rows with a linear kernel and blocks
+// (computable_quant(); kQuantTable below). The numbers are ggml's (GgmlType).
 enum class QuantType : std::uint32_t {
   q4_0 = 2, q4_1 = 3, q5_0 = 6, q8_0 = 8, q4_k = 12, q5_k = 13, q6_k = 14,
 };
 
-// Elements per block of the 32-element formats (Q4_0, Q4_1, Q5_0, Q8_0); the K-quants' super-blocks
-// hold kQuantBlockK. A type's own size is quant_block_size(type).
-inline constexpr std::int64_t kQuantBlock = 32;
-inline constexpr std::int64_t kQuantBlockK = 256;
+// The rows of the QuantTypes, in type-number order (derived from kGgmlTypes).
+inline constexpr std::size_t kQuantTypeCount = [] {
+  std::size_t n = 0;
+  for (const QuantTraits& t : kGgmlTypes) n += t.computable_quant() ? 1 : 0;
+  return n;
+}();
+inline constexpr std::array<QuantTraits, kQuantTypeCount> kQuantTable = [] {
+  std::array<QuantTraits, kQuantTypeCount> out{};
+  std::size_t n = 0;
+  for (const QuantTraits& t : kGgmlTypes)
+    if (t.computable_quant()) out[n++] = t;
+  return out;
+}();
+// QuantType's enumerators are the table's computable rows, no more and no fewer.
+static_assert(kQuantTypeCount == 7 && kGgmlTypes[2].computable_quant() && kGgmlTypes[3].computable_quant() &&
+                  kGgmlTypes[6].computable_quant() && kGgmlTypes[8].computable_quant() &&
+                  kGgmlTypes[12].computable_quant() && kGgmlTypes[13].computable_quant() &&
+                  kGgmlTypes[14].computable_quant(),
+              "a row with a linear kernel needs its QuantType enumerator (quant.hpp)");
 
-struct BlockQ4_0 {               // x[j] = (nibble - 8) * d
-  std::uint16_t d;               // IEEE half bits
-  std::uint8_t qs[kQuantBlock / 2];
-};
-struct BlockQ4_1 {               // x[j] = nibble * d + m
-  std::uint16_t d;
-  std::uint16_t m;
-  std::uint8_t qs[kQuantBlock / 2];
-};
-struct BlockQ8_0 {               // x[j] = qs[j] * d
-  std::uint16_t d;
-  std::int8_t qs[kQuantBlock];
-};
-struct BlockQ5_0 {               // x[j] = ((nibble | bit j of qh << 4) - 16) * d
-  std::uint16_t d;
-  std::uint8_t qh[4];            // the fifth bits, element j in bit j (a little-endian uint32)
-  std::uint8_t qs[kQuantBlock / 2];
-};
-struct BlockQ4_K {               // quant_formats.cpp
-  std::uint16_t d, dmin;
-  std::uint8_t scales[12];       // 8 6-bit scales and 8 6-bit minimums
-  std::uint8_t qs[kQuantBlockK / 2];
-};
-struct BlockQ5_K {
-  std::uint16_t d, dmin;
-  std::uint8_t scales[12];
-  std::uint8_t qh[kQuantBlockK / 8];
-  std::uint8_t qs[kQuantBlockK / 2];
-};
-struct BlockQ6_K {
-  std::uint8_t ql[kQuantBlockK / 2];  // low 4 bits
-  std::uint8_t qh[kQuantBlockK / 4];  // high 2 bits
-  std::int8_t scales[kQuantBlockK / 16];
-  std::uint16_t d;
-};
-static_assert(sizeof(BlockQ4_0) == 18 && sizeof(BlockQ4_1) == 20 && sizeof(BlockQ8_0) == 34);
-static_assert(sizeof(BlockQ5_0) == 22 && sizeof(BlockQ4_K) == 144 && sizeof(BlockQ5_K) == 176 &&
-              sizeof(BlockQ6_K) == 210);
-
-// One row of the quantisation table: what the format is and what npugraph has for it. A new type
-// is a row here, its block functions in quant_formats.cpp and, for speed, its kernels.
-struct QuantTraits {
-  QuantType type;
-  std::string_view name;       // as ggml spells it: "Q4_K"
-  std::int64_t block;          // elements per block
-  std::size_t block_bytes;
-  bool q8_kernel;              // weight_quant_linear has a GEMV with q8 activations (Activations::q8)
-  bool rows16;                 // pack_rows16 lays it out (QuantLayout::rows16)
-  bool cuda;                   // the cuda kernels read it
-};
-
-inline constexpr QuantTraits kQuantTable[] = {
-    {QuantType::q4_0, "Q4_0", kQuantBlock, sizeof(BlockQ4_0), true, true, true},
-    {QuantType::q4_1, "Q4_1", kQuantBlock, sizeof(BlockQ4_1), true, true, true},
-    {QuantType::q5_0, "Q5_0", kQuantBlock, sizeof(BlockQ5_0), true, false, false},
-    {QuantType::q8_0, "Q8_0", kQuantBlock, sizeof(BlockQ8_0), true, true, true},
-    {QuantType::q4_k, "Q4_K", kQuantBlockK, sizeof(BlockQ4_K), true, false, false},
-    {QuantType::q5_k, "Q5_K", kQuantBlockK, sizeof(BlockQ5_K), true, false, false},
-    {QuantType::q6_k, "Q6_K", kQuantBlockK, sizeof(BlockQ6_K), true, false, false},
-};
-
-// The table's row for a ggml type number; nullptr when it is not one of the QuantTypes.
+// The table's row for a ggml type number when it is a QuantType; nullptr otherwise.
 constexpr const QuantTraits* find_quant_traits(std::uint32_t ggml_type) noexcept {
-  for (const QuantTraits& t : kQuantTable)
-    if (static_cast<std::uint32_t>(t.type) == ggml_type) return &t;
-  return nullptr;
+  const QuantTraits* t = find_ggml_type(ggml_type);
+  return t && t->computable_quant() ? t : nullptr;
 }
 // Whether a ggml type number is one of the QuantTypes.
 constexpr bool is_quant_type(std::uint32_t ggml_type) noexcept { return find_quant_traits(ggml_type) != nullptr; }
+constexpr GgmlType ggml_type(QuantType type) noexcept { return static_cast<GgmlType>(type); }
 // The row of a QuantType (a value outside the enum gets a row named "?" with no kernels).
-inline constexpr QuantTraits kUnknownQuant{QuantType{0}, "?", kQuantBlock, 0, false, false, false};
+inline constexpr QuantTraits kUnknownQuant = quant_table_detail::sized(GgmlType{0}, "?", kQuantBlock, 0);
 constexpr const QuantTraits& quant_traits(QuantType type) noexcept {
   const QuantTraits* t = find_quant_traits(static_cast<std::uint32_t>(type));
   return t ? *t : kUnknownQuant;

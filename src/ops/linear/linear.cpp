@@ -26,7 +26,6 @@ const float* half_to_float_table() {
 namespace {
 
 using linear_impl::LinearParams;
-using linear_impl::WeightFormat;
 
 void linear_cpu(const void* raw, std::size_t size, const ExecContext& ctx) {
   if (size != sizeof(LinearParams))
@@ -104,19 +103,6 @@ void launch_linear(const Stream& stream, const KernelDef& kernel, LinearParams p
   launch(stream, kernel, p, uses);
 }
 
-WeightFormat format_of(QuantType t) {
-  switch (t) {
-    case QuantType::q4_0: return WeightFormat::q4_0;
-    case QuantType::q4_1: return WeightFormat::q4_1;
-    case QuantType::q5_0: return WeightFormat::q5_0;
-    case QuantType::q8_0: return WeightFormat::q8_0;
-    case QuantType::q4_k: return WeightFormat::q4_k;
-    case QuantType::q5_k: return WeightFormat::q5_k;
-    case QuantType::q6_k: return WeightFormat::q6_k;
-  }
-  NG_THROW(InternalError, "weight_quant_linear: quant type ", static_cast<std::uint32_t>(t), " has no weight format");
-}
-
 }  // namespace
 
 const KernelDef& weight_quant_linear_kernel() { return kQuantLinear; }
@@ -162,7 +148,7 @@ void weight_quant_linear_out(const Tensor& x, const QuantWeight& weight, const T
   p.x_stride = p.K;
   p.y_stride = p.N;
   p.w_row_bytes = weight.row_bytes();
-  p.format = format_of(weight.type());
+  p.type = ggml_type(weight.type());
   p.y_dtype = out.dtype();
   p.q8_activations = q8;
   p.packed = packed;
@@ -205,9 +191,9 @@ void linear_out(const Tensor& x, const Tensor& weight, const Tensor& bias, const
   p.x_stride = p.K;
   p.y_stride = p.N;
   p.w_row_bytes = p.K * static_cast<std::int64_t>(weight.element_size());
-  p.format = weight.dtype() == DType::f32   ? WeightFormat::f32
-             : weight.dtype() == DType::f16 ? WeightFormat::f16
-                                            : WeightFormat::bf16;
+  p.type = weight.dtype() == DType::f32   ? GgmlType::F32
+           : weight.dtype() == DType::f16 ? GgmlType::F16
+                                          : GgmlType::BF16;
   p.y_dtype = out.dtype();
   launch_linear(stream, kLinear, p, x, weight, bias, out);
 }

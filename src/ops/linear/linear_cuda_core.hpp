@@ -32,13 +32,11 @@ inline constexpr int kRowsPerPass = 4;
 
 NG_HD inline float weight_at(const LinearParams& p, std::int64_t n, std::int64_t k) {
   const std::byte* row = p.w + n * p.w_row_bytes;
-  switch (p.format) {
-    case WeightFormat::q4_0: return quant_cuda::dequant(QuantType{quant_cuda::kQ4_0}, row, k);
-    case WeightFormat::q4_1: return quant_cuda::dequant(QuantType{quant_cuda::kQ4_1}, row, k);
-    case WeightFormat::q8_0: return quant_cuda::dequant(QuantType{quant_cuda::kQ8_0}, row, k);
-    case WeightFormat::f16: return load(DType::f16, row, k);
-    case WeightFormat::bf16: return load(DType::bf16, row, k);
-    default: return load(DType::f32, row, k);
+  switch (p.type) {  // the float rows; the block rows with cuda = true are quant_cuda's
+    case GgmlType::F32: return load(DType::f32, row, k);
+    case GgmlType::F16: return load(DType::f16, row, k);
+    case GgmlType::BF16: return load(DType::bf16, row, k);
+    default: return quant_cuda::dequant(static_cast<QuantType>(p.type), row, k);
   }
 }
 

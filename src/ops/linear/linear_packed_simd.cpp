@@ -53,11 +53,26 @@ namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 using linear_impl::kPackRows;
 using linear_impl::LinearParams;
-using linear_impl::PackedGeometry;
 using linear_impl::QuantRows;
-using linear_impl::WeightFormat;
+using ops::GgmlType;
 
 constexpr std::int64_t kBlock = 32;
+
+// QuantLayout::rows16: each block of a group `block_bytes` long (scales, then quants from
+// `quants_offset`), each group `group_bytes` (= kPackRows * w_row_bytes).
+struct PackedGeometry {
+  std::int64_t block_bytes = 0, quants_offset = 0, group_bytes = 0;
+};
+
+PackedGeometry packed_geometry(const LinearParams& p) {
+  const std::int64_t nb = p.K / kBlock;
+  const std::int64_t block = nb > 0 ? p.w_row_bytes / nb : 0;  // one ggml block's bytes
+  PackedGeometry g;
+  g.block_bytes = kPackRows * block;
+  g.quants_offset = kPackRows * static_cast<std::int64_t>(ggml_traits(p.type).quants_at);  // after d (and m)
+  g.group_bytes = kPackRows * p.w_row_bytes;
+  return g;
+}
 
 inline std::int32_t load_i32(const std::int8_t* p) {
   std::int32_t v;
@@ -142,17 +157,17 @@ HWY_INLINE VI DotQuad(VI acc, VU8 u, const std::int8_t* q, int j) {
 
 // The L rows' block (quants at qs: vector j at qs + 64 j + 4 L s for sub-group s) as unsigned
 // bytes: Q4: lo[j] the low nibbles, hi[j] the high ones; Q8_0: the signed bytes in lo[0..8).
-template <WeightFormat F>
+template <GgmlType F>
 struct Unpacked {
-  static constexpr int kVecs = F == WeightFormat::q8_0 ? 8 : 4;
+  static constexpr int kVecs = F == GgmlType::Q8_0 ? 8 : 4;
   VU8 lo[kVecs];
-  VU8 hi[F == WeightFormat::q8_0 ? 1 : 4];
+  VU8 hi[F == GgmlType::Q8_0 ? 1 : 4];
 
   HWY_INLINE explicit Unpacked(const std::uint8_t* qs) {
     const DU8 d8;
     for (int j = 0; j < kVecs; ++j) {
       const VU8 v = hn::LoadU(d8, qs + 64 * j);
-      if constexpr (F == WeightFormat::q8_0) {
+      if constexpr (F == GgmlType::Q8_0) {
 #ifdef NPUGRAPH_PACKED_VNNI
         lo[j] = hn::Xor(v, hn::Set(d8, 0x80));  // w + 128 as unsigned bytes: see Dot
 #else
@@ -170,8 +185,8 @@ struct Unpacked {
 #ifdef NPUGRAPH_PACKED_VNNI
     // Two chains of vpdpbusd for latency; Q8_0's bytes are w + 128, so sum (w + 128) q - 128 S.
     VI a = DotQuad(hn::Zero(DI()), lo[0], q, 0);
-    VI b = DotQuad(hn::Zero(DI()), F == WeightFormat::q8_0 ? lo[1] : hi[0], q, F == WeightFormat::q8_0 ? 1 : 4);
-    if constexpr (F == WeightFormat::q8_0) {
+    VI b = DotQuad(hn::Zero(DI()), F == GgmlType::Q8_0 ? lo[1] : hi[0], q, F == GgmlType::Q8_0 ? 1 : 4);
+    if constexpr (F == GgmlType::Q8_0) {
       for (int j = 2; j < kVecs; j += 2) {
         a = DotQuad(a, lo[j], q, j);
         b = DotQuad(b, lo[j + 1], q, j + 1);
@@ -183,11 +198,11 @@ struct Unpacked {
         b = DotQuad(b, hi[j], q, 4 + j);
       }
       const VI dot = hn::Add(a, b);
-      if constexpr (F == WeightFormat::q4_0) return hn::Sub(dot, hn::Set(DI(), 8 * S));
+      if constexpr (F == GgmlType::Q4_0) return hn::Sub(dot, hn::Set(DI(), 8 * S));
       return dot;
     }
 #else
-    if constexpr (F == WeightFormat::q8_0) {
+    if constexpr (F == GgmlType::Q8_0) {
       VI acc = hn::Zero(DI());
       for (int j = 0; j < kVecs; ++j) {
         const VS8 w = hn::BitCast(DS8(), lo[j]);
@@ -202,7 +217,7 @@ struct Unpacked {
         s = hn::Add(s, Maddubs(hi[j], Quad(q, 4 + j)));
       }
       const VI dot = PairSums(s);
-      if constexpr (F == WeightFormat::q4_0) return hn::Sub(dot, hn::Set(DI(), 8 * S));
+      if constexpr (F == GgmlType::Q4_0) return hn::Sub(dot, hn::Set(DI(), 8 * S));
       return dot;
     }
 #endif
@@ -211,7 +226,7 @@ struct Unpacked {
 
 // Outputs [t0, t0 + TB) x rows [n0, n0 + L) of one sub-group (its bytes from `group`, `sub` its
 // index in the group).
-template <WeightFormat F, int TB>
+template <GgmlType F, int TB>
 HWY_INLINE void SubGroup(const LinearParams& p, const PackedGeometry& geo, const QuantRows& xq,
                          const XSums& xs, const std::byte* group, std::int64_t sub,
                          std::int64_t n0, std::int64_t t0) {
@@ -225,13 +240,13 @@ HWY_INLINE void SubGroup(const LinearParams& p, const PackedGeometry& geo, const
     const auto* scales = reinterpret_cast<const hwy::float16_t*>(gb) + sub * kL;
     const VF dw = hn::PromoteTo(df, hn::LoadU(dh, scales));
     VF mw;
-    if constexpr (F == WeightFormat::q4_1) mw = hn::PromoteTo(df, hn::LoadU(dh, scales + kPackRows));
+    if constexpr (F == GgmlType::Q4_1) mw = hn::PromoteTo(df, hn::LoadU(dh, scales + kPackRows));
     const Unpacked<F> w(reinterpret_cast<const std::uint8_t*>(gb + geo.quants_offset) + sub * 4 * kL);
     for (int t = 0; t < TB; ++t) {
       const std::int64_t k = (t0 + t) * nb + b;
       const VI dot = w.Dot(xq.q + k * kBlock, xs.s[k]);
       acc[t] = hn::MulAdd(hn::Mul(hn::ConvertTo(df, dot), hn::Set(df, xq.d[k])), dw, acc[t]);
-      if constexpr (F == WeightFormat::q4_1) acc[t] = hn::MulAdd(hn::Set(df, xs.sd[k]), mw, acc[t]);
+      if constexpr (F == GgmlType::Q4_1) acc[t] = hn::MulAdd(hn::Set(df, xs.sd[k]), mw, acc[t]);
     }
   }
   const std::int64_t lanes = std::min<std::int64_t>(kL, p.N - n0);
@@ -254,7 +269,7 @@ HWY_INLINE void SubGroup(const LinearParams& p, const PackedGeometry& geo, const
 // block's dot product needs no int16 temporaries, so 8 rows share one unpacking.
 constexpr int kTB = HWY_TARGET <= HWY_AVX3_DL ? 8 : HWY_TARGET <= HWY_AVX3 ? 4 : 2;
 
-template <WeightFormat F>
+template <GgmlType F>
 HWY_INLINE void Group(const LinearParams& p, const PackedGeometry& geo, const QuantRows& xq,
                       const XSums& xs, std::int64_t g) {
   const std::byte* group = p.w + g * geo.group_bytes;
@@ -268,7 +283,7 @@ HWY_INLINE void Group(const LinearParams& p, const PackedGeometry& geo, const Qu
 }
 #else
 // Other targets: the same sums, one row at a time, in scalar code.
-template <WeightFormat F>
+template <GgmlType F>
 HWY_INLINE void Group(const LinearParams& p, const PackedGeometry& geo, const QuantRows& xq,
                       const XSums& xs, std::int64_t g) {
   const std::int64_t nb = p.K / kBlock;
@@ -280,12 +295,12 @@ HWY_INLINE void Group(const LinearParams& p, const PackedGeometry& geo, const Qu
         const std::byte* gb = p.w + g * geo.group_bytes + b * geo.block_bytes;
         std::uint16_t dh, mh = 0;
         std::memcpy(&dh, gb + 2 * r, 2);
-        if constexpr (F == WeightFormat::q4_1) std::memcpy(&mh, gb + 2 * (kPackRows + r), 2);
+        if constexpr (F == GgmlType::Q4_1) std::memcpy(&mh, gb + 2 * (kPackRows + r), 2);
         const auto* qs = reinterpret_cast<const std::uint8_t*>(gb + geo.quants_offset);
         const std::int64_t k = t * nb + b;
         const std::int8_t* q = xq.q + k * kBlock;
         std::int32_t dot = 0;
-        if constexpr (F == WeightFormat::q8_0) {
+        if constexpr (F == GgmlType::Q8_0) {
           for (int i = 0; i < 32; ++i)
             dot += static_cast<std::int8_t>(qs[64 * (i / 4) + 4 * r + i % 4]) * q[i];
         } else {
@@ -293,10 +308,10 @@ HWY_INLINE void Group(const LinearParams& p, const PackedGeometry& geo, const Qu
             const std::uint8_t byte = qs[64 * (i / 4) + 4 * r + i % 4];
             dot += (byte & 15) * q[i] + (byte >> 4) * q[i + 16];
           }
-          if constexpr (F == WeightFormat::q4_0) dot -= 8 * xs.s[k];
+          if constexpr (F == GgmlType::Q4_0) dot -= 8 * xs.s[k];
         }
         acc = std::fma(static_cast<float>(dot) * xq.d[k], table[dh], acc);
-        if constexpr (F == WeightFormat::q4_1) acc = std::fma(xs.sd[k], table[mh], acc);
+        if constexpr (F == GgmlType::Q4_1) acc = std::fma(xs.sd[k], table[mh], acc);
       }
       linear_impl::store_out(p, t, g * kPackRows + r, acc);
     }
@@ -304,9 +319,9 @@ HWY_INLINE void Group(const LinearParams& p, const PackedGeometry& geo, const Qu
 }
 #endif
 
-template <WeightFormat F>
+template <GgmlType F>
 void Gemv(const LinearParams& p, const QuantRows& xq, const XSums& xs, const ExecContext& ctx) {
-  const PackedGeometry geo = linear_impl::packed_geometry(p);
+  const PackedGeometry geo = packed_geometry(p);
   const std::int64_t groups = (p.N + kPackRows - 1) / kPackRows;
   ctx.parallel_for(groups, p.chunk_rows / kPackRows, [&](std::int64_t g_begin, std::int64_t g_end) {
     // The chunk's groups are contiguous: prefetched kPrefetchAhead ahead as each group starts.
@@ -320,6 +335,17 @@ void Gemv(const LinearParams& p, const QuantRows& xq, const XSums& xs, const Exe
     }
   });
 }
+
+// The packed GEMV of every row with rows16.
+using RunFn = void (*)(const LinearParams&, const QuantRows&, const XSums&, const ExecContext&);
+constexpr linear_impl::KernelTable<RunFn> kRun = linear_impl::make_kernel_table<RunFn>([](auto i) -> RunFn {
+  constexpr QuantTraits row = kGgmlTypes[i];
+  if constexpr (row.rows16) {
+    return &Gemv<row.type>;
+  } else {
+    return nullptr;
+  }
+});
 
 void RunPackedQ8(const LinearParams& p, const ExecContext& ctx) {
   const std::int64_t nb = p.K / kBlock;
@@ -341,13 +367,7 @@ void RunPackedQ8(const LinearParams& p, const ExecContext& ctx) {
     sd[static_cast<std::size_t>(k)] = static_cast<float>(sum) * d[static_cast<std::size_t>(k)];
   }
   const XSums xs{s.data(), sd.data()};
-  switch (p.format) {
-    case WeightFormat::q4_0: return Gemv<WeightFormat::q4_0>(p, xq, xs, ctx);
-    case WeightFormat::q4_1: return Gemv<WeightFormat::q4_1>(p, xq, xs, ctx);
-    case WeightFormat::q8_0: return Gemv<WeightFormat::q8_0>(p, xq, xs, ctx);
-    default: break;
-  }
-  NG_THROW(InternalError, "linear kernel: packed weights of format ", static_cast<int>(p.format));
+  linear_impl::kernel_for(kRun, p.type, "linear kernel with rows16 weights")(p, xq, xs, ctx);
 }
 
 }  // namespace HWY_NAMESPACE

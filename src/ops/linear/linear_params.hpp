@@ -33,6 +33,7 @@
 #include <cstdint>
 
 #include "npugraph/dtype.hpp"
+#include "npugraph/ops/ggml_type.hpp"
 
 namespace npugraph {
 class ExecContext;  // npugraph/kernel.hpp (not included: nvcc compiles this header too)
@@ -40,10 +41,10 @@ class ExecContext;  // npugraph/kernel.hpp (not included: nvcc compiles this hea
 
 namespace npugraph::ops::linear_impl {
 
-// Every format has a SIMD source for the float32 paths (linear_simd.cpp); the quantised ones also
-// run the q8-activation GEMV (linear_q8_simd.cpp; Note [Quantisation table]).
-enum class WeightFormat : std::uint8_t { q4_0, q4_1, q8_0, f32, f16, bf16, q5_0, q4_k, q5_k, q6_k };
-
+// The weight's type is its ggml type number: the kernels dispatch on the quantisation table's row
+// (npugraph/ops/quant_table.hpp, Note [Quantisation table]): every row with a linear kernel has a
+// SIMD source for the float32 paths (linear_simd.cpp), those with q8_kernel the q8-activation GEMV
+// (linear_q8_simd.cpp), those with rows16 the packed one (linear_packed_simd.cpp).
 // The quantised activations of the GEMV with q8 activations (Note [Q8 activations] in
 // linear_q8_simd.cpp): row t, block b of x as 32 int8 quants (at q + (t * nb + b) * 32) and the
 // scale d[t * nb + b].
@@ -68,32 +69,16 @@ struct LinearParams {
   std::int64_t T = 0, N = 0, K = 0;
   std::int64_t x_stride = 0, y_stride = 0, w_row_bytes = 0;
   std::int64_t chunk_rows = 0;    // weight rows per parallel_for chunk
-  WeightFormat format = WeightFormat::f32;
+  GgmlType type = GgmlType::F32;   // the weight's row of the quantisation table
   DType y_dtype = DType::f32;
   bool q8_activations = false;    // quantised weights, T <= kGemvMaxRows: linear_q8_simd.cpp
   bool packed = false;            // w in QuantLayout::rows16 (Note [Packed weights])
 };
 
-// QuantLayout::rows16 (Note [Packed weights] in linear_packed_simd.cpp): groups of kPackRows rows,
-// each block of a group `block_bytes` long (scales, then quants from `quants_offset`), each group
-// `group_bytes` (= kPackRows * w_row_bytes).
+// QuantLayout::rows16 (Note [Packed weights] in linear_packed_simd.cpp): groups of kPackRows rows.
 inline constexpr std::int64_t kPackRows = 16;
 // The float32 paths unpack rows16 weights chunk by chunk: GEMM chunks must be whole groups.
 static_assert(kGemmTileRows % kPackRows == 0);
-
-struct PackedGeometry {
-  std::int64_t block_bytes = 0, quants_offset = 0, group_bytes = 0;
-};
-
-inline PackedGeometry packed_geometry(const LinearParams& p) {
-  const std::int64_t nb = p.K / 32;
-  const std::int64_t block = nb > 0 ? p.w_row_bytes / nb : 0;  // one ggml block's bytes
-  PackedGeometry g;
-  g.block_bytes = kPackRows * block;
-  g.quants_offset = kPackRows * (p.format == WeightFormat::q4_1 ? 4 : 2);
-  g.group_bytes = kPackRows * p.w_row_bytes;
-  return g;
-}
 
 // The f16 -> f32 table (built on first use; call it on the host before launching).
 const float* half_to_float_table();

@@ -69,7 +69,7 @@ namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 using linear_impl::LinearParams;
 using linear_impl::QuantRows;
-using linear_impl::WeightFormat;
+using ops::GgmlType;
 using ops::BlockQ4_0;
 using ops::BlockQ4_1;
 using ops::BlockQ5_0;
@@ -78,11 +78,11 @@ using ops::BlockQ8_0;
 constexpr std::int64_t kBlock = 32;
 
 // The K-quants with a scale and a minimum per 32-element sub-block (each pairs with one block of x).
-template <WeightFormat F>
-constexpr bool kKQuant = F == WeightFormat::q4_k || F == WeightFormat::q5_k;
+template <GgmlType F>
+constexpr bool kKQuant = F == GgmlType::Q4_K || F == GgmlType::Q5_K;
 // Every 256-element super-block format: the above and Q6_K (a signed scale per 16 elements).
-template <WeightFormat F>
-constexpr bool kSuper = kKQuant<F> || F == WeightFormat::q6_k;
+template <GgmlType F>
+constexpr bool kSuper = kKQuant<F> || F == GgmlType::Q6_K;
 
 // ---- quantising x -----------------------------------------------------------------------------------
 
@@ -211,14 +211,14 @@ HWY_INLINE VS8 SignOf(VS8 s, VS8 w) {
 
 // Q5_0: the nibbles with 16 added where the block's fifth bit is set (its qh, the 4 bytes before
 // qs, bit j for element j: one mask bit per byte lane, in element order).
-template <WeightFormat F>
+template <GgmlType F>
 HWY_INLINE Bytes LoadBytes(const std::byte* qs) {
-  if constexpr (F == WeightFormat::q8_0) {  // the signed weights, as bytes
+  if constexpr (F == GgmlType::Q8_0) {  // the signed weights, as bytes
     Bytes w;
     for (int i = 0; i < kParts; ++i)
       w.part[i] = hn::LoadU(D8(), reinterpret_cast<const std::uint8_t*>(qs) + i * hn::MaxLanes(D8()));
     return w;
-  } else if constexpr (F == WeightFormat::q5_0) {
+  } else if constexpr (F == GgmlType::Q5_0) {
     Bytes w = Nibbles(qs);
     const auto* qh = reinterpret_cast<const std::uint8_t*>(qs) - 4;
     for (int i = 0; i < kParts; ++i) {
@@ -233,9 +233,9 @@ HWY_INLINE Bytes LoadBytes(const std::byte* qs) {
 
 // Per (row of x, block): the lane sums of the quants (Q4_0's offset, Q4_1's minimum).
 // Sub-block s of the K-quant super-block at sb: its 32 quants in element order.
-template <WeightFormat F>
+template <GgmlType F>
 HWY_INLINE Bytes LoadBytesK(const std::byte* sb, int s) {
-  constexpr std::int64_t qs_at = F == WeightFormat::q5_k ? 48 : 16;
+  constexpr std::int64_t qs_at = F == GgmlType::Q5_K ? 48 : 16;
   const auto* qs = reinterpret_cast<const std::uint8_t*>(sb + qs_at + 32 * (s / 2));
   const auto* qh = reinterpret_cast<const std::uint8_t*>(sb + 16);
   const hn::Repartition<std::uint16_t, D8> d16;
@@ -245,7 +245,7 @@ HWY_INLINE Bytes LoadBytesK(const std::byte* sb, int s) {
     auto v = hn::LoadU(D8(), p);
     if (s % 2) v = hn::BitCast(D8(), hn::ShiftRight<4>(hn::BitCast(d16, v)));
     w.part[i] = hn::And(v, hn::Set(D8(), 0x0F));
-    if constexpr (F == WeightFormat::q5_k) {
+    if constexpr (F == GgmlType::Q5_K) {
       const auto h = hn::LoadU(D8(), qh + i * hn::MaxLanes(D8()));
       const auto bit = hn::TestBit(h, hn::Set(D8(), static_cast<std::uint8_t>(1u << s)));
       w.part[i] = hn::Or(w.part[i], hn::IfThenElseZero(bit, hn::Set(D8(), 0x10)));
@@ -298,9 +298,9 @@ HWY_INLINE V32 DotQ6K(const Bytes& w, const Quants& x, const Scales16& sc) {
   return hn::Sub(wq, hn::ShiftLeft<5>(q));
 }
 
-template <WeightFormat F>
+template <GgmlType F>
 HWY_INLINE V32 QuantSums(const Quants& x) {
-  if constexpr (F == WeightFormat::q8_0 || F == WeightFormat::q6_k) {
+  if constexpr (F == GgmlType::Q8_0 || F == GgmlType::Q6_K) {
     return hn::Zero(D32());
   } else {
     Bytes ones;
@@ -309,9 +309,9 @@ HWY_INLINE V32 QuantSums(const Quants& x) {
   }
 }
 
-template <WeightFormat F>
+template <GgmlType F>
 HWY_INLINE V32 Dot(const Bytes& w, const Quants& x, V32 qsum) {
-  if constexpr (F == WeightFormat::q8_0) {
+  if constexpr (F == GgmlType::Q8_0) {
     Bytes a;
     Quants s;
     for (int i = 0; i < kParts; ++i) {
@@ -322,8 +322,8 @@ HWY_INLINE V32 Dot(const Bytes& w, const Quants& x, V32 qsum) {
     return DotBytes(a, s);
   }
   const V32 s = DotBytes(w, x);
-  if constexpr (F == WeightFormat::q4_0) return hn::Sub(s, hn::ShiftLeft<3>(qsum));
-  if constexpr (F == WeightFormat::q5_0) return hn::Sub(s, hn::ShiftLeft<4>(qsum));
+  if constexpr (F == GgmlType::Q4_0) return hn::Sub(s, hn::ShiftLeft<3>(qsum));
+  if constexpr (F == GgmlType::Q5_0) return hn::Sub(s, hn::ShiftLeft<4>(qsum));
   return s;
 }
 #else
@@ -342,13 +342,13 @@ struct Quants {
 
 HWY_INLINE Quants LoadQuants(const std::int8_t* q) { return Quants{q}; }
 
-template <WeightFormat F>
+template <GgmlType F>
 HWY_INLINE Bytes LoadBytes(const std::byte* qs) {
   Bytes w;
   const auto* u = reinterpret_cast<const std::uint8_t*>(qs);
-  if constexpr (F == WeightFormat::q8_0) {
+  if constexpr (F == GgmlType::Q8_0) {
     std::memcpy(w.v, qs, kBlock);
-  } else if constexpr (F == WeightFormat::q5_0) {
+  } else if constexpr (F == GgmlType::Q5_0) {
     std::uint32_t qh;
     std::memcpy(&qh, qs - 4, 4);
     for (int j = 0; j < 16; ++j) {
@@ -356,7 +356,7 @@ HWY_INLINE Bytes LoadBytes(const std::byte* qs) {
       w.v[j + 16] = static_cast<std::int8_t>(((u[j] >> 4) | (((qh >> (j + 16)) & 1u) << 4)) - 16);
     }
   } else {
-    const int off = F == WeightFormat::q4_0 ? 8 : 0;
+    const int off = F == GgmlType::Q4_0 ? 8 : 0;
     for (int j = 0; j < 16; ++j) {
       w.v[j] = static_cast<std::int8_t>((u[j] & 15) - off);
       w.v[j + 16] = static_cast<std::int8_t>((u[j] >> 4) - off);
@@ -365,25 +365,25 @@ HWY_INLINE Bytes LoadBytes(const std::byte* qs) {
   return w;
 }
 
-template <WeightFormat F>
+template <GgmlType F>
 HWY_INLINE V32 QuantSums(const Quants& x) {
   const D32 d32;
   const hn::Rebind<std::int8_t, D32> d8;
   V32 acc = hn::Zero(d32);
-  if constexpr (F == WeightFormat::q4_1 || kKQuant<F>)
+  if constexpr (F == GgmlType::Q4_1 || kKQuant<F>)
     for (std::int64_t j = 0; j < kBlock; j += kL32) acc = hn::Add(acc, hn::PromoteTo(d32, hn::LoadU(d8, x.q + j)));
   return acc;
 }
 
-template <WeightFormat F>
+template <GgmlType F>
 HWY_INLINE Bytes LoadBytesK(const std::byte* sb, int s) {
-  constexpr std::int64_t qs_at = F == WeightFormat::q5_k ? 48 : 16;
+  constexpr std::int64_t qs_at = F == GgmlType::Q5_K ? 48 : 16;
   const auto* qs = reinterpret_cast<const std::uint8_t*>(sb + qs_at + 32 * (s / 2));
   const auto* qh = reinterpret_cast<const std::uint8_t*>(sb + 16);
   Bytes w;
   for (int j = 0; j < 32; ++j) {
     int q = (qs[j] >> (4 * (s % 2))) & 15;
-    if constexpr (F == WeightFormat::q5_k) q |= ((qh[j] >> s) & 1) << 4;
+    if constexpr (F == GgmlType::Q5_K) q |= ((qh[j] >> s) & 1) << 4;
     w.v[j] = static_cast<std::int8_t>(q);
   }
   return w;
@@ -416,7 +416,7 @@ HWY_INLINE V32 DotQ6K(const Bytes& w, const Quants& x, const Scales16& sc) {
   return acc;
 }
 
-template <WeightFormat F>
+template <GgmlType F>
 HWY_INLINE V32 Dot(const Bytes& w, const Quants& x, V32) {
   const D32 d32;
   const hn::Rebind<std::int8_t, D32> d8;
@@ -432,19 +432,11 @@ using VF32 = hn::Vec<DF32>;
 
 // ---- the tile ---------------------------------------------------------------------------------------
 
-template <WeightFormat F>
-struct Layout;
-template <class Block>
-struct BlockLayout {  // a block's size and where its quants start (npugraph/ops/quant.hpp)
-  static constexpr std::int64_t kBytes = sizeof(Block), kQs = offsetof(Block, qs);
+template <GgmlType F>
+struct Layout {  // a block's size and where its quants start: the type's row (quant_table.hpp)
+  static constexpr std::int64_t kBytes = static_cast<std::int64_t>(kGgmlTypes[static_cast<std::size_t>(F)].block_bytes);
+  static constexpr std::int64_t kQs = static_cast<std::int64_t>(kGgmlTypes[static_cast<std::size_t>(F)].quants_at);
 };
-template <> struct Layout<WeightFormat::q4_0> : BlockLayout<BlockQ4_0> {};
-template <> struct Layout<WeightFormat::q4_1> : BlockLayout<BlockQ4_1> {};
-template <> struct Layout<WeightFormat::q8_0> : BlockLayout<BlockQ8_0> {};
-template <> struct Layout<WeightFormat::q5_0> : BlockLayout<BlockQ5_0> {};
-template <> struct Layout<WeightFormat::q4_k> { static constexpr std::int64_t kBytes = 144, kQs = 16; };
-template <> struct Layout<WeightFormat::q5_k> { static constexpr std::int64_t kBytes = 176, kQs = 48; };
-template <> struct Layout<WeightFormat::q6_k> { static constexpr std::int64_t kBytes = 210, kQs = 0; };
 
 inline std::uint16_t load_u16(const std::byte* p) {
   std::uint16_t v;
@@ -457,7 +449,7 @@ inline std::uint16_t load_u16(const std::byte* p) {
 
 // res[r][t] += the lane sums over blocks [b_begin, b_end) of weight rows w[r] against row t0 + t
 // of x, as Note [Q8 activations] defines them (x's quants in block order).
-template <WeightFormat F, int R, int TB>
+template <GgmlType F, int R, int TB>
 HWY_INLINE void TileBlocks(const LinearParams& p, const QuantRows& xq, const std::byte* const* w,
                            std::int64_t t0, std::int64_t b_begin, std::int64_t b_end, float (&res)[R][TB]) {
   using Lay = Layout<F>;
@@ -472,7 +464,7 @@ HWY_INLINE void TileBlocks(const LinearParams& p, const QuantRows& xq, const std
     VF32 dw[R], mw[R];
     Scales16 sc6[R];
     for (int r = 0; r < R; ++r) {
-      if constexpr (F == WeightFormat::q6_k) {  // sub-block b % 8 of super-block b / 8
+      if constexpr (F == GgmlType::Q6_K) {  // sub-block b % 8 of super-block b / 8
         const std::byte* sb = w[r] + b / 8 * Lay::kBytes;
         const int j = static_cast<int>(b % 8);
         dw[r] = hn::Set(df, table[load_u16(sb + 208)]);
@@ -492,7 +484,7 @@ HWY_INLINE void TileBlocks(const LinearParams& p, const QuantRows& xq, const std
       } else {
         const std::byte* blk = w[r] + b * Lay::kBytes;
         dw[r] = hn::Set(df, table[load_u16(blk)]);
-        if constexpr (F == WeightFormat::q4_1) mw[r] = hn::Set(df, table[load_u16(blk + 2)]);
+        if constexpr (F == GgmlType::Q4_1) mw[r] = hn::Set(df, table[load_u16(blk + 2)]);
         wb[r] = LoadBytes<F>(blk + Lay::kQs);
       }
     }
@@ -501,11 +493,11 @@ HWY_INLINE void TileBlocks(const LinearParams& p, const QuantRows& xq, const std
       const Quants x = LoadQuants(xq.q + k * kBlock);
       const V32 qsum = QuantSums<F>(x);
       const VF32 d = hn::Set(df, xq.d[k]);
-      constexpr bool kMin = F == WeightFormat::q4_1 || kKQuant<F>;
+      constexpr bool kMin = F == GgmlType::Q4_1 || kKQuant<F>;
       VF32 xs;  // Q4_1, K-quants: float(sum of the lane's quants) * d
       if constexpr (kMin) xs = hn::Mul(hn::ConvertTo(df, qsum), d);
       for (int r = 0; r < R; ++r) {
-        if constexpr (F == WeightFormat::q6_k) {
+        if constexpr (F == GgmlType::Q6_K) {
           acc[r][t] = hn::MulAdd(hn::Mul(hn::ConvertTo(df, DotQ6K(wb[r], x, sc6[r])), d), dw[r], acc[r][t]);
           continue;
         }
@@ -535,21 +527,21 @@ HWY_INLINE VP32 MaddPair(hn::Vec<DP8> u, hn::Vec<DPS8> s) {
   return VP32{_mm512_madd_epi16(_mm512_maddubs_epi16(u.raw, s.raw), _mm512_set1_epi16(1))};
 }
 
-template <WeightFormat F>
+template <GgmlType F>
 HWY_INLINE hn::Vec<DP8> PairBytes(const std::byte* blk0, const std::byte* blk1) {
   using Lay = Layout<F>;
   const DP8 d8;
   const hn::Full256<std::uint8_t> d256;
   const auto* q0 = reinterpret_cast<const std::uint8_t*>(blk0 + Lay::kQs);
   const auto* q1 = reinterpret_cast<const std::uint8_t*>(blk1 + Lay::kQs);
-  if constexpr (F == WeightFormat::q8_0) {
+  if constexpr (F == GgmlType::Q8_0) {
     return hn::Combine(d8, hn::LoadU(d256, q1), hn::LoadU(d256, q0));
   } else {
     const hn::Full128<std::uint8_t> d128;
     const auto both = hn::Combine(d256, hn::LoadU(d128, q1), hn::LoadU(d128, q0));
     const auto high = hn::BitCast(d256, hn::ShiftRight<4>(hn::BitCast(hn::Full256<std::uint16_t>(), both)));
     const auto nibbles = hn::And(hn::Combine(d8, high, both), hn::Set(d8, 0x0F));
-    if constexpr (F != WeightFormat::q5_0) return nibbles;
+    if constexpr (F != GgmlType::Q5_0) return nibbles;
     // Q5_0: the fifth bits in the pair's byte order [b: 0-15 | b+1: 0-15 | b: 16-31 | b+1: 16-31].
     std::uint32_t h0, h1;
     std::memcpy(&h0, blk0 + 2, 4);
@@ -561,10 +553,10 @@ HWY_INLINE hn::Vec<DP8> PairBytes(const std::byte* blk0, const std::byte* blk1) 
 }
 
 // Lanes of block b+1 in a pair (see above).
-template <WeightFormat F>
+template <GgmlType F>
 HWY_INLINE hn::Mask<DPF> SecondBlock() {
   const DP32 di;
-  return hn::RebindMask(DPF(), hn::TestBit(hn::Iota(di, 0), hn::Set(di, F == WeightFormat::q8_0 ? 8 : 4)));
+  return hn::RebindMask(DPF(), hn::TestBit(hn::Iota(di, 0), hn::Set(di, F == GgmlType::Q8_0 ? 8 : 4)));
 }
 
 // The Q4 formats' pair layout of x's quants, from block order.
@@ -580,7 +572,7 @@ void PairLayout(const QuantRows& xq, std::int64_t T, std::int64_t nb) {
 }
 
 // res[r][t] = the lane sums over the first 2 * (nb / 2) blocks, a pair at a time.
-template <WeightFormat F, int R, int TB>
+template <GgmlType F, int R, int TB>
 HWY_INLINE void TilePairs(const LinearParams& p, const QuantRows& xq, const std::byte* const* w,
                           std::int64_t t0, float (&res)[R][TB]) {
   using Lay = Layout<F>;
@@ -600,7 +592,7 @@ HWY_INLINE void TilePairs(const LinearParams& p, const QuantRows& xq, const std:
       const std::byte* blk0 = w[r] + b * Lay::kBytes;
       const std::byte* blk1 = blk0 + Lay::kBytes;
       dw[r] = hn::IfThenElse(second, hn::Set(df, table[load_u16(blk1)]), hn::Set(df, table[load_u16(blk0)]));
-      if constexpr (F == WeightFormat::q4_1)
+      if constexpr (F == GgmlType::Q4_1)
         mw[r] = hn::IfThenElse(second, hn::Set(df, table[load_u16(blk1 + 2)]), hn::Set(df, table[load_u16(blk0 + 2)]));
       wb[r] = PairBytes<F>(blk0, blk1);
     }
@@ -609,23 +601,23 @@ HWY_INLINE void TilePairs(const LinearParams& p, const QuantRows& xq, const std:
       const auto x = hn::LoadU(ds8, xq.q + k * kBlock);
       const VPF d = hn::IfThenElse(second, hn::Set(df, xq.d[k + 1]), hn::Set(df, xq.d[k]));
       VP32 qsum;
-      if constexpr (F != WeightFormat::q8_0) qsum = MaddPair(hn::Set(d8, 1), x);
+      if constexpr (F != GgmlType::Q8_0) qsum = MaddPair(hn::Set(d8, 1), x);
       VPF xs;
-      if constexpr (F == WeightFormat::q4_1) xs = hn::Mul(hn::ConvertTo(df, qsum), d);
+      if constexpr (F == GgmlType::Q4_1) xs = hn::Mul(hn::ConvertTo(df, qsum), d);
       for (int r = 0; r < R; ++r) {
         VP32 isum;
-        if constexpr (F == WeightFormat::q8_0) {
+        if constexpr (F == GgmlType::Q8_0) {
           const auto wi = hn::BitCast(ds8, wb[r]);
           isum = MaddPair(hn::BitCast(d8, hn::Abs(wi)),
                           hn::Vec<DPS8>{_mm512_mask_sub_epi8(x.raw, _mm512_movepi8_mask(wi.raw),
                                                              _mm512_setzero_si512(), x.raw)});
         } else {
           isum = MaddPair(wb[r], x);
-          if constexpr (F == WeightFormat::q4_0) isum = hn::Sub(isum, hn::ShiftLeft<3>(qsum));
-          if constexpr (F == WeightFormat::q5_0) isum = hn::Sub(isum, hn::ShiftLeft<4>(qsum));
+          if constexpr (F == GgmlType::Q4_0) isum = hn::Sub(isum, hn::ShiftLeft<3>(qsum));
+          if constexpr (F == GgmlType::Q5_0) isum = hn::Sub(isum, hn::ShiftLeft<4>(qsum));
         }
         acc[r][t] = hn::MulAdd(hn::Mul(hn::ConvertTo(df, isum), d), dw[r], acc[r][t]);
-        if constexpr (F == WeightFormat::q4_1) acc[r][t] = hn::MulAdd(xs, mw[r], acc[r][t]);
+        if constexpr (F == GgmlType::Q4_1) acc[r][t] = hn::MulAdd(xs, mw[r], acc[r][t]);
       }
     }
   }
@@ -636,7 +628,7 @@ HWY_INLINE void TilePairs(const LinearParams& p, const QuantRows& xq, const std:
 
 // Outputs [t0, t0 + TB) x [n0, n0 + R) (weight rows w[r]): 16-lane targets take the blocks in
 // pairs and a last odd block alone (its lane sums added to the pairs'), the others block by block.
-template <WeightFormat F, int R, int TB>
+template <GgmlType F, int R, int TB>
 HWY_INLINE void Tile(const LinearParams& p, const QuantRows& xq, const std::byte* const* w,
                      std::int64_t n0, std::int64_t t0) {
   const std::int64_t nb = p.K / kBlock;
@@ -660,7 +652,7 @@ HWY_INLINE void Tile(const LinearParams& p, const QuantRows& xq, const std::byte
 constexpr int kR = 4;
 constexpr int kTB = HWY_TARGET <= HWY_AVX3 ? 4 : 2;
 
-template <WeightFormat F, int R>
+template <GgmlType F, int R>
 HWY_INLINE void AllRowsOfX(const LinearParams& p, const QuantRows& xq, const std::byte* const* w,
                            std::int64_t n0) {
   std::int64_t t0 = 0;
@@ -668,7 +660,7 @@ HWY_INLINE void AllRowsOfX(const LinearParams& p, const QuantRows& xq, const std
   for (; t0 < p.T; ++t0) Tile<F, R, 1>(p, xq, w, n0, t0);
 }
 
-template <WeightFormat F>
+template <GgmlType F>
 void Gemv(const LinearParams& p, const QuantRows& xq, const ExecContext& ctx) {
   ctx.parallel_for(p.N, p.chunk_rows, [&](std::int64_t n_begin, std::int64_t n_end) {
     const auto row = [&](std::int64_t n) { return p.w + n * p.w_row_bytes; };
@@ -690,7 +682,40 @@ void Gemv(const LinearParams& p, const QuantRows& xq, const ExecContext& ctx) {
   });
 }
 
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3 && HWY_TARGET != HWY_SCALAR && HWY_TARGET != HWY_EMU128
+// The launching thread's buffer of the super-block sums (one for every type).
+std::vector<float>& SuperBuffer() {
+  thread_local std::vector<float> super;
+  return super;
+}
+#endif
+
+// x's quants prepared as type F's tile reads them, then the GEMV.
+template <GgmlType F>
+void RunType(const LinearParams& p, QuantRows xq, const ExecContext& ctx) {
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3 && HWY_TARGET != HWY_SCALAR && HWY_TARGET != HWY_EMU128
+  if constexpr (F == GgmlType::Q4_0 || F == GgmlType::Q4_1 || F == GgmlType::Q5_0)
+    PairLayout(xq, p.T, p.K / kBlock);
+  if constexpr (kKQuant<F>) PrepareSuperRows<GgmlType::Q4_K>(xq, p.T, p.K, SuperBuffer());
+  if constexpr (F == GgmlType::Q6_K) PrepareSuperRows<GgmlType::Q6_K>(xq, p.T, p.K, SuperBuffer());
+#endif
+  Gemv<F>(p, xq, ctx);
+}
+
+// The q8-activation GEMV of every row with q8_kernel.
+using RunFn = void (*)(const LinearParams&, QuantRows, const ExecContext&);
+constexpr linear_impl::KernelTable<RunFn> kRun = linear_impl::make_kernel_table<RunFn>([](auto i) -> RunFn {
+  constexpr QuantTraits row = kGgmlTypes[i];
+  if constexpr (row.q8_kernel) {
+    static_assert(Layout<row.type>::kBytes == static_cast<std::int64_t>(row.block_bytes));
+    return &RunType<row.type>;
+  } else {
+    return nullptr;
+  }
+});
+
 void RunLinearQ8(const LinearParams& p, const ExecContext& ctx) {
+  const RunFn run = linear_impl::kernel_for(kRun, p.type, "linear kernel with q8 activations");
   const std::int64_t blocks = p.T * (p.K / kBlock);
   // The launching thread's buffer; the chunks only read it, and parallel_for returns after them.
   thread_local std::vector<std::int8_t> q;
@@ -699,26 +724,7 @@ void RunLinearQ8(const LinearParams& p, const ExecContext& ctx) {
   d.resize(static_cast<std::size_t>(blocks));
   QuantRows xq{q.data(), d.data()};
   QuantizeRowsQ8(p.x, p.T, p.K, p.x_stride, xq);
-#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3 && HWY_TARGET != HWY_SCALAR && HWY_TARGET != HWY_EMU128
-  if (p.format == WeightFormat::q4_0 || p.format == WeightFormat::q4_1 || p.format == WeightFormat::q5_0)
-    PairLayout(xq, p.T, p.K / kBlock);
-  thread_local std::vector<float> super;
-  if (p.format == WeightFormat::q4_k || p.format == WeightFormat::q5_k)
-    PrepareSuperRows<WeightFormat::q4_k>(xq, p.T, p.K, super);
-  if (p.format == WeightFormat::q6_k) PrepareSuperRows<WeightFormat::q6_k>(xq, p.T, p.K, super);
-#endif
-  switch (p.format) {
-    case WeightFormat::q4_0: return Gemv<WeightFormat::q4_0>(p, xq, ctx);
-    case WeightFormat::q4_1: return Gemv<WeightFormat::q4_1>(p, xq, ctx);
-    case WeightFormat::q8_0: return Gemv<WeightFormat::q8_0>(p, xq, ctx);
-    case WeightFormat::q5_0: return Gemv<WeightFormat::q5_0>(p, xq, ctx);
-    case WeightFormat::q4_k: return Gemv<WeightFormat::q4_k>(p, xq, ctx);
-    case WeightFormat::q5_k: return Gemv<WeightFormat::q5_k>(p, xq, ctx);
-    case WeightFormat::q6_k: return Gemv<WeightFormat::q6_k>(p, xq, ctx);
-    default: break;
-  }
-  NG_THROW(InternalError, "linear kernel: q8 activations with weight format ",
-           static_cast<int>(p.format));
+  run(p, xq, ctx);
 }
 
 }  // namespace HWY_NAMESPACE

@@ -37,7 +37,7 @@
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3 && HWY_TARGET != HWY_SCALAR && HWY_TARGET != HWY_EMU128
 
 // dxe and xs of every (row of x, super-block) (Note [Q8 super-blocks]); 64 + 16 floats each.
-template <WeightFormat F>
+template <GgmlType F>
 void PrepareSuperRows(QuantRows& xq, std::int64_t T, std::int64_t K, std::vector<float>& buf) {
   const std::int64_t nb = K / kBlock, nsb = K / 256;
   buf.resize(static_cast<std::size_t>(T * nsb * 80));
@@ -51,7 +51,7 @@ void PrepareSuperRows(QuantRows& xq, std::int64_t T, std::int64_t K, std::vector
         for (int l = 0; l < 16; ++l) e[16 * v + l] = xq.d[b0 + 2 * v + (l >= 8)];
       float* s = xs + (t * nsb + sb) * 16;
       const std::int8_t* q = xq.q + b0 * kBlock;
-      constexpr int kGroup = F == WeightFormat::q6_k ? 16 : 32;
+      constexpr int kGroup = F == GgmlType::Q6_K ? 16 : 32;
       for (int g = 0; g < 16; ++g) {
         if (g * kGroup >= 256) {
           s[g] = 0.0f;
@@ -90,14 +90,14 @@ HWY_INLINE __m128i ScalesMinsK4(const std::byte* scales) {
   return _mm_or_si128(lo, hi);
 }
 
-template <WeightFormat F>
+template <GgmlType F>
 HWY_INLINE void LoadSuper(const std::byte* sb, const float* table, SuperWeights& o) {
   const __m512i low4 = _mm512_set1_epi8(0x0F);
   // 16-bit lanes 0-15 (bytes 0-31) shift by a, lanes 16-31 by b
   const auto shifts = [](int a, int b) {
     return _mm512_inserti64x4(_mm512_set1_epi16(static_cast<short>(a)), _mm256_set1_epi16(static_cast<short>(b)), 1);
   };
-  if constexpr (F == WeightFormat::q6_k) {
+  if constexpr (F == GgmlType::Q6_K) {
     const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sb + 192)));
     const __m512i sc512 = _mm512_castsi256_si512(sc16);
     for (int v = 0; v < 4; ++v) {  // pair k of the 64 elements: group 4v + k / 8
@@ -126,14 +126,14 @@ HWY_INLINE void LoadSuper(const std::byte* sb, const float* table, SuperWeights&
     o.d = _mm512_set1_ps(table[load_u16(sb)]);
     o.mn = _mm512_mul_ps(_mm512_set1_ps(-table[load_u16(sb + 2)]),
                          _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_srli_si128(sm, 8))));
-    constexpr std::int64_t qs_at = F == WeightFormat::q5_k ? 48 : 16;
-    const __m512i qh = F == WeightFormat::q5_k
+    constexpr std::int64_t qs_at = F == GgmlType::Q5_K ? 48 : 16;
+    const __m512i qh = F == GgmlType::Q5_K
                            ? _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sb + 16)))
                            : _mm512_setzero_si512();
     for (int v = 0; v < 4; ++v) {  // sub-blocks 2v (low nibbles of qs[32v, 32v + 32)) and 2v + 1 (high)
       const __m512i q = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sb + qs_at + 32 * v)));
       o.n[v] = _mm512_and_si512(_mm512_srlv_epi16(q, shifts(0, 4)), low4);
-      if constexpr (F == WeightFormat::q5_k) {
+      if constexpr (F == GgmlType::Q5_K) {
         const __m512i bit = _mm512_and_si512(_mm512_srlv_epi16(qh, shifts(2 * v, 2 * v + 1)), _mm512_set1_epi8(1));
         o.n[v] = _mm512_or_si512(o.n[v], _mm512_slli_epi16(bit, 4));
       }
@@ -142,7 +142,7 @@ HWY_INLINE void LoadSuper(const std::byte* sb, const float* table, SuperWeights&
 }
 
 // res[r][t] = the lane sum over every super-block of weight rows w[r] against row t0 + t of x.
-template <WeightFormat F, int R, int TB>
+template <GgmlType F, int R, int TB>
 HWY_INLINE void TileSuper(const LinearParams& p, const QuantRows& xq, const std::byte* const* w,
                           std::int64_t t0, float (&res)[R][TB]) {
   const std::int64_t nb = p.K / kBlock, nsb = p.K / 256;

@@ -67,11 +67,11 @@ HWY_INLINE VF Lookup(VF lut, VI q, int v) {
 // gives vector v (elements [v * kL, (v + 1) * kL) of the block), each element exactly ggml's
 // dequantised value.
 
-template <WeightFormat F>
+template <GgmlType F>
 struct Src;
 
 template <>
-struct Src<WeightFormat::q4_1> {
+struct Src<GgmlType::Q4_1> {
   static constexpr std::int64_t kElems = 32;
   static constexpr std::int64_t kBytes = 20;
   static constexpr int kVecs = static_cast<int>(kElems / kL);
@@ -112,7 +112,7 @@ struct Src<WeightFormat::q4_1> {
 };
 
 template <>
-struct Src<WeightFormat::q4_0> {
+struct Src<GgmlType::Q4_0> {
   static constexpr std::int64_t kElems = 32;
   static constexpr std::int64_t kBytes = 18;
   static constexpr int kVecs = static_cast<int>(kElems / kL);
@@ -150,7 +150,7 @@ struct Src<WeightFormat::q4_0> {
 };
 
 template <>
-struct Src<WeightFormat::q8_0> {
+struct Src<GgmlType::Q8_0> {
   static constexpr std::int64_t kElems = 32;
   static constexpr std::int64_t kBytes = 34;
   static constexpr int kVecs = static_cast<int>(kElems / kL);
@@ -188,9 +188,9 @@ struct FloatSrc {
     return static_cast<float>(v);
   }
 };
-template <> struct Src<WeightFormat::f32> : FloatSrc<float> {};
-template <> struct Src<WeightFormat::f16> : FloatSrc<half> {};
-template <> struct Src<WeightFormat::bf16> : FloatSrc<bfloat16> {};
+template <> struct Src<GgmlType::F32> : FloatSrc<float> {};
+template <> struct Src<GgmlType::F16> : FloatSrc<half> {};
+template <> struct Src<GgmlType::BF16> : FloatSrc<bfloat16> {};
 
 // Q5_0 and the K-quants: each vector's quants assembled from their bytes in integer lanes, then
 // converted and scaled with the block's (sub-block's) float scale, the values of
@@ -221,7 +221,7 @@ constexpr bool kLut32 = false;
 // Q5_0: with kLut32, the 32 values (n - 16) * d as two 16-lane tables indexed by nibble | bit << 4;
 // else the quants assembled and converted.
 template <>
-struct Src<WeightFormat::q5_0> {
+struct Src<GgmlType::Q5_0> {
   static constexpr std::int64_t kElems = 32;
   static constexpr std::int64_t kBytes = 22;
   static constexpr int kVecs = static_cast<int>(kElems / kL);
@@ -326,7 +326,7 @@ struct KQuant45Src {
 
 // Q6_K: 16 sub-blocks of 16, x = (d * sc) * (q - 32), q = 4 low bits | 2 high bits << 4.
 template <>
-struct Src<WeightFormat::q6_k> {
+struct Src<GgmlType::Q6_K> {
   static constexpr std::int64_t kElems = 256;
   static constexpr std::int64_t kBytes = 210;
   static constexpr int kVecs = static_cast<int>(kElems / kL);
@@ -352,8 +352,8 @@ struct Src<WeightFormat::q6_k> {
     return hn::Mul(hn::ConvertTo(DF(), q), hn::Set(DF(), st.dl[e0 / 16]));
   }
 };
-template <> struct Src<WeightFormat::q4_k> : KQuant45Src<false> {};
-template <> struct Src<WeightFormat::q5_k> : KQuant45Src<true> {};
+template <> struct Src<GgmlType::Q4_K> : KQuant45Src<false> {};
+template <> struct Src<GgmlType::Q5_K> : KQuant45Src<true> {};
 
 template <class S>
 constexpr bool kIsFloat = S::kVecs == 1 && S::kElems == kL;
@@ -496,13 +496,11 @@ struct ChunkRows {
   }
 };
 
-template <WeightFormat F>
+template <GgmlType F>
 ChunkRows RowsOf(const LinearParams& p, std::int64_t b, std::int64_t e) {
-  if constexpr (F == WeightFormat::q4_0 || F == WeightFormat::q4_1 || F == WeightFormat::q8_0) {
+  if constexpr (kGgmlTypes[static_cast<std::size_t>(F)].rows16) {
     if (p.packed) {
-      constexpr ops::QuantType type = F == WeightFormat::q4_0   ? ops::QuantType::q4_0
-                                 : F == WeightFormat::q4_1 ? ops::QuantType::q4_1
-                                                           : ops::QuantType::q8_0;
+      constexpr auto type = static_cast<ops::QuantType>(F);
       thread_local std::vector<std::byte> rows;
       rows.resize(static_cast<std::size_t>((e - b) * p.w_row_bytes));
       quant_pack::unpack(type, p.w, p.K, b, e - b, rows.data());
@@ -512,7 +510,7 @@ ChunkRows RowsOf(const LinearParams& p, std::int64_t b, std::int64_t e) {
   return {p.w, 0};
 }
 
-template <WeightFormat F>
+template <GgmlType F>
 void Gemv(const LinearParams& p, const ExecContext& ctx) {
   const Src<F> s{{p.half_table}};
   ctx.parallel_for(p.N, p.chunk_rows, [&](std::int64_t b, std::int64_t e) {
@@ -523,10 +521,10 @@ void Gemv(const LinearParams& p, const ExecContext& ctx) {
 
 // Prefill: each chunk converts its weight rows once into a float32 tile, then runs every row of x
 // against it (float32 rows read in place).
-template <WeightFormat F>
+template <GgmlType F>
 void Gemm(const LinearParams& p, const ExecContext& ctx) {
-  const Src<WeightFormat::f32> f32src{{p.half_table}};
-  if constexpr (F == WeightFormat::f32) {
+  const Src<GgmlType::F32> f32src{{p.half_table}};
+  if constexpr (F == GgmlType::F32) {
     ctx.parallel_for(p.N, p.chunk_rows, [&](std::int64_t b, std::int64_t e) {
       RowRange<Narrow>(p, f32src, b, e, [&](std::int64_t n) { return p.w + n * p.w_row_bytes; });
     });
@@ -562,7 +560,7 @@ void Gemm(const LinearParams& p, const ExecContext& ctx) {
   }
 }
 
-template <WeightFormat F>
+template <GgmlType F>
 void RunFormat(const LinearParams& p, const ExecContext& ctx) {
   if (p.T <= kGemvMaxRows) {
     Gemv<F>(p, ctx);
@@ -571,20 +569,23 @@ void RunFormat(const LinearParams& p, const ExecContext& ctx) {
   }
 }
 
-void RunLinear(const LinearParams& p, const ExecContext& ctx) {
-  switch (p.format) {
-    case WeightFormat::q4_0: return RunFormat<WeightFormat::q4_0>(p, ctx);
-    case WeightFormat::q4_1: return RunFormat<WeightFormat::q4_1>(p, ctx);
-    case WeightFormat::q8_0: return RunFormat<WeightFormat::q8_0>(p, ctx);
-    case WeightFormat::f32: return RunFormat<WeightFormat::f32>(p, ctx);
-    case WeightFormat::f16: return RunFormat<WeightFormat::f16>(p, ctx);
-    case WeightFormat::bf16: return RunFormat<WeightFormat::bf16>(p, ctx);
-    case WeightFormat::q5_0: return RunFormat<WeightFormat::q5_0>(p, ctx);
-    case WeightFormat::q4_k: return RunFormat<WeightFormat::q4_k>(p, ctx);
-    case WeightFormat::q5_k: return RunFormat<WeightFormat::q5_k>(p, ctx);
-    case WeightFormat::q6_k: return RunFormat<WeightFormat::q6_k>(p, ctx);
+// The float32 paths of every row with a linear kernel (QuantTraits::linear), each a Src.
+using RunFn = void (*)(const LinearParams&, const ExecContext&);
+constexpr KernelTable<RunFn> kRun = make_kernel_table<RunFn>([](auto i) -> RunFn {
+  constexpr QuantTraits row = kGgmlTypes[i];
+  if constexpr (row.linear) {
+    static_assert(requires { Src<row.type>::kBytes; }, "a row with linear = true needs its Src<type>");
+    if constexpr (row.block > 1)
+      static_assert(Src<row.type>::kElems == row.block && Src<row.type>::kBytes == row.block_bytes,
+                    "Src<type> reads the row's blocks");
+    return &RunFormat<row.type>;
+  } else {
+    return nullptr;
   }
-  NG_THROW(InternalError, "linear kernel: weight format ", static_cast<int>(p.format), " unknown");
+});
+
+void RunLinear(const LinearParams& p, const ExecContext& ctx) {
+  kernel_for(kRun, p.type, "linear kernel")(p, ctx);
 }
 
 }  // namespace HWY_NAMESPACE

@@ -1,5 +1,5 @@
 // QuantWeight's checks and the host helpers over the quantisation table (Note [Quantisation table]
-// in quant_formats.cpp, which holds each type's block functions).
+// in quant_formats.cpp): each looks up the type's row.
 #include "npugraph/ops/quant.hpp"
 
 #include <algorithm>
@@ -11,7 +11,6 @@
 #include "npugraph/dtype.hpp"
 #include "npugraph/error.hpp"
 #include "ops/linear/quant_cuda_core.hpp"
-#include "ops/linear/quant_formats.hpp"
 #include "ops/linear/quant_pack.hpp"
 
 namespace npugraph::ops {
@@ -22,6 +21,15 @@ static_assert(quant_cuda::kQ4_0 == static_cast<std::uint32_t>(QuantType::q4_0) &
               quant_cuda::kQ8_0 == static_cast<std::uint32_t>(QuantType::q8_0));
 static_assert(quant_cuda::kQ4_0Bytes == sizeof(BlockQ4_0) && quant_cuda::kQ4_1Bytes == sizeof(BlockQ4_1) &&
               quant_cuda::kQ8_0Bytes == sizeof(BlockQ8_0) && quant_cuda::kBlock == kQuantBlock);
+// The rows whose cuda flag is set are the block formats quant_cuda::dequant reads.
+static_assert([] {
+  for (const QuantTraits& t : kGgmlTypes) {
+    const auto n = static_cast<std::uint32_t>(t.type);
+    if (t.cuda && t.block > 1 && n != quant_cuda::kQ4_0 && n != quant_cuda::kQ4_1 && n != quant_cuda::kQ8_0)
+      return false;
+  }
+  return true;
+}(), "a row with cuda = true needs its case in quant_cuda::dequant (quant_cuda_core.hpp)");
 
 QuantWeight::QuantWeight(Tensor bytes, QuantType type, std::int64_t rows, std::int64_t cols,
                          QuantLayout layout)
@@ -63,13 +71,13 @@ std::string quant_type_names() {
 }
 
 void dequantize_blocks(QuantType type, const std::byte* src, float* y, std::int64_t n) {
-  const quant_formats::BlockFns fns = quant_formats::block_fns(type);
-  NG_CHECK_ARG(fns.dequantize != nullptr, "dequantize_blocks: type = ", static_cast<std::uint32_t>(type),
+  const QuantTraits* row = find_quant_traits(static_cast<std::uint32_t>(type));
+  NG_CHECK_ARG(row != nullptr, "dequantize_blocks: type = ", static_cast<std::uint32_t>(type),
                ": must be one of ", quant_type_names());
   const std::int64_t block = quant_block_size(type);
   NG_CHECK_ARG(n >= 0 && n % block == 0, "dequantize_blocks: n = ", n, ": must be a multiple of the ",
                block, "-element blocks of ", quant_type_name(type));
-  fns.dequantize(src, y, n / block);
+  row->dequantize(src, y, n / block);
 }
 
 void dequantize_rows(const QuantWeight& w, std::int64_t row0, std::int64_t count, float* dst) {
@@ -118,8 +126,8 @@ QuantWeight unpack_rows(const QuantWeight& w) {
 
 QuantWeight quantize(QuantType type, std::span<const float> values, std::int64_t rows,
                      std::int64_t cols) {
-  const quant_formats::BlockFns fns = quant_formats::block_fns(type);
-  NG_CHECK_ARG(fns.quantize != nullptr, "quantize: type = ", static_cast<std::uint32_t>(type),
+  const QuantTraits* row = find_quant_traits(static_cast<std::uint32_t>(type));
+  NG_CHECK_ARG(row != nullptr, "quantize: type = ", static_cast<std::uint32_t>(type),
                ": must be one of ", quant_type_names());
   const std::int64_t block = quant_block_size(type);
   NG_CHECK_ARG(rows > 0 && cols > 0 && cols % block == 0, "quantize: [", rows, ", ", cols,
@@ -128,7 +136,7 @@ QuantWeight quantize(QuantType type, std::span<const float> values, std::int64_t
   NG_CHECK_ARG(values.size() == static_cast<std::size_t>(rows * cols), "quantize: values has ",
                values.size(), " floats: must hold rows * cols = ", rows * cols);
   Tensor bytes = empty({rows, cols / block * static_cast<std::int64_t>(quant_block_bytes(type))}, DType::u8);
-  fns.quantize(values.data(), static_cast<std::byte*>(bytes.data()), rows * cols / block);
+  row->quantize(values.data(), static_cast<std::byte*>(bytes.data()), rows * cols / block);
   return QuantWeight(std::move(bytes), type, rows, cols);
 }
 

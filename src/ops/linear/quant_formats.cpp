@@ -1,11 +1,17 @@
 // Note [Quantisation table]
-// Each block-quantised type is one row of kQuantTable (quant.hpp: name, block size and bytes, and
-// which kernels it has) and one entry here (its block dequantiser and quantiser). Everything else
-// asks the table: QuantWeight's checks, the embedding kernel, the float32 linear kernels (which
-// dequantise a block with these functions when the type has no SIMD source of its own), the model
-// loader and the Python bindings. A new type is a row, two functions and, for speed, kernels; a
-// kernel a type lacks is refused by name (weight_quant_linear with Activations::q8 or on cuda,
-// pack_rows16), never run on the wrong bytes.
+// Each ggml type is one row of kGgmlTypes (npugraph/ops/quant_table.hpp), indexed by its type
+// number, in the shape of ggml's type traits: name, elements and bytes per block, where the quants
+// start, its dequantiser and quantiser, and which kernels it has. A row of a type npugraph reads is
+// made from its block struct (npugraph/ops/quant_blocks.hpp), whose static members are the block
+// functions (defined here for the types npugraph computes on, in quant_formats_read.cpp for the
+// float types and the dequantise-only ones); the other ggml types have rows that only size them.
+// Nothing switches on the type: QuantWeight's checks, quantize / dequantize_blocks, the GGUF
+// reader's sizes and dequantize_row, the model loader, the Python bindings and the kernels'
+// dispatch (built from the rows' flags at compile time: linear_simd.cpp, linear_q8_simd.cpp,
+// linear_packed_simd.cpp, each static_asserting that a flagged row has its kernel) all look up the
+// row. A new type is a row, its block struct and functions and, to compute on it, its kernels
+// (docs/architecture.md, "Adding a quantisation type"); a kernel a type lacks is refused by name
+// (weight_quant_linear with Activations::q8 or on cuda, pack_rows16), never run on the wrong bytes.
 //
 // Dequantisers are ggml's dequantize_row_* value for value: exact products, then one rounding
 // add (quant.hpp). The 32-element quantisers are ggml's quantize_row_*_ref; the K-quant ones are a
@@ -21,7 +27,7 @@
 //   Q6_K: h = e / 128, r = e % 128; low 4 bits: nibble (r / 64) of ql[64 * h + r % 64]; high 2
 //     bits: bits 2 * (r / 32) of qh[32 * h + r % 32]; q = low | high << 4, in [0, 64);
 //     x = (d * scales[e / 16]) * (q - 32).
-#include "ops/linear/quant_formats.hpp"
+#include "npugraph/ops/quant.hpp"
 
 #include <algorithm>
 #include <cfloat>
@@ -315,18 +321,26 @@ void q_q6_k(const float* x, std::byte* out, std::int64_t blocks) {
 }
 
 }  // namespace
-
-BlockFns block_fns(QuantType type) noexcept {
-  switch (type) {
-    case QuantType::q4_0: return {dq_q4_0, q_q4_0};
-    case QuantType::q4_1: return {dq_q4_1, q_q4_1};
-    case QuantType::q5_0: return {dq_q5_0, q_q5_0};
-    case QuantType::q8_0: return {dq_q8_0, q_q8_0};
-    case QuantType::q4_k: return {dq_q45_k<false>, q_q45_k<false>};
-    case QuantType::q5_k: return {dq_q45_k<true>, q_q45_k<true>};
-    case QuantType::q6_k: return {dq_q6_k, q_q6_k};
-  }
-  return {};
-}
-
 }  // namespace npugraph::ops::quant_formats
+
+// The block structs' functions (quant_blocks.hpp), which the table's rows point at.
+namespace npugraph::ops {
+using namespace quant_formats;
+
+void BlockQ4_0::dequantize(const std::byte* s, float* y, std::int64_t n) { dq_q4_0(s, y, n); }
+void BlockQ4_1::dequantize(const std::byte* s, float* y, std::int64_t n) { dq_q4_1(s, y, n); }
+void BlockQ5_0::dequantize(const std::byte* s, float* y, std::int64_t n) { dq_q5_0(s, y, n); }
+void BlockQ8_0::dequantize(const std::byte* s, float* y, std::int64_t n) { dq_q8_0(s, y, n); }
+void BlockQ4_K::dequantize(const std::byte* s, float* y, std::int64_t n) { dq_q45_k<false>(s, y, n); }
+void BlockQ5_K::dequantize(const std::byte* s, float* y, std::int64_t n) { dq_q45_k<true>(s, y, n); }
+void BlockQ6_K::dequantize(const std::byte* s, float* y, std::int64_t n) { dq_q6_k(s, y, n); }
+
+void BlockQ4_0::quantize(const float* x, std::byte* out, std::int64_t n) { q_q4_0(x, out, n); }
+void BlockQ4_1::quantize(const float* x, std::byte* out, std::int64_t n) { q_q4_1(x, out, n); }
+void BlockQ5_0::quantize(const float* x, std::byte* out, std::int64_t n) { q_q5_0(x, out, n); }
+void BlockQ8_0::quantize(const float* x, std::byte* out, std::int64_t n) { q_q8_0(x, out, n); }
+void BlockQ4_K::quantize(const float* x, std::byte* out, std::int64_t n) { q_q45_k<false>(x, out, n); }
+void BlockQ5_K::quantize(const float* x, std::byte* out, std::int64_t n) { q_q45_k<true>(x, out, n); }
+void BlockQ6_K::quantize(const float* x, std::byte* out, std::int64_t n) { q_q6_k(x, out, n); }
+
+}  // namespace npugraph::ops

@@ -16,7 +16,7 @@ struct Geometry {
 
 Geometry geometry(QuantType type, std::int64_t cols) {
   const auto block = static_cast<std::int64_t>(quant_block_bytes(type));
-  const std::int64_t qs_offset = type == QuantType::q4_1 ? 4 : 2;
+  const auto qs_offset = static_cast<std::int64_t>(quant_traits(type).quants_at);  // after d (and m)
   return {block, qs_offset, block - qs_offset, cols / kQuantBlock};
 }
 

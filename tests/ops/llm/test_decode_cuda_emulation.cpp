@@ -343,11 +343,10 @@ TEST(DecodeCudaEmulation, LinearAndWeightQuantLinearAgreeWithAFloat64ReferenceAs
         p.x_stride = K;
         p.y_stride = N;
         p.w_row_bytes = c.quant ? qw.row_bytes() : K * dense.element_size();
-        using WF = ops::linear_impl::WeightFormat;
-        p.format = !c.quant ? (c.wdt == DType::f32 ? WF::f32 : c.wdt == DType::f16 ? WF::f16 : WF::bf16)
-                   : c.qt == ops::QuantType::q4_0 ? WF::q4_0
-                   : c.qt == ops::QuantType::q4_1 ? WF::q4_1
-                                                  : WF::q8_0;
+        p.type = c.quant ? ops::ggml_type(c.qt)
+                 : c.wdt == DType::f32 ? ops::GgmlType::F32
+                 : c.wdt == DType::f16 ? ops::GgmlType::F16
+                                       : ops::GgmlType::BF16;
         p.y_dtype = dout;
         emulate_linear(p);
         expect_linear_close(out, ref, mag, K, "emulated");

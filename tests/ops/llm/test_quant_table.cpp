@@ -75,7 +75,7 @@ TEST(QuantTable, RowsAreGgmlsFormats) {
   for (const ng::ops::QuantTraits& t : ng::ops::kQuantTable) {
     const auto& g = ng::llm::ggml_type_traits(static_cast<ng::llm::GgmlType>(static_cast<std::uint32_t>(t.type)));
     EXPECT_EQ(t.name, g.name);
-    EXPECT_EQ(t.block, g.block_size) << t.name;
+    EXPECT_EQ(t.block, g.block) << t.name;
     EXPECT_EQ(t.block_bytes, g.block_bytes) << t.name;
     EXPECT_TRUE(ng::ops::is_quant_type(static_cast<std::uint32_t>(t.type)));
   }
