@@ -6,6 +6,7 @@
 #include <system_error>
 
 #include "npugraph/error.hpp"
+#include "npugraph/memory.hpp"
 
 namespace npugraph::llm {
 namespace {
