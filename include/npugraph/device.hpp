@@ -28,9 +28,4 @@ class Device {
   int index_ = 0;
 };
 
-// How many devices of `type` this process can use: 1 for the cpu; for cuda the GPUs the CUDA runtime
-// reports, 0 when the library was built without the CUDA backend or no GPU or driver is present.
-// (The implementation is the backend registry's: src/backends/registry.cpp.)
-int device_count(DeviceType type) noexcept;
-
 }  // namespace npugraph

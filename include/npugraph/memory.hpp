@@ -11,6 +11,7 @@
 #include <memory>
 
 #include "npugraph/device.hpp"
+#include "npugraph/tensor.hpp"
 
 namespace npugraph {
 
@@ -39,6 +40,11 @@ class PoolHandle {
  private:
   std::shared_ptr<detail::MemPool> pool_;
 };
+
+// Uninitialised memory from the caching allocator (from the capture's private pool while the
+// current stream captures). `device` defaults to the cpu (the default argument is tensor.hpp's for
+// now: Note [empty() in core, transitional]).
+Tensor empty(Shape shape, DType dtype, Device device);
 
 PoolHandle graph_pool_handle(Device device = Device::cpu());
 // Totals over every pool of the device.

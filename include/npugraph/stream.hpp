@@ -93,4 +93,8 @@ class StreamGuard {
 // Blocks until every stream of the device is idle; rethrows the first pending task error.
 void device_synchronize(Device device = Device::cpu());
 
+// How many devices of `type` this process can use: 1 for the cpu; for cuda the GPUs the CUDA runtime
+// reports, 0 when the library was built without the CUDA backend or no GPU or driver is present.
+int device_count(DeviceType type) noexcept;
+
 }  // namespace npugraph

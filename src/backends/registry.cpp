@@ -59,9 +59,3 @@ void require(const Backend& backend, bool BackendCaps::*cap, const char* what) {
 }
 
 }  // namespace npugraph::detail
-
-namespace npugraph {
-
-int device_count(DeviceType type) noexcept { return type == DeviceType::cpu ? 1 : detail::cuda_device_count(); }
-
-}  // namespace npugraph

@@ -7,6 +7,7 @@
 #include "dist/comm_state.hpp"
 #include "npugraph/dtype.hpp"
 #include "npugraph/error.hpp"
+#include "npugraph/memory.hpp"
 #include "npugraph/stream.hpp"
 
 namespace npugraph::dist {

@@ -142,7 +142,7 @@ void CaptureState::record(StreamState& s, Task&& task) {
                  "' was not recorded (the capture is still valid)");
   Node node;
   node.task = std::move(task);
-  node.task.pin.reset();  // a captured graph launch pins the launch table when it runs
+  node.task.hold.reset();  // a captured replay pins the launch table when it runs
   node.deps = s.frontier;
   node.stream_id = s.id;
   node.group = s.open_group;

@@ -7,6 +7,7 @@
 #include "npugraph/error.hpp"
 #include "runtime/stream_state.hpp"
 #include "runtime/sync_objects.hpp"
+#include "runtime/trace.hpp"
 
 namespace npugraph::detail {
 
@@ -204,6 +205,8 @@ DumpTables ExecGraph::dump_tables() {
   def.nodes.resize(nodes.size());
   for (std::uint32_t i = 0; i < nodes.size(); ++i) {
     def.nodes[i].task.kind = nodes[i].kind;
+    if (nodes[i].kind == TaskKind::work)  // its name in the dump: a pointer that owns nothing
+      def.nodes[i].task.object = std::shared_ptr<void>(std::shared_ptr<void>(), nodes[i].object);
     def.nodes[i].stream_id = stream_ids[i];
     for (std::uint32_t k = nodes[i].succ_begin; k < nodes[i].succ_end; ++k)
       def.nodes[succ[k]].deps.push_back(i);
@@ -267,14 +270,39 @@ void advance_turn(LaunchTurns& t) {
 
 }  // namespace
 
-void take_launch_turn(Task& task, StreamState& stream) {
-  auto* graph = static_cast<ExecGraph*>(task.object.get());
-  LaunchTurns& t = graph->turns;
-  std::lock_guard lock(t.mu);
-  const std::uint64_t turn = t.next++;
-  t.holders.emplace_back(turn, stream.self);
-  task.ticket = LaunchTicket(graph, turn);
+// ---- a replay as its task's work (Note [Task work]) ------------------------------------------
+
+Task replay_task(std::shared_ptr<ExecGraph> graph) {
+  ExecGraph& g = *graph;
+  Task task = work_task(std::move(graph));
+  if (TablePin pin = g.pin_table(); pin.get()) task.hold.hold_ref(g, pin.release());
+  return task;
 }
+
+void ExecGraph::accept(WorkHold& hold, StreamState& stream) {
+  std::lock_guard lock(turns.mu);
+  const std::uint64_t turn = turns.next++;
+  turns.holders.emplace_back(turn, stream.self);
+  hold.hold_turn(*this, turn);
+}
+
+void ExecGraph::run(WorkHold& hold, StreamState& stream) {
+  TablePin pin(static_cast<LaunchTable*>(hold.ref()));
+  LaunchTicket ticket = hold.turn() != WorkHold::kNoTurn ? LaunchTicket(this, hold.turn()) : LaunchTicket();
+  hold.release();  // pin and ticket own them now
+  backend->replay(*this, std::move(pin), std::move(ticket), stream);
+}
+
+void ExecGraph::drop(WorkHold& hold) noexcept {
+  if (hold.turn() != WorkHold::kNoTurn) skip_launch_turn(this, hold.turn());
+  if (hold.ref()) release_table(static_cast<LaunchTable*>(hold.ref()));
+}
+
+void ExecGraph::trace(TraceEvent& event) const {
+  event.category = "graph";
+  if (event.node < 0) event.graph = graph_id;  // a graph's node keeps the id of the graph it is in
+}
+
 
 void skip_launch_turn(ExecGraph* graph, std::uint64_t turn) noexcept {
   LaunchTurns& t = graph->turns;

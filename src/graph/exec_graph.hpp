@@ -105,6 +105,66 @@ struct LaunchTable {
 };
 void release_table(LaunchTable* table) noexcept;
 
+// A reference to a graph's launch table (Note [Update order]), taken when a replay is launched.
+class TablePin {
+ public:
+  TablePin() = default;
+  explicit TablePin(LaunchTable* adopted) noexcept : t_(adopted) {}  // takes over one reference
+  TablePin(TablePin&& o) noexcept : t_(std::exchange(o.t_, nullptr)) {}
+  TablePin& operator=(TablePin&& o) noexcept {
+    if (this != &o) {
+      reset();
+      t_ = std::exchange(o.t_, nullptr);
+    }
+    return *this;
+  }
+  TablePin(const TablePin&) = delete;
+  TablePin& operator=(const TablePin&) = delete;
+  ~TablePin() { reset(); }
+  void reset() noexcept {
+    if (t_) release_table(std::exchange(t_, nullptr));
+  }
+  LaunchTable* get() const { return t_; }
+  // Hands the reference over (to a task's WorkHold).
+  LaunchTable* release() noexcept { return std::exchange(t_, nullptr); }
+
+ private:
+  LaunchTable* t_ = nullptr;
+};
+
+// A graph launch's place in its graph's launch order (Note [Replay order]), taken when its stream's
+// queue accepts it. Dropped without being run, it gives its turn up.
+void skip_launch_turn(ExecGraph* graph, std::uint64_t turn) noexcept;
+class LaunchTicket {
+ public:
+  LaunchTicket() = default;
+  LaunchTicket(ExecGraph* graph, std::uint64_t turn) noexcept : graph_(graph), turn_(turn) {}
+  LaunchTicket(LaunchTicket&& o) noexcept
+      : graph_(std::exchange(o.graph_, nullptr)), turn_(o.turn_) {}
+  LaunchTicket& operator=(LaunchTicket&& o) noexcept {
+    if (this != &o) {
+      reset();
+      graph_ = std::exchange(o.graph_, nullptr);
+      turn_ = o.turn_;
+    }
+    return *this;
+  }
+  LaunchTicket(const LaunchTicket&) = delete;
+  LaunchTicket& operator=(const LaunchTicket&) = delete;
+  ~LaunchTicket() { reset(); }
+  void reset() noexcept {
+    if (graph_) skip_launch_turn(std::exchange(graph_, nullptr), turn_);
+  }
+  bool held() const { return graph_ != nullptr; }
+  std::uint64_t turn() const { return turn_; }
+  // The run took its turn: nothing to give up.
+  void consume() noexcept { graph_ = nullptr; }
+
+ private:
+  ExecGraph* graph_ = nullptr;
+  std::uint64_t turn_ = 0;
+};
+
 struct ExecNode {
   KernelFn fn = nullptr;               // kernel nodes
   const std::byte* params = nullptr;   // into the graph's parameter arena (non-group nodes)
@@ -147,8 +207,19 @@ struct LaunchTurns {
 
 struct DumpTables;  // exec_graph.cpp
 
-struct ExecGraph {
-  ~ExecGraph();
+// An executable graph is also the work of its replays' tasks (Note [Task work]): a replay is one
+// task of kind `work` (replay_task), which takes its turn when a queue accepts it, runs on the
+// device's executable form (BackendGraph::replay) and, dropped unrun, gives up its turn and unpins
+// its launch table.
+struct ExecGraph final : TaskWork {
+  ExecGraph() : TaskWork(Shape::launch) {}
+  ~ExecGraph() override;
+  const char* name() const noexcept override { return "graph_launch"; }
+  void accept(WorkHold& hold, StreamState& stream) override;  // takes a turn (Note [Replay order])
+  void run(WorkHold& hold, StreamState& stream) override;
+  void drop(WorkHold& hold) noexcept override;
+  void trace(TraceEvent& event) const override;  // category "graph"; its id for its own task
+
   std::string describe(std::uint32_t node) const;  // "task #3 'add'"
   // Graphviz text with each kernel task's parameters as the next replay would use them (the
   // kernel's describe; for a group, the newest installed set) and each ExternalEvent's name.
@@ -190,15 +261,26 @@ struct ExecGraph {
 // runs only on its own streams).
 void check_replay_device(const ExecGraph& graph, const StreamState& stream, const char* call);
 
+// A replay of `graph`: a work task holding the launch table pinned now (Note [Update order]).
+Task replay_task(std::shared_ptr<ExecGraph> graph);
+
 // Builds the executable graph, and its device's executable form, for `device`.
 std::shared_ptr<ExecGraph> instantiate(const GraphDefData& def, std::uint64_t graph_id,
                                        std::shared_ptr<MemPool> pool, Device device);
 
 // The payload of a stream-ordered update's patch task: the sets to install, and the graphs they
 // belong to (kept alive until it ran). Recycled through the updating stream's PatchPool.
+// It is the work of its task (Note [Task work]): run, it installs (apply_patch).
 struct Patch;
 using PatchPool = Recycler<Patch>;
-struct Patch {
+struct Patch final : TaskWork {
+  Patch() : TaskWork(Shape::step) {}
+  const char* name() const noexcept override { return "task_update_patch"; }
+  void accept(WorkHold&, StreamState&) override {}
+  void run(WorkHold& hold, StreamState& stream) override;
+  void drop(WorkHold&) noexcept override {}
+  void trace(TraceEvent& event) const override;  // "update install: N group(s)"
+
   struct Entry {
     GroupSlot* slot;
     SetRef set;
@@ -210,9 +292,6 @@ struct Patch {
 };
 // Installs the patch's sets, drops its references and returns it to its pool.
 void apply_patch(Patch& patch);
-// Gives a graph_launch task queued on `stream` its turn in its graph's launch order (call under the
-// queue's lock).
-void take_launch_turn(Task& task, StreamState& stream);
 // Blocks the stream's worker until the replay may run: in `turn` for a host launch (null: a launch by
 // a graph's node), alone (false: the stream is going away; a turn is given up). end_replay lets the
 // next one run (and serves the next turn when this replay had one).

@@ -69,10 +69,7 @@ std::string GraphDef::dot() const { return data_->dot("graph"); }
 
 void GraphExec::launch(const Stream& stream) const {
   NG_CHECK_STATE(exec_ != nullptr, "GraphExec::launch: empty executable graph");
-  detail::Task task;
-  task.kind = detail::TaskKind::graph_launch;
-  task.object = exec_;
-  task.pin = exec_->pin_table();
+  detail::Task task = detail::replay_task(exec_);
   detail::check_replay_device(*exec_, state_of(stream), "GraphExec::launch");
   detail::issue(state_of(stream), std::move(task));
 }
@@ -143,17 +140,16 @@ void Graph::capture_end(const Stream& stream) {
 void Graph::replay() const { replay(current_stream()); }
 
 void Graph::replay(const Stream& stream) const {
-  detail::Task task;
-  task.kind = detail::TaskKind::graph_launch;
+  std::shared_ptr<detail::ExecGraph> exec;
   {
     std::lock_guard lock(runtime_mutex());  // races with reset() / capture_end() on other threads
     NG_CHECK_STATE(core_ && core_->state == State::ready && core_->exec, "replay: graph ",
                    core_ ? core_->id : 0, " has not been captured (capture it, then replay)");
-    task.object = core_->exec;
+    exec = core_->exec;
   }
-  const std::uint64_t graph_id = static_cast<detail::ExecGraph*>(task.object.get())->graph_id;
-  detail::check_replay_device(*static_cast<detail::ExecGraph*>(task.object.get()), state_of(stream), "replay");
-  task.pin = static_cast<detail::ExecGraph*>(task.object.get())->pin_table();
+  const std::uint64_t graph_id = exec->graph_id;
+  detail::check_replay_device(*exec, state_of(stream), "replay");
+  detail::Task task = detail::replay_task(std::move(exec));
   const bool traced = detail::tracing_on();
   const std::int64_t start = traced ? detail::trace_now_ns() : 0;
   detail::issue(state_of(stream), std::move(task));

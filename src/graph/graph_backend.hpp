@@ -3,9 +3,11 @@
 // Instantiation builds the device-independent ExecGraph (node table, task groups, parameter sets,
 // launch order) and asks the device's GraphBackend for its executable form: the cpu backend keeps
 // reusable replay states and walks the node table on the stream's worker; the cuda backend builds
-// a cudaGraphExec_t where it can (Note [CUDA graphs from the node table]). A replay is a graph_launch task on a stream, which the device's queue runs in
-// the graph's launch order (Note [Replay order]); a stream-ordered update is a patch task; a
-// launch-ordered update publishes a launch table and tells the backend (published()).
+// a cudaGraphExec_t where it can (Note [CUDA graphs from the node table]). A replay is a task on a
+// stream whose work is the ExecGraph (Note [Task work]): the device's queue accepts it (it takes its
+// turn in the graph's launch order, Note [Replay order]) and runs it, and the ExecGraph hands the run
+// to its executable form (replay()); a stream-ordered update is a patch task; a launch-ordered
+// update publishes a launch table and tells the backend (published()).
 #pragma once
 
 #include <cstdint>
@@ -17,11 +19,18 @@
 namespace npugraph::detail {
 
 struct ExecGraph;
+struct StreamState;
+class TablePin;
+class LaunchTicket;
 
 // A device's executable form of one ExecGraph.
 class BackendGraph {
  public:
   virtual ~BackendGraph() = default;
+  // Runs one replay of `graph` on the worker of `stream` (a stream of the graph's device): in its
+  // turn when `ticket` holds one, with the launch table pinned at launch when `pin` holds one (both
+  // empty: a replay run by a graph's node, which pins now and takes no turn).
+  virtual void replay(ExecGraph& graph, TablePin pin, LaunchTicket ticket, StreamState& stream) = 0;
 };
 
 class GraphBackend {

@@ -92,10 +92,10 @@ std::string GraphDefData::json(std::uint64_t graph_id, const std::vector<const c
          << "\"}}";
     }
     const char* name = names.empty() ? task_name(n.task) : names[i];
-    os << ",\n  {\"name\": \"" << json_escape(name) << "\", \"cat\": \"" << task_kind_name(n.task.kind)
+    os << ",\n  {\"name\": \"" << json_escape(name) << "\", \"cat\": \"" << task_type_name(n.task)
        << "\", \"ph\": \"X\", \"pid\": " << graph_id << ", \"tid\": \"stream" << n.stream_id
        << "\", \"ts\": " << ts << ", \"dur\": 1, \"args\": {\"Task Id\": " << i << ", \"Task Type\": \""
-       << task_kind_name(n.task.kind) << "\", \"Stream Id\": " << n.stream_id << ", \"deps\": [";
+       << task_type_name(n.task) << "\", \"Stream Id\": " << n.stream_id << ", \"deps\": [";
     for (std::size_t k = 0; k < n.deps.size(); ++k) os << (k ? ", " : "") << n.deps[k];
     os << "]";
     if (group_of[i] >= 0) os << ", \"Task Group\": " << group_of[i];

@@ -141,6 +141,10 @@ void apply_patch(Patch& patch) {
   patch.home->give(&patch);
 }
 
+void Patch::run(WorkHold&, StreamState&) { apply_patch(*this); }
+
+void Patch::trace(TraceEvent& event) const { event.detail = cat("update install: ", entries.size(), " group(s)"); }
+
 }  // namespace npugraph::detail
 
 namespace npugraph {
@@ -244,10 +248,8 @@ void install_in_stream_order(detail::StreamState& s, detail::UpdateState& u,
     patch->entries.push_back({t.graph->groups[t.group].get(), std::move(t.set)});
   }
   for (const auto& hold : u.holds) patch->graphs.push_back(hold.second);
-  detail::Task task;
-  task.kind = detail::TaskKind::patch;
-  task.object = std::shared_ptr<void>(s.patches, patch);  // aliasing: no allocation
-  s.queue->submit(std::move(task));
+  // Aliasing the stream's pool: no allocation.
+  s.queue->submit(detail::work_task(std::shared_ptr<detail::TaskWork>(s.patches, patch)));
 }
 
 // Launch order: each graph publishes a new launch table now (Note [Update order]).

@@ -7,6 +7,7 @@
 
 #include "llm/arch/architecture.hpp"
 #include "npugraph/error.hpp"
+#include "npugraph/memory.hpp"
 
 namespace npugraph::llm {
 namespace {

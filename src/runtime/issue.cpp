@@ -20,14 +20,17 @@ const char* task_kind_name(TaskKind kind) {
     case TaskKind::ext_record: return "external_event_record";
     case TaskKind::ext_wait: return "external_event_wait";
     case TaskKind::ext_reset: return "external_event_reset";
-    case TaskKind::graph_launch: return "graph_launch";
-    case TaskKind::patch: return "task_update_patch";
+    case TaskKind::work: return "work";
   }
   return "?";
 }
 
+const char* task_type_name(const Task& task) {
+  return task.kind == TaskKind::work && task.object ? work_of(task.object.get()).name() : task_kind_name(task.kind);
+}
+
 const char* task_name(const Task& task) {
-  return task.kind == TaskKind::kernel && task.kernel ? task.kernel->name : task_kind_name(task.kind);
+  return task.kind == TaskKind::kernel && task.kernel ? task.kernel->name : task_type_name(task);
 }
 
 namespace {

@@ -301,4 +301,7 @@ void device_synchronize(Device device) {
   if (first) std::rethrow_exception(first);
 }
 
+// The registry counts the GPUs (detail::cuda_device_count, backends/registry.cpp: the runtime's seam).
+int device_count(DeviceType type) noexcept { return type == DeviceType::cpu ? 1 : detail::cuda_device_count(); }
+
 }  // namespace npugraph

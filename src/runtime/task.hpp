@@ -75,8 +75,7 @@ enum class TaskKind : std::uint8_t {
   ext_record,
   ext_wait,
   ext_reset,
-  graph_launch,
-  patch,
+  work,  // defined by a layer above: `object` is a TaskWork (Note [Task work])
 };
 
 const char* task_kind_name(TaskKind kind);
@@ -93,76 +92,129 @@ struct CopyArgs {
   std::size_t nbytes;
 };
 
-// A reference to a graph's launch table (Note [Update order]), taken when a replay is launched.
-struct LaunchTable;
-void release_table(LaunchTable* table) noexcept;
-class TablePin {
+struct StreamState;
+struct TraceEvent;
+class WorkHold;
+
+// Note [Task work]
+// Work that a layer above the runtime defines — the graph layer's replay (ExecGraph) and a
+// stream-ordered update's install (Patch), both in graph/exec_graph.hpp — is a task of kind `work`
+// whose `object` is a TaskWork. Queues accept, run and drop it through this interface, so the
+// runtime names no graph type and calls nothing the graph layer defines (layers link one way, as
+// they include: core <- runtime <- graph; tools/check_layers.py --link). What a task's work holds
+// for it from issue to run (a replay: the launch table pinned at launch, its turn in its graph's
+// launch order) is the task's WorkHold, opaque here; a task destroyed unrun (a stream shut down, a
+// replay recorded into a capture) gives it back through drop(). Nothing here allocates: a replay
+// is still one task, O(1) to launch.
+class TaskWork {
  public:
-  TablePin() = default;
-  explicit TablePin(LaunchTable* adopted) noexcept : t_(adopted) {}  // takes over one reference
-  TablePin(TablePin&& o) noexcept : t_(std::exchange(o.t_, nullptr)) {}
-  TablePin& operator=(TablePin&& o) noexcept {
-    if (this != &o) {
-      reset();
-      t_ = std::exchange(o.t_, nullptr);
-    }
-    return *this;
-  }
-  TablePin(const TablePin&) = delete;
-  TablePin& operator=(const TablePin&) = delete;
-  ~TablePin() { reset(); }
-  void reset() noexcept {
-    if (t_) release_table(std::exchange(t_, nullptr));
-  }
-  LaunchTable* get() const { return t_; }
+  // How a queue treats the work.
+  enum class Shape : std::uint8_t {
+    step,    // a short host step after the stream's earlier work (an update's install): a device
+             // queue lets that work finish first
+    launch,  // issues work of its own on the stream (a replay): a device queue issues it without
+             // waiting; the cpu queue counts it as long work (Note [Batch gathering])
+  };
+  explicit TaskWork(Shape shape) : shape_(shape) {}
+  TaskWork(const TaskWork&) = delete;
+  TaskWork& operator=(const TaskWork&) = delete;
+  virtual ~TaskWork() = default;
+  Shape shape() const { return shape_; }
+
+  // Its name in task names, errors, traces and graph dumps.
+  virtual const char* name() const noexcept = 0;
+  // A stream's queue accepted a task of this work (called under the queue's lock).
+  virtual void accept(WorkHold& hold, StreamState& stream) = 0;
+  // Runs it on `stream`'s worker, taking over what `hold` holds (empty: run by a graph's node).
+  virtual void run(WorkHold& hold, StreamState& stream) = 0;
+  // Gives back what the task of a run that never came holds.
+  virtual void drop(WorkHold& hold) noexcept = 0;
+  // Completes the trace event of a run (its name, times and place are set; the category is "task").
+  virtual void trace(TraceEvent& event) const = 0;
 
  private:
-  LaunchTable* t_ = nullptr;
+  Shape shape_;
 };
 
-// A graph launch's place in its graph's launch order (Note [Replay order]), taken when its stream's
-// queue accepts it. Dropped without being run, it gives its turn up.
-struct ExecGraph;
-void skip_launch_turn(ExecGraph* graph, std::uint64_t turn) noexcept;
-class LaunchTicket {
+// What a task's work holds for it from issue to run (Note [Task work]): a reference and a turn,
+// both opaque to the runtime. Move-only; destroyed while it holds them, it gives them back to its
+// work (TaskWork::drop).
+class WorkHold {
  public:
-  LaunchTicket() = default;
-  LaunchTicket(ExecGraph* graph, std::uint64_t turn) noexcept : graph_(graph), turn_(turn) {}
-  LaunchTicket(LaunchTicket&& o) noexcept
-      : graph_(std::exchange(o.graph_, nullptr)), turn_(o.turn_) {}
-  LaunchTicket& operator=(LaunchTicket&& o) noexcept {
+  static constexpr std::uint64_t kNoTurn = ~std::uint64_t{0};
+
+  WorkHold() = default;
+  WorkHold(WorkHold&& o) noexcept
+      : work_(std::exchange(o.work_, nullptr)), ref_(std::exchange(o.ref_, nullptr)),
+        turn_(std::exchange(o.turn_, kNoTurn)) {}
+  WorkHold& operator=(WorkHold&& o) noexcept {
     if (this != &o) {
       reset();
-      graph_ = std::exchange(o.graph_, nullptr);
-      turn_ = o.turn_;
+      work_ = std::exchange(o.work_, nullptr);
+      ref_ = std::exchange(o.ref_, nullptr);
+      turn_ = std::exchange(o.turn_, kNoTurn);
     }
     return *this;
   }
-  LaunchTicket(const LaunchTicket&) = delete;
-  LaunchTicket& operator=(const LaunchTicket&) = delete;
-  ~LaunchTicket() { reset(); }
-  void reset() noexcept {
-    if (graph_) skip_launch_turn(std::exchange(graph_, nullptr), turn_);
+  WorkHold(const WorkHold&) = delete;
+  WorkHold& operator=(const WorkHold&) = delete;
+  ~WorkHold() { reset(); }
+
+  // Holds a reference `work` took (it keeps a turn it holds already), or a turn.
+  void hold_ref(TaskWork& work, void* ref) noexcept {
+    work_ = &work;
+    ref_ = ref;
   }
-  bool held() const { return graph_ != nullptr; }
+  void hold_turn(TaskWork& work, std::uint64_t turn) noexcept {
+    work_ = &work;
+    turn_ = turn;
+  }
+  void* ref() const { return ref_; }
   std::uint64_t turn() const { return turn_; }
-  // The run took its turn: nothing to give up.
-  void consume() noexcept { graph_ = nullptr; }
+  // The work took what it held over: empty now, nothing given back.
+  void release() noexcept {
+    work_ = nullptr;
+    ref_ = nullptr;
+    turn_ = kNoTurn;
+  }
+  // Gives what it holds back to its work: empty now.
+  void reset() noexcept {
+    if (TaskWork* work = std::exchange(work_, nullptr)) {
+      work->drop(*this);
+      ref_ = nullptr;
+      turn_ = kNoTurn;
+    }
+  }
 
  private:
-  ExecGraph* graph_ = nullptr;
-  std::uint64_t turn_ = 0;
+  TaskWork* work_ = nullptr;  // set while it holds something
+  void* ref_ = nullptr;
+  std::uint64_t turn_ = kNoTurn;
 };
 
 struct Task {
   TaskKind kind = TaskKind::kernel;
   const KernelDef* kernel = nullptr;  // kernel
   ParamBytes params;                  // kernel, fill, copy
-  std::shared_ptr<void> object;       // the event, host function, graph launch, patch or KeepAlive
-  TablePin pin;                       // graph launch: the launch table pinned at launch
-  LaunchTicket ticket;                // graph launch: its turn (destroyed before `object`)
+  std::shared_ptr<void> object;       // the event, host function or KeepAlive; work: its TaskWork
+  WorkHold hold;                      // work: what it holds until it runs (destroyed before `object`)
   std::uint64_t value = 0;            // an event record's sequence number
 };
+
+// A task of `work`; `object` points at its TaskWork (what work_of reads back).
+inline Task work_task(std::shared_ptr<TaskWork> work) {
+  Task task;
+  task.kind = TaskKind::work;
+  task.object = std::move(work);
+  return task;
+}
+// The TaskWork of a work task's `object` (or of a graph node's copy of it).
+inline TaskWork& work_of(void* object) { return *static_cast<TaskWork*>(object); }
+inline const TaskWork& work_of(const void* object) { return *static_cast<const TaskWork*>(object); }
+// Whether `task` is work that launches work of its own (a replay).
+inline bool is_launch(const Task& task) {
+  return task.kind == TaskKind::work && work_of(task.object.get()).shape() == TaskWork::Shape::launch;
+}
 
 // Note [Keep-alive]
 // Queued work must keep alive the memory it reads (the record_stream class of problem: a tensor
@@ -179,7 +231,9 @@ struct KeepAlive {
 };
 std::shared_ptr<KeepAlive> keep_alive(TensorUses uses);  // null when `uses` holds no tensor
 
-// A human-readable name: the kernel's name, else the kind.
+// A human-readable name: the kernel's name, the work's, else the kind.
 const char* task_name(const Task& task);
+// The kind's name; for work, the work's (TaskWork::name).
+const char* task_type_name(const Task& task);
 
 }  // namespace npugraph::detail

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "npugraph/error.hpp"
+#include "npugraph/memory.hpp"
 #include "runtime/issue.hpp"
 #include "runtime/stream_state.hpp"
 

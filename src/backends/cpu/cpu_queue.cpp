@@ -8,7 +8,6 @@
 #include "backends/cpu/cpu_backend.hpp"
 #include "backends/cpu/execute.hpp"
 #include "backends/cpu/spin_wait.hpp"
-#include "graph/exec_graph.hpp"
 #include "npugraph/error.hpp"
 #include "runtime/spin_lock.hpp"
 #include "runtime/stream_state.hpp"
@@ -35,11 +34,12 @@ class CpuStreamQueue final : public StreamQueue {
 
   void submit(Task&& task) override {
     bool wake;
-    const bool task_is_launch = task.kind == TaskKind::graph_launch;
+    const bool task_is_launch = is_launch(task);
     {
       std::lock_guard lock(mu_);
       NG_CHECK_STATE(!stop_, owner_->str(), " is shut down: no more work can be issued on it");
-      if (task.kind == TaskKind::graph_launch) take_launch_turn(task, *owner_);  // Note [Replay order]
+      // A replay takes its turn in its graph's launch order (Note [Replay order]).
+      if (task.kind == TaskKind::work) work_of(task.object.get()).accept(task.hold, *owner_);
       pending_.push_back(std::move(task));
       submitted_.store(submitted_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
       wake = sleeping_;
@@ -128,7 +128,7 @@ class CpuStreamQueue final : public StreamQueue {
       // A batch with a graph launch is not quick; only a short one of other tasks is timed.
       quick = batch.size() < kGatherCount &&
               std::none_of(batch.begin(), batch.end(),
-                           [](const Task& t) { return t.kind == TaskKind::graph_launch; });
+                           [](const Task& t) { return is_launch(t); });
       const auto began = quick ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
       // At process exit the memory queued work reads may be gone already: it is dropped, not run.
       if (!runtime_exiting())

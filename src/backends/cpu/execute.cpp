@@ -4,8 +4,6 @@
 
 #include "backends/cpu/compute_pool.hpp"
 #include "backends/cpu/execute.hpp"
-#include "graph/exec_graph.hpp"
-#include "graph/task_update.hpp"
 #include "npugraph/error.hpp"
 #include "runtime/stream_state.hpp"
 #include "runtime/trace.hpp"
@@ -49,10 +47,11 @@ bool execute_builtin(TaskKind kind, const std::byte* params, void* object, std::
     case TaskKind::ext_record: external_record(*static_cast<ExternalEventState*>(object)); return true;
     case TaskKind::ext_wait: return external_wait(*static_cast<ExternalEventState*>(object), site);
     case TaskKind::ext_reset: external_reset(*static_cast<ExternalEventState*>(object)); return true;
-    case TaskKind::graph_launch:
-      run_graph(*static_cast<ExecGraph*>(object), TablePin(), LaunchTicket(), *site.stream, compute_pool());
+    case TaskKind::work: {  // a replay run by a graph's node: it holds nothing (Note [Replay order])
+      WorkHold none;
+      work_of(object).run(none, *site.stream);
       return true;
-    case TaskKind::patch: apply_patch(*static_cast<Patch*>(object)); return true;
+    }
     case TaskKind::kernel: break;
   }
   NG_THROW(InternalError, "execute_builtin called for a kernel task");
@@ -60,15 +59,13 @@ bool execute_builtin(TaskKind kind, const std::byte* params, void* object, std::
 
 namespace {
 
-// What a trace event adds to the task's name: the ExternalEvent's, the patch's group count.
+// What a trace event adds to the task's name: the ExternalEvent's (work says its own: TaskWork::trace).
 std::string trace_detail(TaskKind kind, const void* object) {
   switch (kind) {
     case TaskKind::ext_record:
     case TaskKind::ext_wait:
     case TaskKind::ext_reset:
       return object ? "ExternalEvent '" + static_cast<const ExternalEventState*>(object)->name + "'" : "";
-    case TaskKind::patch:
-      return object ? cat("update install: ", static_cast<const Patch*>(object)->entries.size(), " group(s)") : "";
     default:
       return {};
   }
@@ -80,7 +77,7 @@ void trace_task(const char* name, TaskKind kind, const void* object, std::int64_
                 std::uint64_t stream, std::uint64_t graph, std::int32_t node, std::int32_t group) {
   TraceEvent e;
   e.name = name;
-  e.category = kind == TaskKind::kernel ? "kernel" : kind == TaskKind::graph_launch ? "graph" : "task";
+  e.category = kind == TaskKind::kernel ? "kernel" : "task";
   e.start_ns = start_ns;
   e.duration_ns = trace_now_ns() - start_ns;
   e.stream = stream;
@@ -88,16 +85,15 @@ void trace_task(const char* name, TaskKind kind, const void* object, std::int64_
   e.node = node;
   e.group = group;
   e.detail = trace_detail(kind, object);
+  if (kind == TaskKind::work && object) work_of(object).trace(e);
   trace_event(std::move(e));
 }
 
 void execute_task(Task& task, StreamState& stream, ComputePool& pool) {
   const bool traced = tracing_on();
   const std::int64_t start = traced ? trace_now_ns() : 0;
-  const std::uint64_t graph =
-      traced && task.kind == TaskKind::graph_launch ? static_cast<ExecGraph*>(task.object.get())->graph_id : 0;
   execute_untraced(task, stream, pool);
-  if (traced) trace_task(task_name(task), task.kind, task.object.get(), start, stream.id, graph, -1, -1);
+  if (traced) trace_task(task_name(task), task.kind, task.object.get(), start, stream.id, 0, -1, -1);
 }
 
 void execute_untraced(Task& task, StreamState& stream, ComputePool& pool) {
@@ -105,9 +101,8 @@ void execute_untraced(Task& task, StreamState& stream, ComputePool& pool) {
     if (task.kind == TaskKind::kernel) {
       const ExecContext ctx(&pool, stream.num_threads);
       task.kernel->cpu(task.params.data(), task.params.size(), ctx);
-    } else if (task.kind == TaskKind::graph_launch) {
-      run_graph(*static_cast<ExecGraph*>(task.object.get()), std::move(task.pin), std::move(task.ticket),
-                stream, pool);
+    } else if (task.kind == TaskKind::work) {
+      work_of(task.object.get()).run(task.hold, stream);  // a replay: CpuGraph::replay, run_graph
     } else {
       execute_builtin(task.kind, task.params.data(), task.object.get(), task.value,
                       WaitSite{&stream});

@@ -9,7 +9,7 @@ namespace npugraph::detail {
 class ComputePool;
 struct StreamState;
 
-// Runs a task that is not a kernel (fill, copy, host function, events, graph launch, patch).
+// Runs a task that is not a kernel (fill, copy, host function, events, work: a replay).
 // Returns false when it gave up (a cancelled ExternalEvent wait): the rest of a replay is skipped.
 bool execute_builtin(TaskKind kind, const std::byte* params, void* object, std::uint64_t value,
                      const WaitSite& site);
@@ -23,9 +23,11 @@ void trace_task(const char* name, TaskKind kind, const void* object, std::int64_
                 std::uint64_t stream, std::uint64_t graph, std::int32_t node, std::int32_t group);
 
 struct ExecGraph;
-// Runs one replay of `graph` (the object of a graph_launch task) on the calling stream worker, in
-// its turn (Note [Replay order]), with the launch table pinned at launch (`pin` and `ticket` empty: a
-// graph launched by a graph's node, which pins and takes its turn now).
+class TablePin;
+class LaunchTicket;
+// Runs one replay of `graph` (CpuGraph::replay) on the calling stream worker, in its turn (Note
+// [Replay order]), with the launch table pinned at launch (`pin` and `ticket` empty: a graph
+// launched by a graph's node, which pins now and takes no turn).
 void run_graph(ExecGraph& graph, TablePin pin, LaunchTicket ticket, StreamState& stream,
                ComputePool& pool);
 

@@ -172,6 +172,10 @@ void RunState::work(bool owner) {
   }
 }
 
+void CpuGraph::replay(ExecGraph& g, TablePin pin, LaunchTicket ticket, StreamState& stream) {
+  run_graph(g, std::move(pin), std::move(ticket), stream, compute_pool());
+}
+
 void run_graph(ExecGraph& graph, TablePin pin, LaunchTicket ticket, StreamState& stream,
                ComputePool& pool) {
   // A host launch has its turn; a launch by a graph's node has none (Note [Replay order]).

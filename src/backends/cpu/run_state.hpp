@@ -17,6 +17,7 @@ namespace npugraph::detail {
 struct RunState;
 struct CpuGraph final : BackendGraph {
   explicit CpuGraph(ExecGraph& g) : graph(&g) {}
+  void replay(ExecGraph& g, TablePin pin, LaunchTicket ticket, StreamState& stream) override;  // run_graph
   ExecGraph* graph;
   std::mutex runs_mu;
   std::vector<std::unique_ptr<RunState>> free_runs;

@@ -54,6 +54,7 @@ class CudaStreamQueue final : public StreamQueue {
   void shutdown() noexcept override;
 
   struct Impl;
+  Impl& impl() { return *impl_; }  // a replay on this queue's stream (CudaGraph::replay)
 
  private:
   std::unique_ptr<Impl> impl_;
@@ -63,6 +64,7 @@ class CudaStreamQueue final : public StreamQueue {
 struct CudaGraph final : BackendGraph {
   explicit CudaGraph(int device_index) : device(device_index) {}
   ~CudaGraph() override;
+  void replay(ExecGraph& graph, TablePin pin, LaunchTicket ticket, StreamState& stream) override;
   const int device;
   CUgraphExec_st* exec = nullptr;        // null: replays walk the node table
   void* device_blocks = nullptr;         // every kernel node's parameter block, device-resident

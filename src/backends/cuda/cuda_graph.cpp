@@ -169,6 +169,11 @@ std::unique_ptr<BackendGraph> CudaBackend::instantiate(ExecGraph& graph) {
 
 void CudaBackend::published(ExecGraph&, std::span<const std::uint32_t>) {}  // Note [CUDA replay binds sets]
 
+void CudaGraph::replay(ExecGraph& graph, TablePin pin, LaunchTicket ticket, StreamState& stream) {
+  // A stream of the graph's device (check_replay_device): a CUDA queue.
+  run_cuda_graph(graph, std::move(pin), std::move(ticket), static_cast<CudaStreamQueue&>(*stream.queue).impl());
+}
+
 void run_cuda_graph(ExecGraph& graph, TablePin pin, LaunchTicket ticket, CudaStreamQueue::Impl& q) {
   const bool had_turn = ticket.held();
   const std::uint64_t turn = ticket.turn();

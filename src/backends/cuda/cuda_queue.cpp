@@ -16,8 +16,6 @@
 #include <functional>
 
 #include "backends/cuda/cuda_queue.hpp"
-#include "graph/exec_graph.hpp"
-#include "graph/task_update.hpp"
 #include "runtime/stream_state.hpp"
 
 namespace npugraph::detail::cuda {
@@ -61,7 +59,7 @@ void CudaStreamQueue::Impl::launch_kernel(const KernelDef& kernel, const std::by
 }
 
 bool CudaStreamQueue::Impl::execute_builtin(TaskKind kind, const std::byte* params, void* object,
-                                            std::uint64_t value, const WaitSite& site) {
+                                            std::uint64_t value, const WaitSite& site, WorkHold* hold) {
   switch (kind) {
     case TaskKind::fill: {
       FillArgs a;
@@ -95,13 +93,15 @@ bool CudaStreamQueue::Impl::execute_builtin(TaskKind kind, const std::byte* para
       return true;
     case TaskKind::ext_wait: return external_wait(*static_cast<ExternalEventState*>(object), site);
     case TaskKind::ext_reset: external_reset(*static_cast<ExternalEventState*>(object)); return true;
-    case TaskKind::graph_launch:
-      run_cuda_graph(*static_cast<ExecGraph*>(object), TablePin(), LaunchTicket(), *this);
+    case TaskKind::work: {  // from a graph's node (a replay, holding nothing) or from execute()
+      TaskWork& work = work_of(object);
+      // A step (an update's install, with the ExternalEvent records it carries) follows the
+      // stream's work; a launch (a replay) issues its own work in stream order.
+      if (work.shape() == TaskWork::Shape::step) sync();
+      WorkHold none;
+      work.run(hold ? *hold : none, *site.stream);
       return true;
-    case TaskKind::patch:
-      sync();  // the install (and the ExternalEvent records it carries) follows the stream's work
-      apply_patch(*static_cast<Patch*>(object));
-      return true;
+    }
     case TaskKind::kernel: break;
   }
   NG_THROW(InternalError, "cuda execute_builtin called for a kernel task");
@@ -111,11 +111,8 @@ void CudaStreamQueue::Impl::execute(Task& task) {
   try {
     if (task.kind == TaskKind::kernel)
       launch_kernel(*task.kernel, task.params.data(), task.params.size());
-    else if (task.kind == TaskKind::graph_launch)
-      run_cuda_graph(*static_cast<ExecGraph*>(task.object.get()), std::move(task.pin), std::move(task.ticket),
-                     *this);
     else
-      execute_builtin(task.kind, task.params.data(), task.object.get(), task.value, WaitSite{owner});
+      execute_builtin(task.kind, task.params.data(), task.object.get(), task.value, WaitSite{owner}, &task.hold);
   } catch (const std::exception& e) {
     owner->report_error(std::string("task '") + task_name(task) + "' failed: " + e.what());
   } catch (...) {
@@ -192,7 +189,8 @@ void CudaStreamQueue::submit(Task&& task) {
   {
     std::lock_guard lock(q.mu);
     NG_CHECK_STATE(!q.stop, q.owner->str(), " is shut down: no more work can be issued on it");
-    if (task.kind == TaskKind::graph_launch) take_launch_turn(task, *q.owner);  // Note [Replay order]
+    // A replay takes its turn in its graph's launch order (Note [Replay order]).
+    if (task.kind == TaskKind::work) work_of(task.object.get()).accept(task.hold, *q.owner);
     q.pending.push_back(std::move(task));
     q.submitted.fetch_add(1, std::memory_order_release);
   }

@@ -31,9 +31,10 @@ struct CudaStreamQueue::Impl {
 
   void run();                       // the worker
   void execute(Task& task);         // issues one task (may synchronize)
-  // Issues a task that is not a kernel or a graph launch; false: a cancelled ExternalEvent wait.
+  // Issues a task that is not a kernel (work runs with `hold`, else holding nothing: a replay run
+  // by a graph's node); false: a cancelled ExternalEvent wait.
   bool execute_builtin(TaskKind kind, const std::byte* params, void* object, std::uint64_t value,
-                       const WaitSite& site);
+                       const WaitSite& site, WorkHold* hold = nullptr);
   // Issues a kernel: its block staged to the device, then the launcher.
   void launch_kernel(const KernelDef& kernel, const std::byte* params, std::size_t size);
   // Waits for everything issued on the stream; throws StateError with CUDA's error.
@@ -55,8 +56,8 @@ struct CudaStreamQueue::Impl {
   std::thread thread;
 };
 
-// Runs one replay of `graph` on the queue's stream (cuda_graph.cpp); pin and ticket as for the cpu
-// (empty for a graph launched by a graph's node).
+// Runs one replay of `graph` on the queue's stream (CudaGraph::replay, cuda_graph.cpp); pin and
+// ticket as for the cpu (empty for a graph launched by a graph's node).
 void run_cuda_graph(ExecGraph& graph, TablePin pin, LaunchTicket ticket, CudaStreamQueue::Impl& q);
 
 }  // namespace npugraph::detail::cuda

@@ -1,6 +1,7 @@
 // npu_swiglu / swiglu: checks and launches; the kernel is swiglu_simd.cpp.
 #include "npugraph/ops/swiglu.hpp"
 
+#include "npugraph/memory.hpp"
 #include "npugraph/stream.hpp"
 #include "ops/activation/float_io.hpp"
 #include "ops/activation/swiglu_params.hpp"

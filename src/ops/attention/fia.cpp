@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "npugraph/error.hpp"
+#include "npugraph/memory.hpp"
 #include "npugraph/stream.hpp"
 #include "ops/attention/fia_plan.hpp"
 

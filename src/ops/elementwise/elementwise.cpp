@@ -4,6 +4,7 @@
 // launches it with the tensors it uses; the kernels are elementwise_kernel.cpp.
 #include "npugraph/ops/elementwise.hpp"
 
+#include "npugraph/memory.hpp"
 #include "npugraph/stream.hpp"
 #include "ops/elementwise/elementwise_params.hpp"
 #include "ops/elementwise/elementwise_plan.hpp"

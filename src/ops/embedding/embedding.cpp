@@ -3,6 +3,7 @@
 
 #include <vector>
 
+#include "npugraph/memory.hpp"
 #include "npugraph/stream.hpp"
 #include "ops/activation/float_io.hpp"
 #include "ops/embedding/embedding_params.hpp"

@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "npugraph/memory.hpp"
 #include "npugraph/stream.hpp"
 #include "ops/activation/float_io.hpp"
 #include "ops/norm/rms_norm_params.hpp"

@@ -7,6 +7,7 @@
 #include <limits>
 #include <vector>
 
+#include "npugraph/memory.hpp"
 #include "npugraph/stream.hpp"
 #include "ops/activation/float_io.hpp"
 #include "ops/sampling/sampling_cuda_check.hpp"
