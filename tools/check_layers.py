@@ -69,8 +69,6 @@ SEAMS = {
     "npugraph::detail::compiled_backends": "the backend registry (backends/registry.cpp)",
     "npugraph::detail::cuda_device_count": "the backend registry (backends/registry.cpp)",
     "npugraph::detail::require": "the backend registry (backends/registry.cpp)",
-    # Transitional: tensor.hpp still declares empty() for two files being changed elsewhere.
-    "npugraph::empty": "transitional, Note [empty() in core, transitional] (include/npugraph/tensor.hpp)",
 }
 
 NAMESPACE_OPEN = re.compile(r"^\s*(?:inline\s+)?namespace\s*([\w:]*)\s*\{\s*(?://.*)?$")

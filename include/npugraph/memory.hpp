@@ -42,9 +42,8 @@ class PoolHandle {
 };
 
 // Uninitialised memory from the caching allocator (from the capture's private pool while the
-// current stream captures). `device` defaults to the cpu (the default argument is tensor.hpp's for
-// now: Note [empty() in core, transitional]).
-Tensor empty(Shape shape, DType dtype, Device device);
+// current stream captures). `device` defaults to the cpu.
+Tensor empty(Shape shape, DType dtype, Device device = Device::cpu());
 
 PoolHandle graph_pool_handle(Device device = Device::cpu());
 // Totals over every pool of the device.

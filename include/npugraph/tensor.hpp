@@ -97,12 +97,4 @@ class Tensor {
 
 Shape contiguous_strides(const Shape& shape);
 
-// Note [empty() in core, transitional]
-// empty() is the runtime's (npugraph/memory.hpp, defined in src/runtime/memory.cpp): include that
-// header, or the umbrella npugraph/npugraph.hpp. This declaration — a core header naming what only
-// the runtime defines, a link-time back edge (tools/check_layers.py --link) — stays only until
-// src/ops/linear/linear.cpp and src/ops/linear/quant.cpp include npugraph/memory.hpp; then delete it
-// and give memory.hpp's declaration the default argument.
-Tensor empty(Shape shape, DType dtype, Device device = Device::cpu());
-
 }  // namespace npugraph

@@ -6,6 +6,7 @@
 #include <array>
 
 #include "npugraph/error.hpp"
+#include "npugraph/memory.hpp"
 #include "npugraph/stream.hpp"
 #include "ops/linear/linear_params.hpp"
 

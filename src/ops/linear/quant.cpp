@@ -10,6 +10,7 @@
 
 #include "npugraph/dtype.hpp"
 #include "npugraph/error.hpp"
+#include "npugraph/memory.hpp"
 #include "ops/linear/quant_cuda_core.hpp"
 #include "ops/linear/quant_pack.hpp"
 
