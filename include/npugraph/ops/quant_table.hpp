@@ -43,6 +43,9 @@ struct QuantTraits {
   std::size_t quants_at = 0;      // where a block's quants (qs, or Q6_K's ql) start
   DequantizeFn dequantize = nullptr;  // nullptr: npugraph does not read its values
   QuantizeFn quantize = nullptr;      // nullptr: no quantiser
+  // Whether those are set, as flags: the compile-time checks below read these, since comparing a
+  // function's address with nullptr is not a constant expression under -fsanitize=address (GCC).
+  bool reads = false, quantises = false;
   // Its kernels (QuantKernels): the row's flags, as the callers ask for them.
   bool linear = false;
   bool q8_kernel = false;
@@ -50,7 +53,7 @@ struct QuantTraits {
   bool cuda = false;
 
   constexpr bool defined() const noexcept { return !name.empty(); }
-  constexpr bool dequantizable() const noexcept { return dequantize != nullptr; }
+  constexpr bool dequantizable() const noexcept { return reads; }
   // A block-quantised type the ops compute on: the QuantTypes (npugraph/ops/quant.hpp).
   constexpr bool computable_quant() const noexcept { return linear && block > 1; }
 };
@@ -68,7 +71,11 @@ constexpr QuantTraits row(std::string_view name, QuantKernels kernels = {}) {
   if constexpr (requires { Block::ql; }) t.quants_at = offsetof(Block, ql);  // Q6_K's low bits
   else if constexpr (requires { Block::qs; }) t.quants_at = offsetof(Block, qs);
   t.dequantize = &Block::dequantize;
-  if constexpr (requires { &Block::quantize; }) t.quantize = &Block::quantize;
+  t.reads = true;
+  if constexpr (requires { &Block::quantize; }) {
+    t.quantize = &Block::quantize;
+    t.quantises = true;
+  }
   t.linear = kernels.linear;
   t.q8_kernel = kernels.q8;
   t.rows16 = kernels.rows16;
@@ -155,7 +162,7 @@ constexpr bool rows_are_consistent() {
     if (static_cast<std::size_t>(t.type) != i) return false;           // indexed by its number
     if (t.block < 1 || t.block_bytes == 0) return false;
     if (t.linear && !t.dequantizable()) return false;                       // kernels read ggml's values
-    if (t.computable_quant() && !t.quantize) return false;                  // tests and converters quantise
+    if (t.computable_quant() && !t.quantises) return false;                 // tests and converters quantise
     if (t.q8_kernel && !t.computable_quant()) return false;                 // q8 GEMV: quantised weights
     if (t.rows16 && (!t.q8_kernel || t.block != kQuantBlock)) return false; // rows16 feeds the q8 GEMV
     if (t.cuda && !t.linear) return false;

@@ -63,6 +63,8 @@ void expect_row_is_block(std::string_view name) {
   } else {
     EXPECT_EQ(row.quantize, nullptr) << name;
   }
+  EXPECT_TRUE(row.reads) << name;  // the flags say what the pointers say
+  EXPECT_EQ(row.quantises, row.quantize != nullptr) << name;
 }
 
 TEST(QuantRows, EachRowIsItsBlockStruct) {
