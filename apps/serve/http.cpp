@@ -150,6 +150,8 @@ class Session : public std::enable_shared_from_this<Session> {
   void queue(std::string bytes);
   void write_next();
   void after_answer();
+  // The answer no longer counts as answering; returns the session's hold on itself.
+  std::shared_ptr<Session> end_answer();
   void gone();
   void linger();
   void drain(error_code ec, std::size_t n);
@@ -422,11 +424,7 @@ void Session::on_gone(std::uint64_t answer, std::function<void()> callback) {
 }
 
 void Session::after_answer() {
-  if (counted_) {
-    counted_ = false;
-    server_->answering -= 1;
-  }
-  const auto self = std::move(keep_);  // alive to the end of this call
+  const auto self = end_answer();  // alive to the end of this call
   gone_ = {};
   probe_.cancel();
   if (close_after_ || server_->closed) return linger();
@@ -438,6 +436,14 @@ void Session::after_answer() {
     return;
   }
   read_header();
+}
+
+std::shared_ptr<Session> Session::end_answer() {
+  if (counted_) {
+    counted_ = false;
+    server_->answering -= 1;
+  }
+  return std::move(keep_);
 }
 
 void Session::gone() {
@@ -458,11 +464,7 @@ void Session::close_now() {
     gone_ = {};
     g();
   }
-  if (counted_) {
-    counted_ = false;
-    server_->answering -= 1;
-  }
-  const auto self = std::move(keep_);  // alive to the end of this call
+  const auto self = end_answer();  // alive to the end of this call
   error_code ignored;
   deadline_.cancel();
   write_deadline_.cancel();

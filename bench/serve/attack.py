@@ -98,33 +98,31 @@ def health(t, n):
     return {"clients": n, "health_seconds": times}
 
 
-def memory(t):
-    before = t.status("VmRSS")
-    s = socket.create_connection(("127.0.0.1", t.port), timeout=30)
+def flood(port, head, pieces, tail):
+    """Sends head, the pieces and tail on one connection until the server stops taking them;
+    returns how many pieces went."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=30)
     sent = 0
     try:
-        s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n")
-        piece = b"%x\r\n" % (1 << 20) + b"a" * (1 << 20) + b"\r\n"
-        for _ in range(256):
+        s.sendall(head)
+        for piece in pieces:
             s.sendall(piece)
             sent += 1
-        s.sendall(b"0\r\n\r\n")
+        s.sendall(tail)
         s.recv(100)
     except OSError:
         pass
     s.close()
-    s = socket.create_connection(("127.0.0.1", t.port), timeout=30)
-    headers_sent = 0
-    try:
-        s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n")
-        for i in range(100_000):
-            s.sendall(b"X-%d: %s\r\n" % (i, b"v" * 2000))
-            headers_sent += 1
-        s.sendall(b"\r\n")
-        s.recv(100)
-    except OSError:
-        pass
-    s.close()
+    return sent
+
+
+def memory(t):
+    before = t.status("VmRSS")
+    # a chunked body of 256 MB, then a request of 100,000 headers of 2 KB
+    sent = flood(t.port, b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n",
+                 (b"%x\r\n" % (1 << 20) + b"a" * (1 << 20) + b"\r\n" for _ in range(256)), b"0\r\n\r\n")
+    headers_sent = flood(t.port, b"GET /health HTTP/1.1\r\nHost: x\r\n",
+                         (b"X-%d: %s\r\n" % (i, b"v" * 2000) for i in range(100_000)), b"\r\n")
     time.sleep(2)  # let it settle before reading the resident size (a setup, not an assertion)
     return {"rss_before_mib": before, "chunked_mib_accepted": sent, "headers_sent": headers_sent,
             "peak_mib": t.status("VmHWM"), "rss_after_mib": t.status("VmRSS")}

@@ -283,4 +283,32 @@ TEST(LlmEngineStep, AThreadSubmittingAndCancellingWhileAnotherStepsLosesNothing)
   EXPECT_EQ(e.load().kv_blocks_used, 0);
 }
 
+// Two threads preparing (tokenising, no lock) and submitting prepared requests while a third
+// steps: every request runs, each with the tokens it gets alone (what npugraph-serve's workers do).
+TEST(LlmEngineStep, ThreadsPreparingAndSubmittingWhileAnotherStepsLoseNothing) {
+  llm::Engine e(opts({.max_batch = 4}));
+  constexpr int kPerThread = 6;
+  std::atomic<int> submitted{0};
+  std::vector<llm::RequestId> ids(2 * kPerThread);
+  auto request = [](int i) {
+    return llm::Request{.prompt = "prepared number " + std::to_string(i), .max_tokens = 3 + i % 4, .chat = false};
+  };
+  auto producer = [&](int first) {
+    for (int i = first; i < first + kPerThread; ++i) {
+      llm::PreparedRequest p = e.prepare(request(i));
+      ids[static_cast<std::size_t>(i)] = e.submit(std::move(p));
+      submitted.fetch_add(1, std::memory_order_release);
+    }
+  };
+  std::thread a(producer, 0), b(producer, kPerThread);
+  Collected c;
+  while (submitted.load(std::memory_order_acquire) < 2 * kPerThread || !e.idle()) c.add(e.step());
+  a.join();
+  b.join();
+  ASSERT_EQ(c.finish.size(), static_cast<std::size_t>(2 * kPerThread));
+  for (int i = 0; i < 2 * kPerThread; ++i)
+    EXPECT_EQ(c.results.at(ids[static_cast<std::size_t>(i)]).tokens, alone(request(i)).tokens) << i;
+  EXPECT_EQ(e.load().kv_blocks_used, 0);
+}
+
 }  // namespace

@@ -115,13 +115,19 @@ def trickle(server, stop, cut, first=b"GET /health HTTP/1.1\r\nHost: x\r\n"):
         s.close()
 
 
+def tricklers(server, n):
+    """n trickling clients, started; set `stop` to end them, `cut` counts those the server cut."""
+    stop, cut = threading.Event(), []
+    threads = [threading.Thread(target=trickle, args=(server, stop, cut)) for _ in range(n)]
+    for t in threads:
+        t.start()
+    return stop, cut, threads
+
+
 def test_two_hundred_trickling_clients_do_not_starve_health_or_completions(tiny):
     s = Server(tiny, "--max-connections", "64")
-    stop, cut = threading.Event(), []
-    threads = [threading.Thread(target=trickle, args=(s, stop, cut)) for _ in range(200)]
+    stop, cut, threads = tricklers(s, 200)
     try:
-        for t in threads:
-            t.start()
         wait_for(lambda: len(cut) > 0, "the connection bound to close trickling clients")  # 200 > 64
         for _ in range(5):
             r = httpx.get(s.url + "/health", timeout=20)
@@ -363,11 +369,8 @@ def test_a_half_closed_client_gets_its_answer(tiny):
 
 def test_sigterm_with_slow_clients_drains_and_exits_zero(tiny):
     s = Server(tiny, "--min-step-ms", "20")
-    stop, cut = threading.Event(), []
-    threads = [threading.Thread(target=trickle, args=(s, stop, cut)) for _ in range(20)]
+    stop, cut, threads = tricklers(s, 20)
     try:
-        for t in threads:
-            t.start()
         c = connect(s)
         c.sendall(request_bytes("/v1/chat/completions", {**BODY, "max_tokens": 30, "stream": True}))
         wait_for(lambda: metric(s, "npugraph_requests_running") == 1, "the stream to run")
