@@ -33,7 +33,7 @@ PUBLIC = {
     "error.hpp": "core",
     "stream.hpp": "runtime", "event.hpp": "runtime", "external_event.hpp": "runtime",
     "memory.hpp": "runtime", "kernel.hpp": "runtime", "tasks.hpp": "runtime",
-    "graph.hpp": "graph", "task_group.hpp": "graph", "trace.hpp": "runtime",
+    "graph.hpp": "graph", "task_group.hpp": "graph", "recorded_updates.hpp": "graph", "trace.hpp": "runtime",
     "dist.hpp": "dist",  # npugraph::dist (MPI): beside the ops, not in the umbrella header
     "npugraph.hpp": "ops",  # the umbrella re-exports everything up to the ops
 }

@@ -222,7 +222,7 @@ def debug_dump(self, debug_path):
 
 class _GraphDispatchMode:
     """What ``NPUGraph.graph_dispatch_mode`` holds in torch_npu master: the one ``update_stream``
-    every graph's ``update()`` issues on (Note [One update stream] in python/src/dispatch.hpp)."""
+    every graph's ``update()`` issues on (Note [One update stream] in include/npugraph/recorded_updates.hpp)."""
 
     __slots__ = ()
 

@@ -51,8 +51,9 @@ py::object call_fia(const FiaOp& op, py::handle q, py::handle k, py::handle v, c
   bool recorded = false;
   if (d) {
     py::gil_scoped_release release;  // captured into its own group and recorded
-    if (auto outs = record_fia(*d, query, key, value, o, op.names)) {
-      std::tie(r.attention_out, r.softmax_lse) = *outs;
+    if (auto outs = d->fia.record(d->updates, query, key, value, o, static_cast<std::uint8_t>(op.names),
+                                  nullptr, op.name)) {
+      r = std::move(*outs);
       recorded = true;
     }
   }
@@ -69,14 +70,15 @@ py::object call_fia(const FiaOp& op, py::handle q, py::handle k, py::handle v, c
 py::object call_fia_out(const FiaOp& op, py::handle q, py::handle k, py::handle v, py::handle workspace,
                         py::handle out, const py::kwargs& kwargs) {
   const Tensor query = to_tensor(q, "query"), key = to_tensor(k, "key"), value = to_tensor(v, "value");
-  FiaOutArgs given;
+  ops::FiaOutBuffers given;
   if (!workspace.is_none()) given.workspace = to_tensor(workspace, "workspace");
   std::tie(given.attention_out, given.softmax_lse) = out_arg(out, op.out_name);
   const ops::FiaOptions o = parse_options(kwargs, op.out_name, op.names);
   std::shared_ptr<DispatchRecords> d = active_dispatch();
   {
     py::gil_scoped_release release;
-    if (d && record_fia(*d, query, key, value, o, op.names, &given)) {
+    if (d && d->fia.record(d->updates, query, key, value, o, static_cast<std::uint8_t>(op.names), &given,
+                           op.out_name)) {
       // recorded: its task writes `out` on every replay
     } else if (given.workspace.defined()) {
       ops::fused_infer_attention_score_out(query, key, value, o, given.workspace, given.attention_out,
@@ -129,116 +131,18 @@ void bind_fia_op(py::module_& m, const char* class_name, const char* attr_name, 
 
 }  // namespace
 
-std::optional<std::pair<Tensor, Tensor>> record_fia(DispatchRecords& d, const Tensor& query,
-                                                    const Tensor& key, const Tensor& value,
-                                                    const ops::FiaOptions& options, FiaNames names,
-                                                    const FiaOutArgs* given) {
-  std::lock_guard lock(d.mutex);
-  mark_busy(d, "recording a call into");
-  NG_CHECK_STATE(!d.dead, "npu_fused_infer_attention_score: graph ", d.graph_id,
-                 " was reset (g.reset()) during its auto-dispatch capture, which ended it; the call is "
-                 "not recorded (capture the graph again)");
-  const Stream s = current_stream(query.device());
-  if (!s.is_capturing()) return std::nullopt;  // e.g. inside `with npugraph.npu.stream(other):`
-  // One plan for the workspace size, the outputs and the launch.
-  const ops::FiaPlan plan = ops::fia_plan(query, key, value, options);
-  FiaRecord r{query, key, value, options, {}, {}, {}, {}, ExternalEvent("fia record " + std::to_string(d.records.size()))};
-  r.names = names;
-  if (given && given->workspace.defined()) {
-    r.workspace = given->workspace;
-  } else {
-    const std::int64_t need = plan.workspace_bytes();
-    auto it = std::find_if(d.workspaces.begin(), d.workspaces.end(),
-                           [&](const auto& w) { return w.first == s.id(); });
-    if (it == d.workspaces.end()) {
-      d.workspaces.emplace_back(s.id(), Tensor());
-      it = d.workspaces.end() - 1;
-    }
-    if (!it->second.defined() || it->second.numel() < need)  // earlier calls keep their smaller one
-      it->second = empty({need}, DType::u8, query.device());
-    r.workspace = it->second;
-  }
-  if (given) {  // a .out call: it writes the caller's outputs
-    r.attention_out = given->attention_out;
-    r.softmax_lse = given->softmax_lse;
-  } else {
-    r.attention_out = empty(plan.out_shape(), plan.out_dtype(), query.device());
-    r.softmax_lse = options.softmax_lse_flag ? empty(plan.lse_shape(), DType::f32, query.device())
-                                             : zeros({1}, DType::f32, query.device());
-  }
-  r.event.wait(s);
-  r.event.reset(s);
-  task_group_begin(s);
-  ops::fused_infer_attention_score_out(plan, r.workspace, r.attention_out, r.softmax_lse);
-  r.handle = task_group_end(s);
-  d.handles.push_back(r.handle);
-  d.events.push_back(r.event);
-  d.records.push_back(std::move(r));
-  d.count.store(d.records.size());
-  return std::pair{d.records.back().attention_out, d.records.back().softmax_lse};
-}
-
-void update_fia_records(DispatchRecords& d, py::handle cpu_update_input) {
+void stage_fia_updates(RecordedUpdates::Update& u, py::handle cpu_update_input) {
   if (!py::isinstance<py::list>(cpu_update_input) && !py::isinstance<py::tuple>(cpu_update_input))
     throw py::type_error("NPUGraph.update: cpu_update_input must be a list of dicts, got " +
                          type_name(cpu_update_input) + " (" + short_repr(cpu_update_input) + ")");
   const py::sequence inputs = py::reinterpret_borrow<py::sequence>(cpu_update_input);
-  const std::size_t n = d.records.size(), given = inputs.size();
+  const std::size_t n = u.size(), given = inputs.size();
   NG_CHECK_ARG(given == 1 || given == n, "NPUGraph.update: cpu_update_input has ", given,
                " dicts: pass one per recorded call (", n, ") or one for all");
-  // The new values are swapped into the records' options field by field (no copies); on any error
-  // the same swaps, undone in reverse, restore every recorded argument.
-  d.staging.resize(n);
-  d.host_only.assign(n, 1);
-  d.undo.clear();
-  std::vector<FieldSwap>& swaps = d.swaps;
-  auto rollback = [&] {
-    for (auto it = d.undo.rbegin(); it != d.undo.rend(); ++it)
-      it->second(d.records[it->first].options, d.staging[it->first]);
-    d.undo.clear();
-  };
-  try {
-    for (std::size_t i = 0; i < n; ++i) {
-      swaps.clear();
-      try {
-        d.host_only[i] = apply_fia_kwargs(d.records[i].options, d.staging[i],
-                                          inputs[given == 1 ? 0 : i], given == 1 ? 0 : i, swaps,
-                                          d.records[i].names);
-      } catch (...) {
-        for (FieldSwap f : swaps) d.undo.emplace_back(i, f);
-        throw;
-      }
-      for (FieldSwap f : swaps) d.undo.emplace_back(i, f);
-    }
-    py::gil_scoped_release release;
-    const Stream& u = d.update_stream;
-    std::lock_guard shared(shared_update_mutex());  // Note [One update stream]
-    try {
-      if (d.last_replay) u.wait(*d.last_replay);  // Note [Updates after replays]
-      StreamGuard on(u);
-      task_update_begin(u, d.handles);
-      for (std::size_t i = 0; i < n; ++i) {
-        const FiaRecord& r = d.records[i];
-        if (r.captured_inputs && d.host_only[i])
-          ops::fused_infer_attention_score_update(u, ops::FiaHostValues::of(r.options));
-        else
-          ops::fused_infer_attention_score_out(r.query, r.key, r.value, r.options, r.workspace,
-                                               r.attention_out, r.softmax_lse);
-      }
-      // One stream task installs every call's parameters, then sets every call's event.
-      task_update_end(u, d.events);
-    } catch (...) {
-      abandon_update_on_error(u);  // before another update may take the stream
-      throw;
-    }
-  } catch (...) {
-    abandon_update_on_error(d.update_stream);  // a failed call installs nothing
-    rollback();
-    throw;
+  for (std::size_t i = 0; i < n; ++i) {
+    auto& call = static_cast<ops::FiaCall&>(u.call(i));  // every record of this layer is an FIA call
+    apply_fia_kwargs(call, inputs[given == 1 ? 0 : i], given == 1 ? 0 : i, static_cast<FiaNames>(call.tag()));
   }
-  d.undo.clear();
-  for (std::size_t i = 0; i < n; ++i)
-    if (!d.host_only[i]) d.records[i].captured_inputs = false;
 }
 
 void bind_fia(py::module_& m) {

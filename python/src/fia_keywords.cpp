@@ -280,24 +280,23 @@ ops::FiaOptions parse_options(const py::kwargs& kwargs, const char* what, FiaNam
   return o;
 }
 
-bool apply_fia_kwargs(ops::FiaOptions& options, ops::FiaOptions& scratch, py::handle dict,
-                      std::size_t index, std::vector<FieldSwap>& undo, FiaNames names) {
+void apply_fia_kwargs(ops::FiaCall& call, py::handle dict, std::size_t index, FiaNames names) {
   const char* what = "NPUGraph.update: cpu_update_input";
   const long at = static_cast<long>(index);
   if (!PyDict_Check(dict.ptr()))
     throw py::type_error(where_text(what, at) +
                          " must be a dict of fused_infer_attention_score keyword arguments, got " +
                          type_name(dict));
+  const ops::FiaOptions& options = call.options();
+  ops::FiaOptions& scratch = call.staging();
   PyObject *key, *value;
   Py_ssize_t pos = 0;
-  bool host_only = true;
   while (PyDict_Next(dict.ptr(), &pos, &key, &value)) {
     const Field* f = find_field(key, update_table(names));
     if (!f) {
       if (other_ops_keyword(key)) continue;  // as torch_npu, which ignores keys its record lacks
       unexpected_keyword(what, at, key);
     }
-    host_only = host_only && !f->differs;  // only the host values have no `differs`
     try {
       f->set(scratch, value);  // parse first: a bad value leaves `options` as it was
     } catch (...) {
@@ -310,10 +309,8 @@ bool apply_fia_kwargs(ops::FiaOptions& options, ops::FiaOptions& scratch, py::ha
                "actual_shared_prefix_len, scale, pre_tokens and next_tokens (v2: actual_seq_qlen, "
                "actual_seq_kvlen, softmax_scale), and point a tensor argument at other memory of the "
                "same shape and dtype; capture the graph again for anything else");
-    f->swap(options, scratch);  // scratch now holds the old value
-    undo.push_back(f->swap);
+    call.stage(f->swap, /*host_value=*/!f->differs);  // only the host values have no `differs`
   }
-  return host_only;
 }
 
 }  // namespace npugraph::python

@@ -18,13 +18,11 @@ namespace py = pybind11;
 // Applies keyword arguments to a fresh FiaOptions; `what` names the call in errors.
 ops::FiaOptions parse_options(const py::kwargs& kwargs, const char* what, FiaNames names);
 
-// Applies one update dict (the recorded op's keyword names) to `options` without copying them: each
-// value is parsed into `scratch` and swapped in, and the swap is appended to `undo` — applying it
-// again to (options, scratch) restores the old value. Throws TypeError/ValueError for a bad key or
-// value, and ArgumentError ("not updatable") for a value that changes what the captured task cannot
-// change. Returns whether it set host values only (no tensor, no static option).
-bool apply_fia_kwargs(ops::FiaOptions& options, ops::FiaOptions& scratch, py::handle dict,
-                      std::size_t index, std::vector<FieldSwap>& undo, FiaNames names);
+// Applies one update dict (the recorded op's keyword names) to a recorded call without copying its
+// options: each value is parsed into call.staging() and staged (FiaCall::stage: swapped in, undone by
+// the update's rollback). Throws TypeError/ValueError for a bad key or value, and ArgumentError ("not
+// updatable") for a value that changes what the captured task cannot change.
+void apply_fia_kwargs(ops::FiaCall& call, py::handle dict, std::size_t index, FiaNames names);
 
 // The keywords the parser accepts under `names`, sorted (for the docs' check).
 std::vector<std::string> fia_keywords(FiaNames names);

@@ -68,9 +68,7 @@ std::vector<TaskGroupHandle> handles_arg(py::handle h) {
 }
 
 std::shared_ptr<DispatchRecords> new_records(const PyGraph& g, const Stream& capture_stream) {
-  auto d = std::make_shared<DispatchRecords>(shared_update_stream(capture_stream.device()));
-  d->graph_id = g.graph.id();
-  return d;
+  return std::make_shared<DispatchRecords>(g.graph, RecordedUpdates::update_stream_for(capture_stream.device()));
 }
 
 }  // namespace
@@ -86,9 +84,9 @@ void bind_graph(py::module_& m, py::module_& npu) {
   npu.def("_set_replay_blocking_default", &set_replay_blocks_by_default, py::arg("blocking"),
           "Whether NPUGraph.replay() waits when blocking is not given (npugraph.compat.install() sets "
           "False: asynchronous, as on the device; Note [Blocking replays from Python]).");
-  npu.def("_graph_update_stream", [] { return shared_update_stream(Device::cpu()); },
+  npu.def("_graph_update_stream", [] { return RecordedUpdates::update_stream_for(Device::cpu()); },
           "The one update stream every auto-dispatch graph's update() issues on (Note [One update "
-          "stream] in python/src/dispatch.hpp; torch_npu's graph_dispatch_mode.update_stream).");
+          "stream] in npugraph/recorded_updates.hpp; torch_npu's graph_dispatch_mode.update_stream).");
   py::class_<UsePool>(npu, "_UsePool", "`with npugraph.npu.use_mem_pool(pool):` (npugraph/_npu_api.py)")
       .def(py::init([](const PoolHandle& pool) { return std::make_unique<UsePool>(pool); }),
            py::arg("pool"));
@@ -129,21 +127,8 @@ void bind_graph(py::module_& m, py::module_& npu) {
              const bool block = blocking.is_none() ? replay_blocks_by_default() : bool_arg(blocking, "blocking");
              const std::shared_ptr<DispatchRecords> d = g.auto_dispatch_capture ? g.dispatch : nullptr;
              py::gil_scoped_release release;
-             if (d) wait_for_updates_in_flight(*d);  // Note [Updates after replays]
-             std::unique_lock<std::mutex> order;  // Note [Updates after replays]
-             if (d) order = std::unique_lock(d->order);
-             const bool marked = take_replay_mark(g, d.get());
-             try {
-               g.graph.replay(s);
-             } catch (...) {
-               if (marked) d->updated.store(true);  // nothing was issued: the update still stands
-               throw;
-             }
-             if (d && !s.is_capturing()) {
-               if (!d->last_replay) d->last_replay.emplace();
-               d->last_replay->record(s);
-             }
-             if (order.owns_lock()) order.unlock();
+             if (d) d->updates.replay(g.graph, s);  // Note [Updates after replays]
+             else g.graph.replay(s);
              if (block) s.synchronize();
            }, py::arg("stream") = py::none(), py::arg("blocking") = py::none(),
            "Replays the graph on `stream` (default: the current one); blocking=True waits for it, "

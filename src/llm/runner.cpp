@@ -12,12 +12,14 @@
 #include "npugraph/ops/elementwise.hpp"
 #include "npugraph/ops/embedding.hpp"
 #include "npugraph/ops/fia.hpp"
+#include "npugraph/ops/fia_record.hpp"
 #include "npugraph/ops/kv_cache.hpp"
 #include "npugraph/ops/linear.hpp"
 #include "npugraph/ops/rms_norm.hpp"
 #include "npugraph/ops/rope.hpp"
 #include "npugraph/ops/sampling.hpp"
 #include "npugraph/ops/swiglu.hpp"
+#include "npugraph/recorded_updates.hpp"
 #include "npugraph/tasks.hpp"
 
 namespace npugraph::llm {
@@ -70,8 +72,12 @@ struct ModelRunner::Rows {
 struct ModelRunner::Bucket {
   std::int64_t rows = 0;
   Graph graph;
-  std::vector<TaskGroupHandle> handles;  // one task group per attention layer
-  std::vector<ExternalEvent> ready;      // replay_then_update: what each layer waits on
+  // update_then_replay: each attention layer a recorded call (Note [Recorded updates]).
+  std::unique_ptr<RecordedUpdates> records;
+  ops::FiaRecorder recorder;
+  // replay_then_update: one task group per attention layer, and the event each one waits on.
+  std::vector<TaskGroupHandle> handles;
+  std::vector<ExternalEvent> ready;
 };
 
 ModelRunner::ModelRunner(std::shared_ptr<const Model> model, const EngineOptions& options)
@@ -312,7 +318,13 @@ void ModelRunner::issue_attention(const Rows& r, std::size_t layer, Bucket* capt
     ops::fused_infer_attention_score_out(query, k_cache_[layer], v_cache_[layer], o, workspace_, out, lse_);
     return;
   }
-  if (options_.order == GraphOrder::replay_then_update) capture->ready[layer].wait(stream_);
+  if (capture->records) {  // its own group behind its own event, updated as the protocol says
+    const ops::FiaOutBuffers given{.workspace = workspace_, .attention_out = out, .softmax_lse = lse_};
+    NG_CHECK_STATE(capture->recorder.record(*capture->records, query, k_cache_[layer], v_cache_[layer], o, 0, &given),
+                   "decode step capture: layer ", layer, "'s attention was not recorded (its stream does not capture)");
+    return;
+  }
+  capture->ready[layer].wait(stream_);
   task_group_begin(stream_);
   ops::fused_infer_attention_score_out(query, k_cache_[layer], v_cache_[layer], o, workspace_, out, lse_);
   capture->handles.push_back(task_group_end(stream_));
@@ -403,8 +415,12 @@ ModelRunner::Bucket& ModelRunner::bucket(std::int64_t n) {
     if (b->rows == n) return *b;
   auto b = std::make_unique<Bucket>();
   b->rows = n;
-  for (std::size_t l = 0; l < model_->layers.size(); ++l)
-    b->ready.emplace_back("layer " + std::to_string(l) + " attention ready (bucket " + std::to_string(n) + ")");
+  if (options_.order == GraphOrder::update_then_replay) {
+    b->records = std::make_unique<RecordedUpdates>(b->graph, update_stream_);
+  } else {
+    for (std::size_t l = 0; l < model_->layers.size(); ++l)
+      b->ready.emplace_back("layer " + std::to_string(l) + " attention ready (bucket " + std::to_string(n) + ")");
+  }
   const Rows r = placeholder_rows(n);
   {
     StreamGuard on(stream_);
@@ -455,14 +471,21 @@ void ModelRunner::update(Bucket& b, const Rows& r, bool per_layer) {
   // rows of the persistent buffers, each layer's cache), so each layer's task is re-issued with its
   // host values only (Note [FIA host-value update]) — a sliding-window layer's with the window lengths.
   const ops::FiaOptions global = attention_options(r, false), sliding = attention_options(r, window_ > 0);
-  const ops::FiaHostValues lengths[2] = {ops::FiaHostValues::of(global), ops::FiaHostValues::of(sliding)};
-  auto of = [&](std::size_t layer) { return lengths[windowed(layer) ? 1 : 0]; };
-  if (!per_layer) {  // one batched, stream-ordered update: installed before the replay that follows
-    StreamGuard on(stream_);
-    UpdateScope scope(stream_, b.handles);
-    for (std::size_t l = 0; l < b.handles.size(); ++l) ops::fused_infer_attention_score_update(stream_, of(l));
+  if (!per_layer) {  // the recorded calls' update: one batched update the next replay waits for
+    RecordedUpdates::Update u(*b.records, b.graph, "decode step update");
+    u.wait_for_replays();
+    for (std::size_t l = 0; l < u.size(); ++l) {
+      auto& call = static_cast<ops::FiaCall&>(u.call(l));
+      const ops::FiaOptions& o = windowed(l) ? sliding : global;
+      call.staging().actual_seq_lengths_kv.assign(o.actual_seq_lengths_kv.begin(), o.actual_seq_lengths_kv.end());
+      call.stage([](ops::FiaOptions& a, ops::FiaOptions& z) { std::swap(a.actual_seq_lengths_kv, z.actual_seq_lengths_kv); },
+                 /*host_value=*/true);
+    }
+    u.issue();
     return;
   }
+  const ops::FiaHostValues lengths[2] = {ops::FiaHostValues::of(global), ops::FiaHostValues::of(sliding)};
+  auto of = [&](std::size_t layer) { return lengths[windowed(layer) ? 1 : 0]; };
   StreamGuard on(update_stream_);
   for (std::size_t l = 0; l < b.handles.size(); ++l) {
     task_update_begin(update_stream_, b.handles[l]);
@@ -498,7 +521,7 @@ Tensor ModelRunner::decode(std::span<Sequence* const> batch, StepMode mode, Step
     update(*b, r, /*per_layer=*/false);
     times.update += since(t);
     t = Clock::now();
-    b->graph.replay(stream_);
+    b->records->replay(b->graph, stream_);
     times.launch += since(t);
   } else {
     t = Clock::now();

@@ -116,7 +116,7 @@ def test_update_errors_name_the_problem(tensors):
     empty = npu.NPUGraph()
     with npu.graph(empty, auto_dispatch_capture=True):
         npugraph.zeros(4)
-    with pytest.raises(ValueError, match="recorded no fused_infer_attention_score call"):
+    with pytest.raises(ValueError, match="recorded no call during its capture"):
         empty.update(cpu_update_input=[{}])
 
 

@@ -31,7 +31,7 @@ def test_dot_shows_the_values_the_next_replay_uses(tmp_path):
     g, _, _ = captured()
     before = g.dot()
     assert "actual_seq_lengths_kv [29]" in before and "query float16[1, 2, 1, 16]" in before
-    assert "ExternalEvent 'fia record 0'" in before and "task group 0 (handle index 0)" in before
+    assert "ExternalEvent 'recorded npu_fused_infer_attention_score call 0'" in before and "task group 0 (handle index 0)" in before
     g.update(cpu_update_input=[dict(actual_seq_lengths_kv=[50])])
     npu.synchronize()
     after = g.dot()

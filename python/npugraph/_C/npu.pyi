@@ -324,7 +324,7 @@ class stream:
         ...
 def _graph_update_stream() -> Stream:
     """
-    The one update stream every auto-dispatch graph's update() issues on (Note [One update stream] in python/src/dispatch.hpp; torch_npu's graph_dispatch_mode.update_stream).
+    The one update stream every auto-dispatch graph's update() issues on (Note [One update stream] in npugraph/recorded_updates.hpp; torch_npu's graph_dispatch_mode.update_stream).
     """
 def _set_replay_blocking_default(blocking: bool) -> None:
     """
