@@ -28,8 +28,18 @@ with ``pin_memory_expandable_segments:True`` makes a capture refuse to begin, as
 Inside a capture the copy into the block is recorded like every torch op on npugraph's device (the
 source may be a result the capture has not computed yet, ``torch.full(...).pin_memory()``): each
 replay copies again, and the pinned tensor holds the data from the first replay on. On the device
-the copy is a host copy made once, at capture. Not routed here: ``torch.empty(..., pin_memory=True)``
-and ``DataLoader(pin_memory=True)``.
+the copy is a host copy made once, at capture.
+
+torch's factories given ``pin_memory=True`` (``torch.empty``, ``zeros``, ``ones``, ``full``,
+``tensor``, ``arange``, ``rand``, the ``*_like`` ones, the window functions ... ``PIN_FACTORIES``,
+and ``Tensor.new_empty`` / ``new_zeros`` / ``new_ones`` / ``new_full`` / ``new_empty_strided``)
+make their result as without it and place it in a block here, with its size, strides and dtype
+(the uninitialised ones copy nothing); torch itself would ask CUDA for pinned memory and fail.
+``DataLoader(..., pin_memory=True)`` pins each batch with ``Tensor.pin_memory()`` as its iterator
+hands the batch out, through torch's own ``pin_memory(batch)`` walk, in every thread and worker
+setting: torch's pin thread is not started, because it selects its device through ``torch.cuda``
+(torch 1.13) or ``torch.accelerator`` (torch 2.x), which do not know npugraph's device (torch 2.x
+would also drop pinning with a warning that no accelerator is found).
 """
 import os as _os
 import threading as _threading
@@ -126,22 +136,26 @@ def capture_pool():
     return key
 
 
-def pin_memory(tensor, device=None):
-    """Tensor.pin_memory() under the shim: a contiguous copy in a cached host block (Note [Pinned
-    host memory])."""
-    del device
-    import numpy as np
+def _check_pinnable(tensor, what):
     import torch
 
     if tensor.device.type != "cpu":
-        raise RuntimeError(f"pin_memory: the tensor is on {tensor.device}: only host (CPU) tensors can be "
+        raise RuntimeError(f"{what}: the tensor is on {tensor.device}: only host (CPU) tensors can be "
                            f"pinned")
     if tensor.layout != torch.strided:
-        raise RuntimeError(f"pin_memory: the tensor's layout is {tensor.layout}: npugraph pins strided "
+        raise RuntimeError(f"{what}: the tensor's layout is {tensor.layout}: npugraph pins strided "
                            f"(dense) tensors only")
-    if is_pinned(tensor):
-        return tensor
-    nbytes = tensor.numel() * tensor.element_size()
+
+
+def _empty_pinned(size, stride, dtype):
+    """An uninitialised tensor of this size, stride and dtype in a cached host block."""
+    import numpy as np
+    import torch
+
+    extent = 0 if any(n == 0 for n in size) else 1 + sum((n - 1) * s for n, s in zip(size, stride))
+    nbytes = extent * torch._utils._element_size(dtype)
+    if not nbytes:
+        return torch.empty_strided(size, stride, dtype=dtype)
     block = _acquire(nbytes, capture_pool() or _DEFAULT)
     view = np.frombuffer(block.raw, dtype=np.uint8).view(_owner_type(np))
     view._npugraph_block = block
@@ -150,10 +164,61 @@ def pin_memory(tensor, device=None):
     with _lock:
         _live[block.address] = block
     del view
-    pinned = flat[:nbytes].view(tensor.dtype).view(tensor.shape) if nbytes else \
-        torch.empty(tensor.shape, dtype=tensor.dtype)
+    return flat[:nbytes].view(dtype).as_strided(size, stride)
+
+
+def pin_memory(tensor, device=None):
+    """Tensor.pin_memory() under the shim: a contiguous copy in a cached host block (Note [Pinned
+    host memory])."""
+    del device
+    _check_pinnable(tensor, "pin_memory")
+    if is_pinned(tensor):
+        return tensor
+    pinned = _empty_pinned(tensor.shape, _contiguous_strides(tensor.shape), tensor.dtype)
     pinned.copy_(tensor)
     return pinned
+
+
+def _contiguous_strides(size):
+    strides, step = [], 1
+    for n in reversed(size):
+        strides.append(step)
+        step *= max(n, 1)
+    return tuple(reversed(strides))
+
+
+# torch's factories that take pin_memory=True (torch 1.13 and 2.10 alike), and the Tensor methods;
+# the ones whose result is uninitialised need no copy into the pinned block
+PIN_FACTORIES = ("empty", "zeros", "ones", "full", "rand", "randn", "randint", "randperm", "arange",
+                 "linspace", "logspace", "eye", "empty_strided", "tensor", "scalar_tensor", "normal",
+                 "empty_like", "zeros_like", "ones_like", "full_like", "rand_like", "randn_like",
+                 "randint_like", "tril_indices", "triu_indices", "bartlett_window", "blackman_window",
+                 "hamming_window", "hann_window", "kaiser_window")
+PIN_METHODS = ("new_empty", "new_zeros", "new_ones", "new_full", "new_empty_strided")
+_UNINITIALISED = frozenset(["empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided"])
+
+
+def pinning_factory(name, fn):
+    """torch.`name` (or Tensor.`name`) under the shim: with ``pin_memory=True`` its result is made
+    as without it and placed in a cached host block (Note [Pinned host memory]), same size, strides
+    and dtype, ``requires_grad`` as asked; without it, `fn` as it is."""
+    import functools
+
+    copy = name not in _UNINITIALISED
+
+    @functools.wraps(fn)
+    def factory(*args, pin_memory=False, **kwargs):
+        if not pin_memory:
+            return fn(*args, **kwargs)
+        grad = kwargs.pop("requires_grad", False)
+        made = fn(*args, **kwargs)
+        _check_pinnable(made, f"{name}(..., pin_memory=True)")
+        pinned = _empty_pinned(made.shape, made.stride(), made.dtype)
+        if copy:
+            pinned.copy_(made)
+        return pinned.requires_grad_() if grad else pinned
+
+    return factory
 
 
 def _storage_address(tensor):
@@ -234,3 +299,36 @@ def reset_accumulated_host_memory_stats():
     ``num_host_alloc`` / ``num_host_free`` start again from 0."""
     with _lock:
         _reset_stats(peak=False)
+
+
+_LOADER_WARNING = "'pin_memory' argument is set as true but no accelerator is found"
+
+
+def loader_iter_methods(init, next_):
+    """``__init__`` and ``__next__`` for torch's DataLoader iterators under the shim:
+    ``DataLoader(..., pin_memory=True)`` yields batches pinned by ``Tensor.pin_memory()`` (torch's
+    own ``pin_memory(batch)`` walk: tensors, mappings, named tuples, sequences, objects with a
+    ``pin_memory`` method). torch's pin thread is not used: it selects a device through
+    ``torch.cuda`` (torch 1.13) or ``torch.accelerator`` (torch 2.x), neither of which knows
+    npugraph's device; the iterator pins each batch as it hands it out (Note [Pinned host memory])."""
+    import functools
+    import warnings
+
+    @functools.wraps(init)
+    def __init__(self, loader, *args, **kwargs):
+        with warnings.catch_warnings():  # torch 2.x: pinning is not dropped here
+            warnings.filterwarnings("ignore", message=_LOADER_WARNING)
+            init(self, loader, *args, **kwargs)
+        self._npugraph_pin_memory = bool(loader.pin_memory)
+        self._pin_memory = False  # no pin thread (read by the multi-process iterator after this)
+
+    @functools.wraps(next_)
+    def __next__(self):
+        batch = next_(self)
+        if getattr(self, "_npugraph_pin_memory", False):
+            from torch.utils.data._utils.pin_memory import pin_memory as pin_batch
+
+            batch = pin_batch(batch)
+        return batch
+
+    return __init__, __next__
