@@ -15,10 +15,13 @@ gives them the allocator's behaviour:
   outside never get it and the graph's replays keep reading what was captured; ``host_empty_cache``
   leaves it. When the last graph that pinned blocks in a pool is reset or destroyed, the pool's
   free blocks go back to the default pool (in-use ones follow when freed);
-- ``host_memory_stats()``: ``allocations`` and ``allocated_bytes`` count the blocks the allocator
-  holds (in use or cached), each with ``current`` / ``peak`` / ``allocated`` / ``freed``, as
-  torch's host allocator reports them; ``num_host_alloc`` / ``num_host_free`` count the system
-  allocations and frees.
+- ``host_memory_stats()`` has torch_npu's keys (torch 2.x's host allocator's): ``allocations`` and
+  ``allocated_bytes`` count the blocks the allocator holds (in use or cached), ``active_requests``
+  and ``active_bytes`` the blocks handed out to tensors (up when ``pin_memory()`` hands one out,
+  new or cached; down when its last tensor dies), each with ``current`` / ``peak`` / ``allocated``
+  / ``freed``; ``num_host_alloc`` / ``num_host_free`` count the system allocations and frees, and
+  ``host_alloc_time`` / ``host_free_time`` time them (microseconds: ``total`` / ``max`` / ``min`` /
+  ``count`` / ``avg``, torch's DurationStat: ``min`` is the least nonzero time).
 
 A block is a ``bytearray``; the tensor reads it through a numpy view whose finalizer returns the
 block when torch frees the tensor's storage (the last view of it). ``PYTORCH_NPU_ALLOC_CONF``
@@ -43,11 +46,12 @@ would also drop pinning with a warning that no accelerator is found).
 """
 import os as _os
 import threading as _threading
+import time as _time
 
 from . import _C
 
-__all__ = ["host_empty_cache", "host_memory_stats", "reset_peak_host_memory_stats",
-           "reset_accumulated_host_memory_stats"]
+__all__ = ["host_empty_cache", "host_memory_stats", "host_memory_stats_as_nested_dict",
+           "reset_peak_host_memory_stats", "reset_accumulated_host_memory_stats"]
 
 _ROUND = 512
 _DEFAULT = "default"
@@ -59,13 +63,24 @@ _stats = {}
 _owner_class = []
 
 
+_STATS = ("allocations", "allocated_bytes", "active_requests", "active_bytes")
+_TIMES = ("host_alloc_time", "host_free_time")
+
+
 def _reset_stats(accumulated=True, peak=True):
-    for name in ("allocations", "allocated_bytes"):
+    """torch's Stat and DurationStat resets: accumulated -> ``allocated`` / ``freed`` (a time's
+    ``total`` / ``count``) are 0; peak -> ``peak`` is ``current`` (a time's ``max`` / ``min`` are 0)."""
+    for name in _STATS:
         if accumulated:
             _stats[name + ".allocated"] = _stats[name + ".freed"] = 0
         if peak:
             _stats[name + ".peak"] = _stats.get(name + ".current", 0)
         _stats.setdefault(name + ".current", 0)
+    for name in _TIMES:
+        if accumulated:
+            _stats[name + ".total"] = _stats[name + ".count"] = 0
+        if peak:
+            _stats[name + ".max"] = _stats[name + ".min"] = 0
     if accumulated:
         _stats["num_host_alloc"] = _stats["num_host_free"] = 0
 
@@ -73,12 +88,33 @@ def _reset_stats(accumulated=True, peak=True):
 _reset_stats()
 
 
-def _count(sign, nbytes):
-    for name, amount in (("allocations", 1), ("allocated_bytes", nbytes)):
-        _stats[name + ".current"] += sign * amount
-        _stats[name + (".allocated" if sign > 0 else ".freed")] += amount
-        _stats[name + ".peak"] = max(_stats[name + ".peak"], _stats[name + ".current"])
+def _bump(name, amount):
+    """Moves the Stat `name` by `amount` (its current, peak and allocated or freed)."""
+    _stats[name + ".current"] += amount
+    _stats[name + (".allocated" if amount > 0 else ".freed")] += abs(amount)
+    _stats[name + ".peak"] = max(_stats[name + ".peak"], _stats[name + ".current"])
+
+
+def _count(sign, nbytes, micros):
+    """A block made (+1) or freed (-1) by the system, taking `micros` microseconds."""
+    _bump("allocations", sign)
+    _bump("allocated_bytes", sign * nbytes)
     _stats["num_host_alloc" if sign > 0 else "num_host_free"] += 1
+    name = "host_alloc_time" if sign > 0 else "host_free_time"  # torch's DurationStat.increase
+    _stats[name + ".total"] += micros
+    _stats[name + ".count"] += 1
+    _stats[name + ".max"] = max(_stats[name + ".max"], micros)
+    _stats[name + ".min"] = micros if _stats[name + ".min"] == 0 else min(_stats[name + ".min"], micros)
+
+
+def _active(sign, nbytes):
+    """A block handed out to a tensor (+1) or back from it (-1)."""
+    _bump("active_requests", sign)
+    _bump("active_bytes", sign * nbytes)
+
+
+def _micros_since(start):
+    return int((_time.perf_counter() - start) * 1e6)
 
 
 class _Block:
@@ -105,6 +141,7 @@ def _owner_type(np):
 def _release(block):
     with _lock:
         _live.pop(block.address, None)
+        _active(-1, block.size)
         _free.setdefault(block.pool, {}).setdefault(block.size, []).append(block)
 
 
@@ -113,10 +150,15 @@ def _acquire(nbytes, pool):
     with _lock:
         cached = _free.get(pool, {}).get(size)
         block = cached.pop() if cached else None
+        if block is not None:
+            _active(+1, size)
     if block is None:
+        start = _time.perf_counter()
         block = _Block(size, pool)
+        micros = _micros_since(start)
         with _lock:
-            _count(+1, size)
+            _count(+1, size, micros)
+            _active(+1, size)
     return block
 
 
@@ -279,13 +321,32 @@ def host_empty_cache():
     with _lock:
         for sizes in _free.pop(_DEFAULT, {}).values():
             for block in sizes:
-                _count(-1, block.size)
+                start = _time.perf_counter()
+                block.raw = None  # the block's memory goes back to the system
+                _count(-1, block.size, _micros_since(start))
 
 
 def host_memory_stats():
-    """torch.npu.host_memory_stats: the pinned host allocator's counters (Note [Pinned host memory])."""
+    """torch.npu.host_memory_stats: the pinned host allocator's counters, torch_npu's keys (Note
+    [Pinned host memory])."""
     with _lock:
-        return dict(sorted(_stats.items()))
+        stats = dict(_stats)
+    for name in _TIMES:  # torch_npu: total / count, 0 before the first
+        count = stats[name + ".count"]
+        stats[name + ".avg"] = stats[name + ".total"] // count if count else 0
+    return dict(sorted(stats.items()))
+
+
+def host_memory_stats_as_nested_dict():
+    """torch.npu.host_memory_stats_as_nested_dict: host_memory_stats() nested at each dot."""
+    nested = {}
+    for key, value in host_memory_stats().items():
+        name, _, field = key.partition(".")
+        if field:
+            nested.setdefault(name, {})[field] = value
+        else:
+            nested[name] = value
+    return nested
 
 
 def reset_peak_host_memory_stats():

@@ -270,3 +270,47 @@ def test_uninstall_gives_torch_its_factories_and_dataloader_back():
     if not torch.cuda.is_available():
         with pytest.raises(RuntimeError):  # torch's own refusal: no CUDA to pin for
             torch.empty(2, pin_memory=True)
+
+
+def test_host_stats_have_torch_npus_keys(pinned_shim):
+    # torch_npu master's THNPModule_npu_hostMemoryStats (torch 2.x's HostStats): four Stats, two
+    # DurationStats, two counters
+    stats = [f"{n}.{f}" for n in ("allocations", "allocated_bytes", "active_requests", "active_bytes")
+             for f in ("current", "peak", "allocated", "freed")]
+    times = [f"{n}.{f}" for n in ("host_alloc_time", "host_free_time") for f in ("total", "max", "min", "count", "avg")]
+    assert set(npu.host_memory_stats()) == set(stats + times + ["num_host_alloc", "num_host_free"])
+
+
+def test_host_stats_count_blocks_handed_out_and_time_system_calls(pinned_shim):
+    a = torch.ones(100).pin_memory()  # 400 bytes: a new 512-byte block
+    b = torch.ones(1000).pin_memory()  # 4000 bytes: a new 4096-byte block
+    del a
+    gc.collect()  # a's block is cached: no longer handed out
+    c = torch.zeros(10).pin_memory()  # 40 bytes: a's cached block handed out again
+    s = npu.host_memory_stats()
+    assert [s["active_requests." + f] for f in ("current", "peak", "allocated", "freed")] == [2, 2, 3, 1]
+    assert [s["active_bytes." + f] for f in ("current", "peak", "allocated", "freed")] == [4608, 4608, 5120, 512]
+    assert [s["allocations." + f] for f in ("current", "peak", "allocated", "freed")] == [2, 2, 2, 0]
+    assert s["host_alloc_time.count"] == s["num_host_alloc"] == 2
+    assert s["host_alloc_time.min"] <= s["host_alloc_time.avg"] <= s["host_alloc_time.max"] <= s["host_alloc_time.total"]
+    assert s["host_alloc_time.avg"] == s["host_alloc_time.total"] // 2
+    assert [s["host_free_time." + f] for f in ("total", "max", "min", "count", "avg")] == [0, 0, 0, 0, 0]
+    del b, c
+    gc.collect()
+    npu.host_empty_cache()
+    s = npu.host_memory_stats()
+    assert [s["active_requests." + f] for f in ("current", "peak", "allocated", "freed")] == [0, 2, 3, 3]
+    assert s["active_bytes.current"] == 0 and s["active_bytes.freed"] == 5120
+    assert s["allocations.current"] == 0 and s["allocations.freed"] == 2
+    assert s["host_free_time.count"] == s["num_host_free"] == 2
+    npu.reset_peak_host_memory_stats()  # peak -> current; a time's max and min -> 0
+    s = npu.host_memory_stats()
+    assert s["active_requests.peak"] == 0 and s["active_bytes.peak"] == 0
+    assert s["host_alloc_time.max"] == s["host_alloc_time.min"] == 0 and s["host_alloc_time.count"] == 2
+    npu.reset_accumulated_host_memory_stats()  # allocated, freed, a time's total and count -> 0
+    s = npu.host_memory_stats()
+    assert s["active_requests.allocated"] == s["active_requests.freed"] == 0
+    assert s["host_alloc_time.count"] == s["host_alloc_time.total"] == s["host_alloc_time.avg"] == 0
+    nested = npu.host_memory_stats_as_nested_dict()
+    assert nested["active_requests"] == {"current": 0, "peak": 0, "allocated": 0, "freed": 0}
+    assert nested["num_host_alloc"] == 0 and set(nested["host_free_time"]) == {"total", "max", "min", "count", "avg"}
