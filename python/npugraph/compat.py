@@ -107,8 +107,12 @@ def _device_class(real):
 
 
 def _generator_class(real):
-    """torch.Generator under the shim: ``torch.Generator(device="npu")`` is a CPU generator (the one
-    npugraph's device draws from); ``isinstance(g, torch.Generator)`` holds for torch's generators."""
+    """torch.Generator under the shim: ``torch.Generator(device="npu")`` (or ``"npu:0"``, or an npu
+    ``torch.device``) is a CPU generator, the kind npugraph's device draws from, also with the npu
+    device of ``install(npu_device=True)``, for which torch has no generator (a device named from
+    Python has no ``PrivateUse1HooksInterface.getNewGenerator``): its ops run torch's CPU kernels,
+    which draw from a CPU generator. ``isinstance(g, torch.Generator)`` holds for torch's
+    generators."""
 
     class _GeneratorMeta(type):
         def __instancecheck__(cls, obj):
@@ -118,6 +122,8 @@ def _generator_class(real):
             return issubclass(sub, real)
 
         def __call__(cls, device="cpu"):
+            if getattr(device, "type", None) == "npu":  # torch.device("npu:0") of the npu device
+                device = str(device)
             return real(device=_npu_device(device) if isinstance(device, str) else device)
 
     return _GeneratorMeta("Generator", (), {"__doc__": _generator_class.__doc__, "__module__": "torch"})
@@ -295,7 +301,7 @@ def install(npu_device=False):
         torch.nn.Module.npu = _module_npu
         torch.device = _device_class(_saved["device"])
         torch.nn.Module.to = _wrap_to(_saved["Module.to"])
-        torch.Generator = _generator_class(_saved["Generator"])
+    torch.Generator = _generator_class(_saved["Generator"])
     for name, fn in _saved["factories"].items():
         if name in _FACTORIES and not _saved["npu_device"]:
             fn = _wrap_factory(fn)
@@ -349,7 +355,7 @@ def uninstall():
             torch.nn.Module.npu = _saved["Module.npu"]
         torch.nn.Module.to = _saved["Module.to"]
         torch.device = _saved["device"]
-        torch.Generator = _saved["Generator"]
+    torch.Generator = _saved["Generator"]
     for name, fn in _saved["factories"].items():
         setattr(torch, name, fn)
     import torch.utils.data.dataloader as loading
