@@ -15,10 +15,13 @@ gives them the allocator's behaviour:
   outside never get it and the graph's replays keep reading what was captured; ``host_empty_cache``
   leaves it. When the last graph that pinned blocks in a pool is reset or destroyed, the pool's
   free blocks go back to the default pool (in-use ones follow when freed);
-- ``host_memory_stats()``: ``allocations`` and ``allocated_bytes`` count the blocks the allocator
-  holds (in use or cached), each with ``current`` / ``peak`` / ``allocated`` / ``freed``, as
-  torch's host allocator reports them; ``num_host_alloc`` / ``num_host_free`` count the system
-  allocations and frees.
+- ``host_memory_stats()`` has torch_npu's keys (torch 2.x's host allocator's): ``allocations`` and
+  ``allocated_bytes`` count the blocks the allocator holds (in use or cached), ``active_requests``
+  and ``active_bytes`` the blocks handed out to tensors (up when ``pin_memory()`` hands one out,
+  new or cached; down when its last tensor dies), each with ``current`` / ``peak`` / ``allocated``
+  / ``freed``; ``num_host_alloc`` / ``num_host_free`` count the system allocations and frees, and
+  ``host_alloc_time`` / ``host_free_time`` time them (microseconds: ``total`` / ``max`` / ``min`` /
+  ``count`` / ``avg``, torch's DurationStat: ``min`` is the least nonzero time).
 
 A block is a ``bytearray``; the tensor reads it through a numpy view whose finalizer returns the
 block when torch frees the tensor's storage (the last view of it). ``PYTORCH_NPU_ALLOC_CONF``
@@ -28,16 +31,27 @@ with ``pin_memory_expandable_segments:True`` makes a capture refuse to begin, as
 Inside a capture the copy into the block is recorded like every torch op on npugraph's device (the
 source may be a result the capture has not computed yet, ``torch.full(...).pin_memory()``): each
 replay copies again, and the pinned tensor holds the data from the first replay on. On the device
-the copy is a host copy made once, at capture. Not routed here: ``torch.empty(..., pin_memory=True)``
-and ``DataLoader(pin_memory=True)``.
+the copy is a host copy made once, at capture.
+
+torch's factories given ``pin_memory=True`` (``torch.empty``, ``zeros``, ``ones``, ``full``,
+``tensor``, ``arange``, ``rand``, the ``*_like`` ones, the window functions ... ``PIN_FACTORIES``,
+and ``Tensor.new_empty`` / ``new_zeros`` / ``new_ones`` / ``new_full`` / ``new_empty_strided``)
+make their result as without it and place it in a block here, with its size, strides and dtype
+(the uninitialised ones copy nothing); torch itself would ask CUDA for pinned memory and fail.
+``DataLoader(..., pin_memory=True)`` pins each batch with ``Tensor.pin_memory()`` as its iterator
+hands the batch out, through torch's own ``pin_memory(batch)`` walk, in every thread and worker
+setting: torch's pin thread is not started, because it selects its device through ``torch.cuda``
+(torch 1.13) or ``torch.accelerator`` (torch 2.x), which do not know npugraph's device (torch 2.x
+would also drop pinning with a warning that no accelerator is found).
 """
 import os as _os
 import threading as _threading
+import time as _time
 
 from . import _C
 
-__all__ = ["host_empty_cache", "host_memory_stats", "reset_peak_host_memory_stats",
-           "reset_accumulated_host_memory_stats"]
+__all__ = ["host_empty_cache", "host_memory_stats", "host_memory_stats_as_nested_dict",
+           "reset_peak_host_memory_stats", "reset_accumulated_host_memory_stats"]
 
 _ROUND = 512
 _DEFAULT = "default"
@@ -49,13 +63,24 @@ _stats = {}
 _owner_class = []
 
 
+_STATS = ("allocations", "allocated_bytes", "active_requests", "active_bytes")
+_TIMES = ("host_alloc_time", "host_free_time")
+
+
 def _reset_stats(accumulated=True, peak=True):
-    for name in ("allocations", "allocated_bytes"):
+    """torch's Stat and DurationStat resets: accumulated -> ``allocated`` / ``freed`` (a time's
+    ``total`` / ``count``) are 0; peak -> ``peak`` is ``current`` (a time's ``max`` / ``min`` are 0)."""
+    for name in _STATS:
         if accumulated:
             _stats[name + ".allocated"] = _stats[name + ".freed"] = 0
         if peak:
             _stats[name + ".peak"] = _stats.get(name + ".current", 0)
         _stats.setdefault(name + ".current", 0)
+    for name in _TIMES:
+        if accumulated:
+            _stats[name + ".total"] = _stats[name + ".count"] = 0
+        if peak:
+            _stats[name + ".max"] = _stats[name + ".min"] = 0
     if accumulated:
         _stats["num_host_alloc"] = _stats["num_host_free"] = 0
 
@@ -63,12 +88,33 @@ def _reset_stats(accumulated=True, peak=True):
 _reset_stats()
 
 
-def _count(sign, nbytes):
-    for name, amount in (("allocations", 1), ("allocated_bytes", nbytes)):
-        _stats[name + ".current"] += sign * amount
-        _stats[name + (".allocated" if sign > 0 else ".freed")] += amount
-        _stats[name + ".peak"] = max(_stats[name + ".peak"], _stats[name + ".current"])
+def _bump(name, amount):
+    """Moves the Stat `name` by `amount` (its current, peak and allocated or freed)."""
+    _stats[name + ".current"] += amount
+    _stats[name + (".allocated" if amount > 0 else ".freed")] += abs(amount)
+    _stats[name + ".peak"] = max(_stats[name + ".peak"], _stats[name + ".current"])
+
+
+def _count(sign, nbytes, micros):
+    """A block made (+1) or freed (-1) by the system, taking `micros` microseconds."""
+    _bump("allocations", sign)
+    _bump("allocated_bytes", sign * nbytes)
     _stats["num_host_alloc" if sign > 0 else "num_host_free"] += 1
+    name = "host_alloc_time" if sign > 0 else "host_free_time"  # torch's DurationStat.increase
+    _stats[name + ".total"] += micros
+    _stats[name + ".count"] += 1
+    _stats[name + ".max"] = max(_stats[name + ".max"], micros)
+    _stats[name + ".min"] = micros if _stats[name + ".min"] == 0 else min(_stats[name + ".min"], micros)
+
+
+def _active(sign, nbytes):
+    """A block handed out to a tensor (+1) or back from it (-1)."""
+    _bump("active_requests", sign)
+    _bump("active_bytes", sign * nbytes)
+
+
+def _micros_since(start):
+    return int((_time.perf_counter() - start) * 1e6)
 
 
 class _Block:
@@ -95,6 +141,7 @@ def _owner_type(np):
 def _release(block):
     with _lock:
         _live.pop(block.address, None)
+        _active(-1, block.size)
         _free.setdefault(block.pool, {}).setdefault(block.size, []).append(block)
 
 
@@ -103,10 +150,15 @@ def _acquire(nbytes, pool):
     with _lock:
         cached = _free.get(pool, {}).get(size)
         block = cached.pop() if cached else None
+        if block is not None:
+            _active(+1, size)
     if block is None:
+        start = _time.perf_counter()
         block = _Block(size, pool)
+        micros = _micros_since(start)
         with _lock:
-            _count(+1, size)
+            _count(+1, size, micros)
+            _active(+1, size)
     return block
 
 
@@ -126,22 +178,26 @@ def capture_pool():
     return key
 
 
-def pin_memory(tensor, device=None):
-    """Tensor.pin_memory() under the shim: a contiguous copy in a cached host block (Note [Pinned
-    host memory])."""
-    del device
-    import numpy as np
+def _check_pinnable(tensor, what):
     import torch
 
     if tensor.device.type != "cpu":
-        raise RuntimeError(f"pin_memory: the tensor is on {tensor.device}: only host (CPU) tensors can be "
+        raise RuntimeError(f"{what}: the tensor is on {tensor.device}: only host (CPU) tensors can be "
                            f"pinned")
     if tensor.layout != torch.strided:
-        raise RuntimeError(f"pin_memory: the tensor's layout is {tensor.layout}: npugraph pins strided "
+        raise RuntimeError(f"{what}: the tensor's layout is {tensor.layout}: npugraph pins strided "
                            f"(dense) tensors only")
-    if is_pinned(tensor):
-        return tensor
-    nbytes = tensor.numel() * tensor.element_size()
+
+
+def _empty_pinned(size, stride, dtype):
+    """An uninitialised tensor of this size, stride and dtype in a cached host block."""
+    import numpy as np
+    import torch
+
+    extent = 0 if any(n == 0 for n in size) else 1 + sum((n - 1) * s for n, s in zip(size, stride))
+    nbytes = extent * torch._utils._element_size(dtype)
+    if not nbytes:
+        return torch.empty_strided(size, stride, dtype=dtype)
     block = _acquire(nbytes, capture_pool() or _DEFAULT)
     view = np.frombuffer(block.raw, dtype=np.uint8).view(_owner_type(np))
     view._npugraph_block = block
@@ -150,10 +206,61 @@ def pin_memory(tensor, device=None):
     with _lock:
         _live[block.address] = block
     del view
-    pinned = flat[:nbytes].view(tensor.dtype).view(tensor.shape) if nbytes else \
-        torch.empty(tensor.shape, dtype=tensor.dtype)
+    return flat[:nbytes].view(dtype).as_strided(size, stride)
+
+
+def pin_memory(tensor, device=None):
+    """Tensor.pin_memory() under the shim: a contiguous copy in a cached host block (Note [Pinned
+    host memory])."""
+    del device
+    _check_pinnable(tensor, "pin_memory")
+    if is_pinned(tensor):
+        return tensor
+    pinned = _empty_pinned(tensor.shape, _contiguous_strides(tensor.shape), tensor.dtype)
     pinned.copy_(tensor)
     return pinned
+
+
+def _contiguous_strides(size):
+    strides, step = [], 1
+    for n in reversed(size):
+        strides.append(step)
+        step *= max(n, 1)
+    return tuple(reversed(strides))
+
+
+# torch's factories that take pin_memory=True (torch 1.13 and 2.10 alike), and the Tensor methods;
+# the ones whose result is uninitialised need no copy into the pinned block
+PIN_FACTORIES = ("empty", "zeros", "ones", "full", "rand", "randn", "randint", "randperm", "arange",
+                 "linspace", "logspace", "eye", "empty_strided", "tensor", "scalar_tensor", "normal",
+                 "empty_like", "zeros_like", "ones_like", "full_like", "rand_like", "randn_like",
+                 "randint_like", "tril_indices", "triu_indices", "bartlett_window", "blackman_window",
+                 "hamming_window", "hann_window", "kaiser_window")
+PIN_METHODS = ("new_empty", "new_zeros", "new_ones", "new_full", "new_empty_strided")
+_UNINITIALISED = frozenset(["empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided"])
+
+
+def pinning_factory(name, fn):
+    """torch.`name` (or Tensor.`name`) under the shim: with ``pin_memory=True`` its result is made
+    as without it and placed in a cached host block (Note [Pinned host memory]), same size, strides
+    and dtype, ``requires_grad`` as asked; without it, `fn` as it is."""
+    import functools
+
+    copy = name not in _UNINITIALISED
+
+    @functools.wraps(fn)
+    def factory(*args, pin_memory=False, **kwargs):
+        if not pin_memory:
+            return fn(*args, **kwargs)
+        grad = kwargs.pop("requires_grad", False)
+        made = fn(*args, **kwargs)
+        _check_pinnable(made, f"{name}(..., pin_memory=True)")
+        pinned = _empty_pinned(made.shape, made.stride(), made.dtype)
+        if copy:
+            pinned.copy_(made)
+        return pinned.requires_grad_() if grad else pinned
+
+    return factory
 
 
 def _storage_address(tensor):
@@ -214,13 +321,32 @@ def host_empty_cache():
     with _lock:
         for sizes in _free.pop(_DEFAULT, {}).values():
             for block in sizes:
-                _count(-1, block.size)
+                start = _time.perf_counter()
+                block.raw = None  # the block's memory goes back to the system
+                _count(-1, block.size, _micros_since(start))
 
 
 def host_memory_stats():
-    """torch.npu.host_memory_stats: the pinned host allocator's counters (Note [Pinned host memory])."""
+    """torch.npu.host_memory_stats: the pinned host allocator's counters, torch_npu's keys (Note
+    [Pinned host memory])."""
     with _lock:
-        return dict(sorted(_stats.items()))
+        stats = dict(_stats)
+    for name in _TIMES:  # torch_npu: total / count, 0 before the first
+        count = stats[name + ".count"]
+        stats[name + ".avg"] = stats[name + ".total"] // count if count else 0
+    return dict(sorted(stats.items()))
+
+
+def host_memory_stats_as_nested_dict():
+    """torch.npu.host_memory_stats_as_nested_dict: host_memory_stats() nested at each dot."""
+    nested = {}
+    for key, value in host_memory_stats().items():
+        name, _, field = key.partition(".")
+        if field:
+            nested.setdefault(name, {})[field] = value
+        else:
+            nested[name] = value
+    return nested
 
 
 def reset_peak_host_memory_stats():
@@ -234,3 +360,36 @@ def reset_accumulated_host_memory_stats():
     ``num_host_alloc`` / ``num_host_free`` start again from 0."""
     with _lock:
         _reset_stats(peak=False)
+
+
+_LOADER_WARNING = "'pin_memory' argument is set as true but no accelerator is found"
+
+
+def loader_iter_methods(init, next_):
+    """``__init__`` and ``__next__`` for torch's DataLoader iterators under the shim:
+    ``DataLoader(..., pin_memory=True)`` yields batches pinned by ``Tensor.pin_memory()`` (torch's
+    own ``pin_memory(batch)`` walk: tensors, mappings, named tuples, sequences, objects with a
+    ``pin_memory`` method). torch's pin thread is not used: it selects a device through
+    ``torch.cuda`` (torch 1.13) or ``torch.accelerator`` (torch 2.x), neither of which knows
+    npugraph's device; the iterator pins each batch as it hands it out (Note [Pinned host memory])."""
+    import functools
+    import warnings
+
+    @functools.wraps(init)
+    def __init__(self, loader, *args, **kwargs):
+        with warnings.catch_warnings():  # torch 2.x: pinning is not dropped here
+            warnings.filterwarnings("ignore", message=_LOADER_WARNING)
+            init(self, loader, *args, **kwargs)
+        self._npugraph_pin_memory = bool(loader.pin_memory)
+        self._pin_memory = False  # no pin thread (read by the multi-process iterator after this)
+
+    @functools.wraps(next_)
+    def __next__(self):
+        batch = next_(self)
+        if getattr(self, "_npugraph_pin_memory", False):
+            from torch.utils.data._utils.pin_memory import pin_memory as pin_batch
+
+            batch = pin_batch(batch)
+        return batch
+
+    return __init__, __next__

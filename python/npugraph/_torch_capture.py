@@ -66,6 +66,24 @@ stream's pending work (a queued replay's outputs are then what the compiled code
 device, where the compiled kernels queue behind it), and a call made while the current stream
 captures runs the original function, op by op, into the graph. ``Module.compile()`` (in place) is
 not wrapped: call it outside captures, after synchronizing.
+
+Note [float16 matrix products on torch 1.13]
+torch 1.13 has no float16 matrix product on the CPU (``"addmm_impl_cpu_" not implemented for
+'Half'``: mm, addmm, bmm, baddbmm, addbmm, mv, addmv, dot, vdot, and so matmul, linear and einsum);
+torch 2.x computes them, accumulating in float32 and rounding each result once to float16. A
+torch_npu program multiplies float16 npu tensors (torch_npu's multi-stream graph test does, inside
+a capture), and under the shim npu tensors are CPU tensors. So on torch < 2, under the shim, the
+installing thread's mode computes these ops, when every tensor argument is float16, as torch 2.x
+does: the float16 arguments widened to float32 (exact), the same op in float32, the result rounded
+once to float16 (``_HalfAsFloat``) — except ``addbmm``, which torch computes as one ``addmm_`` per
+batch into its float16 result, rounding after each; an ``out=`` or in-place form writes the result
+into its float16 tensor. Eager calls, calls queued behind pending work and captured calls run the same
+function, so a replay is bitwise the eager result (and torch 2.10's, where its float32 sums are
+added in the same order: always for sums whose float32 value is exact). The mode is the one the
+shim keeps on that thread already (Note [Eager torch ops in stream order]); torch 1.13 has no
+torch.compile to disturb. Not covered: other threads (no mode: torch's error), captures without the
+shim (eager would fail, so the graph would not match it), torch 1.13's other float16 gaps
+(softmax, layer_norm, exp, silu, convolutions ... still torch's error), and torch >= 2 (native).
 """
 import functools as _functools
 import threading as _threading
@@ -81,6 +99,87 @@ _ALLOCATION_OPS = frozenset(
     ["aten.empty.memory_format", "aten.empty_like.default", "aten.empty_strided.default",
      "aten.new_empty.default", "aten.new_empty_strided.default"])
 _out_overloads = {}
+_half_ops = {}  # torch < 2 only: float16 matrix-product overload -> its _HalfAsFloat
+_HALF_PRODUCTS = ("mm", "addmm", "bmm", "baddbmm", "addbmm", "mv", "addmv", "dot", "vdot")
+
+
+class _HalfAsFloat:
+    """A float16 matrix product on torch < 2, computed as torch 2.x computes it (Note [float16 matrix
+    products on torch 1.13]); `op` is the functional, ``.out`` or in-place overload it stands for,
+    `compute` the functional product of float16 tensors giving float16."""
+
+    __slots__ = ("op", "compute", "kind")
+
+    def __init__(self, op, compute, kind):
+        self.op, self.compute, self.kind = op, compute, kind
+
+    def __call__(self, *args, **kwargs):
+        out = kwargs.pop("out", None)
+        result = self.compute(*args, **kwargs)
+        if self.kind == "functional":
+            return result
+        target = args[0] if self.kind == "inplace" else out
+        if target.shape != result.shape:
+            target.resize_(result.shape)  # as torch's .out resizes
+        return target.copy_(result)
+
+    def __str__(self):
+        return f"{self.op} (float16 computed in float32)"
+
+
+def _rounded_once(functional, torch):
+    """functional on float16 tensors: widened to float32 (exact), computed, rounded once."""
+    half, single = torch.float16, torch.float32
+
+    def widen(x):
+        return x.to(single) if getattr(x, "dtype", None) is half else x
+
+    def compute(*args, **kwargs):
+        return functional(*[widen(a) for a in args], **{k: widen(v) for k, v in kwargs.items()}).to(half)
+
+    return compute
+
+
+def _addbmm_rounded_per_batch(addmm):
+    """addbmm as torch's addbmm_impl_ computes it: a copy of self, then one addmm_ per batch (beta on
+    the first only), so float16 rounds after each batch."""
+
+    def compute(self, batch1, batch2, *, beta=1, alpha=1):
+        result = self.expand(batch1.shape[1], batch2.shape[2]).clone()
+        if batch1.shape[0] == 0:
+            return result * beta if beta != 0 else result.zero_()
+        for i in range(batch1.shape[0]):
+            result = addmm(result, batch1[i], batch2[i], beta=beta if i == 0 else 1, alpha=alpha)
+        return result
+
+    return compute
+
+
+def _make_half_ops(torch):
+    """The float16 matrix products torch < 2 lacks on the CPU, by overload."""
+    aten = torch.ops.aten
+    for name in _HALF_PRODUCTS:
+        functional = getattr(aten, name).default
+        compute = _rounded_once(functional, torch)
+        if name == "addbmm":
+            compute = _addbmm_rounded_per_batch(_rounded_once(aten.addmm.default, torch))
+        _half_ops[functional] = _HalfAsFloat(functional, compute, "functional")
+        if "out" in getattr(aten, name).overloads():
+            _half_ops[getattr(aten, name).out] = _HalfAsFloat(getattr(aten, name).out, compute, "out")
+        inplace = getattr(getattr(aten, name + "_", None), "default", None)
+        if inplace is not None:
+            _half_ops[inplace] = _HalfAsFloat(inplace, compute, "inplace")
+
+
+def _all_half(args, kwargs, torch):
+    """Whether every tensor argument is float16 (mixed dtypes keep torch's own error)."""
+    found = False
+    for x in (*args, *kwargs.values()):
+        if isinstance(x, torch.Tensor):
+            if x.dtype != torch.float16:
+                return False
+            found = True
+    return found
 _grad_mode = []  # (torch.is_grad_enabled, torch._C._set_grad_enabled), once torch is seen
 
 
@@ -253,6 +352,9 @@ def _make_mode(torch):
 
     _route = _C._torch_op_route
     _grad_mode[:] = [torch.is_grad_enabled, torch._C._set_grad_enabled]
+    if int(torch.__version__.split(".")[0]) < 2:
+        _make_half_ops(torch)
+    half_ops = _half_ops
     issued = _rng.issued
     draws = _rng.draws
 
@@ -274,13 +376,17 @@ def _make_mode(torch):
 
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
+            half = half_ops and self.ordering and func in half_ops and _all_half(args, kwargs, torch)
             route = _route(self.ordering)  # one C++ call on the path every op takes
             if route == 0:  # not capturing, nothing pending: run it now
+                if half:  # torch < 2 under the shim (Note [float16 matrix products on torch 1.13])
+                    return half_ops[func](*args, **kwargs)
                 if issued[0] is not None and draws(func, kwargs):
                     _rng.wait_issued()  # after the draws of replays issued before it
                 return func(*args, **kwargs)
             stream = _C.npu.current_stream()
-            return self._issue(func, args, kwargs, stream, self._capture() if route == 1 else None)
+            return self._issue(func, args, kwargs, stream, self._capture() if route == 1 else None,
+                               half)
 
         def _capture(self):
             if not self.captures:  # a stream of a capture begun on another thread (joined by an event)
@@ -291,10 +397,12 @@ def _make_mode(torch):
             raise _C.StateError(f"torch op {name} cannot be captured into graph {capture.graph_id}: {why}. "
                                 f"Nothing was recorded; issue the op before or after the capture")
 
-        def _issue(self, func, args, kwargs, stream, capture):
+        def _issue(self, func, args, kwargs, stream, capture, half=False):
             """Records func as a task on `stream`: a graph task when `capture`, else eager work
-            queued behind the stream's pending work."""
+            queued behind the stream's pending work; `half`: a float16 matrix product torch < 2
+            lacks, recorded as its _HalfAsFloat."""
             name = str(func)
+            run = (lambda op: half_ops.get(op, op)) if half else (lambda op: op)
             alloc = pool_like if capture is not None else plain_like
             if _npu_outputs(args, kwargs):  # ops on npu tensors give npu tensors (Note [The npu device])
                 host_alloc = alloc
@@ -313,7 +421,7 @@ def _make_mode(torch):
                 self._refuse(capture, name, why)
             written = _written_args(func, args, kwargs) if _writes_any(func) else None
             if written is not None:  # in place or out=: replays write the same arguments
-                task, result = _Replay(func, args, kwargs), written
+                task, result = _Replay(run(func), args, kwargs), written
             elif _writes_any(func):
                 if capture is None:
                     stream.synchronize()
@@ -325,9 +433,9 @@ def _make_mode(torch):
                 overload = _find_out_overload(func)
                 if overload is not None:
                     cand, out_names = overload
-                    task = _Replay(cand, args, dict(kwargs, **dict(zip(out_names, outs))))
+                    task = _Replay(run(cand), args, dict(kwargs, **dict(zip(out_names, outs))))
                 else:
-                    task = _Replay(func, args, kwargs, outs)
+                    task = _Replay(run(func), args, kwargs, outs)
             try:
                 if capture is None:
                     if draws(func, kwargs):

@@ -13,6 +13,8 @@ the tensor is already where npugraph computes), and lets torch's tensor factorie
 the CPU), and ``nn.Module.npu()`` returns the module as it is. Other device values pass through to
 torch unchanged. ``torch.device("npu")`` / ``torch.device("npu", 0)`` give ``device(type='cpu')``:
 torch 1.13 cannot name a new device type, so the name resolves to npugraph's device.
+``Tensor.pin_memory()``, ``pin_memory=True`` in torch's factories and ``DataLoader(...,
+pin_memory=True)`` give tensors in npugraph's pinned host blocks (Note [Pinned host memory]).
 ``torch.compile`` (torch >= 2.0) compiles code that runs under the shim; what it returns waits for
 the current stream's pending work, and inside a capture runs op by op into the graph (Note
 [torch.compile under the shim]). ``uninstall()`` restores torch.
@@ -105,8 +107,12 @@ def _device_class(real):
 
 
 def _generator_class(real):
-    """torch.Generator under the shim: ``torch.Generator(device="npu")`` is a CPU generator (the one
-    npugraph's device draws from); ``isinstance(g, torch.Generator)`` holds for torch's generators."""
+    """torch.Generator under the shim: ``torch.Generator(device="npu")`` (or ``"npu:0"``, or an npu
+    ``torch.device``) is a CPU generator, the kind npugraph's device draws from, also with the npu
+    device of ``install(npu_device=True)``, for which torch has no generator (a device named from
+    Python has no ``PrivateUse1HooksInterface.getNewGenerator``): its ops run torch's CPU kernels,
+    which draw from a CPU generator. ``isinstance(g, torch.Generator)`` holds for torch's
+    generators."""
 
     class _GeneratorMeta(type):
         def __instancecheck__(cls, obj):
@@ -116,6 +122,8 @@ def _generator_class(real):
             return issubclass(sub, real)
 
         def __call__(cls, device="cpu"):
+            if getattr(device, "type", None) == "npu":  # torch.device("npu:0") of the npu device
+                device = str(device)
             return real(device=_npu_device(device) if isinstance(device, str) else device)
 
     return _GeneratorMeta("Generator", (), {"__doc__": _generator_class.__doc__, "__module__": "torch"})
@@ -265,7 +273,14 @@ def install(npu_device=False):
     _saved["Module.npu"] = getattr(torch.nn.Module, "npu", None)
     _saved["Module.to"] = torch.nn.Module.to
     _saved["device"] = torch.device
-    _saved["factories"] = {n: getattr(torch, n) for n in _FACTORIES if hasattr(torch, n)}
+    from . import _pinned
+
+    _saved["factories"] = {n: getattr(torch, n) for n in _FACTORIES + _pinned.PIN_FACTORIES
+                           if hasattr(torch, n)}
+    _saved["pin_methods"] = {n: torch.Tensor.__dict__.get(n) for n in _pinned.PIN_METHODS}
+    import torch.utils.data.dataloader as loading
+
+    _saved["loader_iter"] = {n: loading._BaseDataLoaderIter.__dict__[n] for n in ("__init__", "__next__")}
     _saved["compile"] = getattr(torch, "compile", None)  # torch >= 2.0
     _saved["record_stream"] = torch.Tensor.__dict__.get("record_stream")  # None: inherited (C)
     _saved["Generator"] = torch.Generator
@@ -286,12 +301,18 @@ def install(npu_device=False):
         torch.nn.Module.npu = _module_npu
         torch.device = _device_class(_saved["device"])
         torch.nn.Module.to = _wrap_to(_saved["Module.to"])
-        for name, fn in _saved["factories"].items():
-            setattr(torch, name, _wrap_factory(fn))
-        torch.Generator = _generator_class(_saved["Generator"])
-    from . import _pinned
-
+    torch.Generator = _generator_class(_saved["Generator"])
+    for name, fn in _saved["factories"].items():
+        if name in _FACTORIES and not _saved["npu_device"]:
+            fn = _wrap_factory(fn)
+        if name in _pinned.PIN_FACTORIES:  # pin_memory=True: npugraph's pinned host blocks
+            fn = _pinned.pinning_factory(name, fn)
+        setattr(torch, name, fn)
+    for name in _pinned.PIN_METHODS:
+        setattr(torch.Tensor, name, _pinned.pinning_factory(name, getattr(torch.Tensor, name)))
     torch.Tensor.pin_memory, torch.Tensor.is_pinned = _pinned.pin_memory, _pinned.is_pinned
+    loading._BaseDataLoaderIter.__init__, loading._BaseDataLoaderIter.__next__ = \
+        _pinned.loader_iter_methods(*_saved["loader_iter"].values())
     wrapped = _rng_functions({n: _saved["rng"][(torch, n)] for n in _RNG_FUNCTIONS}, torch)
     for (module, name) in _saved["rng"]:
         setattr(module, name, wrapped[name])
@@ -334,12 +355,16 @@ def uninstall():
             torch.nn.Module.npu = _saved["Module.npu"]
         torch.nn.Module.to = _saved["Module.to"]
         torch.device = _saved["device"]
-        for name, fn in _saved["factories"].items():
-            setattr(torch, name, fn)
-        torch.Generator = _saved["Generator"]
+    torch.Generator = _saved["Generator"]
+    for name, fn in _saved["factories"].items():
+        setattr(torch, name, fn)
+    import torch.utils.data.dataloader as loading
+
+    for name, fn in _saved["loader_iter"].items():
+        setattr(loading._BaseDataLoaderIter, name, fn)
     for (module, name), fn in _saved["rng"].items():
         setattr(module, name, fn)
-    for name, fn in _saved["pinning"].items():
+    for name, fn in list(_saved["pinning"].items()) + list(_saved["pin_methods"].items()):
         if fn is None:
             delattr(torch.Tensor, name)
         else:

@@ -145,6 +145,43 @@ def test_the_seed_runs_verbatim_on_the_device():
     assert "equal: True" in seed.stdout and "device='npu:0'" in seed.stdout, seed.stdout[-2000:]
 
 
+def test_generators_for_the_npu_device_are_cpu_generators():
+    run("""
+        compat.install(npu_device=True)
+        for made in (torch.Generator(device="npu"), torch.Generator("npu:0"),
+                     torch.Generator(device=torch.device("npu:0"))):
+            assert isinstance(made, torch.Generator) and made.device.type == "cpu", made.device
+        g = torch.Generator(device="npu")
+        g.manual_seed(5)
+        drawn = torch.rand(8, device="npu", generator=g)
+        cpu = torch.Generator()
+        cpu.manual_seed(5)
+        assert drawn.device == torch.device("npu:0") and torch.equal(drawn.cpu(), torch.rand(8, generator=cpu))
+        graph = torch.npu.NPUGraph()  # torch_npu's test_register_generator_state_under_inference_mode
+        with torch.inference_mode():
+            graph.register_generator_state(g)
+        with torch.npu.graph(graph):
+            out = torch.rand(8, device="npu", generator=g)
+        g.manual_seed(0)
+        graph.replay()
+        torch.npu.synchronize()
+        cpu.manual_seed(0)
+        assert out.device == torch.device("npu:0") and torch.equal(out.cpu(), torch.rand(8, generator=cpu))
+        try:
+            torch.Generator(device="npu:1")
+            raise AssertionError("npu:1 accepted")
+        except npugraph.ArgumentError as e:
+            assert "device = 'npu:1': this build has one device, 0 (the cpu)" in str(e), e
+        compat.uninstall()  # torch's own class again: no generator for a device named from Python
+        try:
+            torch.Generator(device="npu")
+            raise AssertionError("torch made an npu generator")
+        except NotImplementedError as e:
+            assert "getNewGenerator" in str(e), e
+        print("SCENARIO OK")
+    """)
+
+
 def test_without_the_option_npu_stays_the_cpu_alias():
     run("""
         compat.install()

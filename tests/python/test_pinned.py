@@ -158,3 +158,159 @@ def test_threads_pinning_at_once_share_the_cache_without_losing_a_block(pinned_s
     assert stats["allocations.current"] <= 3  # at most one block per thread in use at once, all cached
     npu.host_empty_cache()
     assert npu.host_memory_stats()["allocations.current"] == 0
+
+
+def test_factories_with_pin_memory_true_give_pinned_tensors(pinned_shim):
+    x = torch.arange(6.0).view(2, 3).t()  # strides (1, 3): *_like keeps them
+    cases = {
+        "empty": lambda **kw: torch.empty(100, **kw),
+        "zeros": lambda **kw: torch.zeros(2, 3, dtype=torch.float64, **kw),
+        "ones": lambda **kw: torch.ones(5, dtype=torch.int32, **kw),
+        "full": lambda **kw: torch.full((4,), 2.5, **kw),
+        "tensor": lambda **kw: torch.tensor([[1, 2], [3, 4]], **kw),
+        "arange": lambda **kw: torch.arange(7, **kw),
+        "linspace": lambda **kw: torch.linspace(0, 1, 5, **kw),
+        "eye": lambda **kw: torch.eye(3, **kw),
+        "empty_strided": lambda **kw: torch.empty_strided((2, 2), (1, 4), **kw),
+        "zeros_like": lambda **kw: torch.zeros_like(x, **kw),
+        "full_like": lambda **kw: torch.full_like(x, -1.0, **kw),
+        "hann_window": lambda **kw: torch.hann_window(4, **kw),
+        "new_ones": lambda **kw: x.new_ones((3,), **kw),
+        "new_full": lambda **kw: x.new_full((2, 2), 9.0, **kw),
+    }
+    for name, make in cases.items():
+        pinned, plain = make(pin_memory=True), make()
+        assert pinned.is_pinned() and not plain.is_pinned(), name
+        assert pinned.dtype == plain.dtype and pinned.shape == plain.shape, name
+        assert pinned.stride() == plain.stride(), name
+        if not name.startswith("empty"):
+            assert torch.equal(pinned, plain), name
+    assert torch.equal(torch.full((4,), 2.5, pin_memory=True), torch.tensor([2.5, 2.5, 2.5, 2.5]))
+    assert torch.zeros_like(x, pin_memory=True).stride() == (1, 3)
+    assert not torch.zeros(3, pin_memory=False).is_pinned()
+    torch.manual_seed(7)
+    drawn = torch.rand(8, pin_memory=True)
+    torch.manual_seed(7)
+    assert drawn.is_pinned() and torch.equal(drawn, torch.rand(8))  # the same draws
+    leaf = torch.ones(3, requires_grad=True, pin_memory=True)
+    assert leaf.is_pinned() and leaf.requires_grad and leaf.is_leaf
+
+
+def test_factory_pinned_blocks_are_counted(pinned_shim):
+    base = npu.host_memory_stats()
+    a = torch.empty(100, pin_memory=True)  # 400 bytes: one 512-byte block
+    b = torch.zeros(200, dtype=torch.float64, pin_memory=True)  # 1600 bytes: 2048
+    stats = npu.host_memory_stats()
+    assert stats["allocations.current"] - base["allocations.current"] == 2
+    assert stats["allocated_bytes.current"] - base["allocated_bytes.current"] == 512 + 2048
+    assert stats["num_host_alloc"] == 2
+    del a, b
+    gc.collect()
+    npu.host_empty_cache()
+    stats = npu.host_memory_stats()
+    assert stats["allocations.current"] == base["allocations.current"]
+    assert stats["num_host_free"] == 2 and stats["allocated_bytes.freed"] == 512 + 2048
+
+
+def test_factory_pin_memory_refuses_what_cannot_be_pinned(pinned_shim):
+    with pytest.raises(RuntimeError, match=r"empty\(\.\.\., pin_memory=True\): the tensor is on meta: only "
+                                           r"host \(CPU\) tensors can be pinned"):
+        torch.empty(2, device="meta", pin_memory=True)
+    with pytest.raises(RuntimeError, match=r"zeros\(\.\.\., pin_memory=True\): the tensor's layout is "
+                                           r"torch.sparse_coo: npugraph pins strided"):
+        torch.zeros(2, 2, layout=torch.sparse_coo, pin_memory=True)
+
+
+def test_a_factory_pinned_inside_a_capture_is_in_the_graphs_pool(pinned_shim):
+    g = npu.NPUGraph()
+    dst = torch.zeros(64)
+    with npu.graph(g):
+        src = torch.full((64,), 7.0, pin_memory=True)
+        dst.copy_(src, non_blocking=True)
+    assert src.is_pinned()
+    captured = src.data_ptr()
+    del src
+    gc.collect()
+    others = [torch.full((64,), -1.0, pin_memory=True) for _ in range(4)]
+    assert captured not in {t.data_ptr() for t in others}
+    g.replay()
+    npu.synchronize()
+    assert torch.equal(dst, torch.full((64,), 7.0))
+    del others
+    g.reset()
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_dataloader_with_pin_memory_yields_pinned_batches(pinned_shim, workers):
+    from torch.utils.data import DataLoader, TensorDataset
+
+    data = TensorDataset(torch.arange(20.0).view(10, 2), torch.arange(10))
+    plain = list(DataLoader(data, batch_size=4))
+    pinned = list(DataLoader(data, batch_size=4, pin_memory=True, num_workers=workers))
+    assert len(pinned) == len(plain) == 3
+    for got, want in zip(pinned, plain):
+        assert all(t.is_pinned() for t in got) and not any(t.is_pinned() for t in want)
+        assert all(torch.equal(g, w) for g, w in zip(got, want))
+    assert torch.equal(pinned[2][1], torch.tensor([8, 9]))
+    assert not any(t.is_pinned() for t in next(iter(DataLoader(data, batch_size=4, pin_memory=False))))
+
+
+def test_uninstall_gives_torch_its_factories_and_dataloader_back():
+    import torch.utils.data.dataloader as loading
+
+    import npugraph.compat as compat
+
+    init, empty = loading._BaseDataLoaderIter.__init__, torch.empty
+    compat.install()
+    assert torch.empty(2, pin_memory=True).is_pinned()
+    assert loading._BaseDataLoaderIter.__init__ is not init and "new_zeros" in torch.Tensor.__dict__
+    compat.uninstall()
+    assert torch.empty is empty and loading._BaseDataLoaderIter.__init__ is init
+    assert "new_zeros" not in torch.Tensor.__dict__
+    if not torch.cuda.is_available():
+        with pytest.raises(RuntimeError):  # torch's own refusal: no CUDA to pin for
+            torch.empty(2, pin_memory=True)
+
+
+def test_host_stats_have_torch_npus_keys(pinned_shim):
+    # torch_npu master's THNPModule_npu_hostMemoryStats (torch 2.x's HostStats): four Stats, two
+    # DurationStats, two counters
+    stats = [f"{n}.{f}" for n in ("allocations", "allocated_bytes", "active_requests", "active_bytes")
+             for f in ("current", "peak", "allocated", "freed")]
+    times = [f"{n}.{f}" for n in ("host_alloc_time", "host_free_time") for f in ("total", "max", "min", "count", "avg")]
+    assert set(npu.host_memory_stats()) == set(stats + times + ["num_host_alloc", "num_host_free"])
+
+
+def test_host_stats_count_blocks_handed_out_and_time_system_calls(pinned_shim):
+    a = torch.ones(100).pin_memory()  # 400 bytes: a new 512-byte block
+    b = torch.ones(1000).pin_memory()  # 4000 bytes: a new 4096-byte block
+    del a
+    gc.collect()  # a's block is cached: no longer handed out
+    c = torch.zeros(10).pin_memory()  # 40 bytes: a's cached block handed out again
+    s = npu.host_memory_stats()
+    assert [s["active_requests." + f] for f in ("current", "peak", "allocated", "freed")] == [2, 2, 3, 1]
+    assert [s["active_bytes." + f] for f in ("current", "peak", "allocated", "freed")] == [4608, 4608, 5120, 512]
+    assert [s["allocations." + f] for f in ("current", "peak", "allocated", "freed")] == [2, 2, 2, 0]
+    assert s["host_alloc_time.count"] == s["num_host_alloc"] == 2
+    assert s["host_alloc_time.min"] <= s["host_alloc_time.avg"] <= s["host_alloc_time.max"] <= s["host_alloc_time.total"]
+    assert s["host_alloc_time.avg"] == s["host_alloc_time.total"] // 2
+    assert [s["host_free_time." + f] for f in ("total", "max", "min", "count", "avg")] == [0, 0, 0, 0, 0]
+    del b, c
+    gc.collect()
+    npu.host_empty_cache()
+    s = npu.host_memory_stats()
+    assert [s["active_requests." + f] for f in ("current", "peak", "allocated", "freed")] == [0, 2, 3, 3]
+    assert s["active_bytes.current"] == 0 and s["active_bytes.freed"] == 5120
+    assert s["allocations.current"] == 0 and s["allocations.freed"] == 2
+    assert s["host_free_time.count"] == s["num_host_free"] == 2
+    npu.reset_peak_host_memory_stats()  # peak -> current; a time's max and min -> 0
+    s = npu.host_memory_stats()
+    assert s["active_requests.peak"] == 0 and s["active_bytes.peak"] == 0
+    assert s["host_alloc_time.max"] == s["host_alloc_time.min"] == 0 and s["host_alloc_time.count"] == 2
+    npu.reset_accumulated_host_memory_stats()  # allocated, freed, a time's total and count -> 0
+    s = npu.host_memory_stats()
+    assert s["active_requests.allocated"] == s["active_requests.freed"] == 0
+    assert s["host_alloc_time.count"] == s["host_alloc_time.total"] == s["host_alloc_time.avg"] == 0
+    nested = npu.host_memory_stats_as_nested_dict()
+    assert nested["active_requests"] == {"current": 0, "peak": 0, "allocated": 0, "freed": 0}
+    assert nested["num_host_alloc"] == 0 and set(nested["host_free_time"]) == {"total", "max", "min", "count", "avg"}
