@@ -200,14 +200,18 @@ std::vector<StepOutput> Engine::step() {
       a.prefilled = true;
       StepOutput& o = output(a);
       auto& slot = *std::find_if(s.active().begin(), s.active().end(), [&](const auto& p) { return p.get() == &a; });
-      if (processor.take(a, runner_->next_ids()[0], static_cast<const float*>(logits.data()), o))
+      if (processor.take(a, runner_->next_ids()[0], static_cast<const float*>(logits.data()), o)) {
+        plan.drop_decode(&a);  // ended on its first token
         done(slot, a.result.finish, o);
-      else
+      } else
         o.completion_tokens = a.seq.generated;
     }
     s.retire();
-    // 4. One decode step of every request past its prefill.
-    const std::vector<RequestState*> decoding = s.decoding();
+    // 4. One decode step of the plan's rows (every request past its prefill).
+    const std::vector<RequestState*>& decoding = plan.decode;
+    for (const RequestState* a : decoding)
+      NG_CHECK_STATE(a->prefilled, "step: request ", a->id, " was planned to decode, but its prompt is prefilled only to ",
+                     a->seq.cached, " of ", a->seq.tokens.size(), " tokens");
     if (!decoding.empty()) {
       std::vector<Sequence*> batch;
       for (RequestState* a : decoding) batch.push_back(&a->seq);

@@ -66,23 +66,20 @@ StepPlan Scheduler::schedule() {
   // prefill_chunk) of its own prompt, whatever the budget (Note [Batch invariance]).
   const bool decoding_now = std::any_of(active_.begin(), active_.end(), [](const auto& a) { return a->prefilled; });
   std::int64_t budget = decoding_now ? std::max<std::int64_t>(1, prefill_chunk_ / 4) : prefill_chunk_;
+  // 4. The decode rows: every request past its prefill, and every one whose prompt this step's
+  // chunks finish (its first token comes from the last chunk), in admission order.
   for (auto& a : active_) {
     const auto total = static_cast<std::int64_t>(a->seq.tokens.size());
-    for (std::int64_t cached = a->seq.cached; !a->prefilled && cached < total && budget > 0;) {
+    std::int64_t cached = a->seq.cached;
+    while (!a->prefilled && cached < total && budget > 0) {
       const std::int64_t n = std::min(prefill_chunk_, total - cached);
       plan.prefill.push_back({a.get(), n});
       cached += n;
       budget -= n;
     }
+    if (a->prefilled || cached == total) plan.decode.push_back(a.get());
   }
   return plan;
-}
-
-std::vector<RequestState*> Scheduler::decoding() const {
-  std::vector<RequestState*> out;
-  for (const auto& a : active_)
-    if (a && a->prefilled) out.push_back(a.get());
-  return out;
 }
 
 void Scheduler::retire() { std::erase_if(active_, [](const auto& a) { return !a; }); }

@@ -26,6 +26,11 @@ struct PrefillChunk {
 struct StepPlan {
   std::vector<std::unique_ptr<RequestState>> cancelled;  // ended by cancel(): reported, blocks freed
   std::vector<PrefillChunk> prefill;                     // in order
+  // The decode step's rows, in admission order: the requests past their prefill and those whose
+  // prompt this step's chunks finish. One that ends on its first token leaves before the decode
+  // step (drop_decode).
+  std::vector<RequestState*> decode;
+  void drop_decode(const RequestState* a) { std::erase(decode, a); }
 };
 
 class Scheduler {
@@ -41,11 +46,9 @@ class Scheduler {
   // The stepping thread's: held through step() (a second concurrent step() is refused).
   std::unique_lock<std::mutex> begin_step();
   // Takes the submits and cancels; ends cancelled requests (into the plan), admits waiting ones
-  // into free batch rows, and plans prefill chunks: prefill_chunk tokens in all, a quarter of that
-  // while others decode (at least one token), in admission order.
+  // into free batch rows, plans prefill chunks (prefill_chunk tokens in all, a quarter of that
+  // while others decode, at least one token, in admission order) and names the decode rows.
   StepPlan schedule();
-  // The requests past their prefill, in admission order: this step's decode batch.
-  std::vector<RequestState*> decoding() const;
   // Running requests, in admission order; a finished one is reset to null, then retire() drops it.
   std::vector<std::unique_ptr<RequestState>>& active() { return active_; }
   void retire();
