@@ -40,6 +40,15 @@
 // never blocks; wait_for_replays(), issue(), replay(), record() and reset() may, so release it around
 // them.
 //
+// Note [Stream-ordered records]
+// UpdateOrdering::stream is the variant for one thread that updates and replays on one stream (the
+// decode engine's update_then_replay step): the calls wait on no ExternalEvent, an update is issued
+// on that stream itself (the records' update stream is the replay stream), so its patch lands in the
+// stream's order before every replay launched after it, and a replay needs no update before it (it
+// runs with the parameters last installed). Without host-visible events a CUDA graph stays one
+// graph launch (Note [CUDA graphs from the node table]). A replay on another stream is refused:
+// nothing would order it after the update.
+//
 // Note [One update stream]
 // As in torch_npu master, every graph's update issues on one update stream per device
 // (update_stream_for; Python: graph_dispatch_mode.update_stream). Updates of different graphs from
@@ -81,17 +90,22 @@ class RecordedCall {
   virtual void rollback() noexcept {}
 };
 
+// How an update reaches the replays: through each call's ExternalEvent (torch_npu's protocol, the
+// default), or in the order of one stream (Note [Stream-ordered records]).
+enum class UpdateOrdering : std::uint8_t { events, stream };
+
 class RecordedUpdates {
  public:
-  // Records for `graph` (its id names it in errors), updated on `update_stream` (normally
-  // update_stream_for(the capture's device); Note [One update stream]).
-  RecordedUpdates(const Graph& graph, Stream update_stream);
+  // Records for `graph` (its id names it in errors), updated on `update_stream`: with events
+  // normally update_stream_for(the capture's device) (Note [One update stream]); with stream
+  // ordering the stream the graph replays on.
+  RecordedUpdates(const Graph& graph, Stream update_stream, UpdateOrdering ordering = UpdateOrdering::events);
   RecordedUpdates(const RecordedUpdates&) = delete;
   RecordedUpdates& operator=(const RecordedUpdates&) = delete;
 
   // Records one call on `stream` when it is capturing: prepare(stream) makes the call (its checks
-  // and buffers: when it throws, nothing was captured), then a new ExternalEvent is waited on and
-  // reset on the stream, and the call launched into its own task group. Returns the call, or null
+  // and buffers: when it throws, nothing was captured), then (with events) a new ExternalEvent is
+  // waited on and reset on the stream, and the call launched into its own task group. Returns the call, or null
   // when `stream` does not capture (the caller then runs the call eagerly). `prepare` runs with the
   // records' lock held: state kept per graph (a shared workspace) is safe to touch there. Throws
   // StateError, naming `what`, after reset().
@@ -116,8 +130,9 @@ class RecordedUpdates {
     std::size_t size() const { return records_.calls_.size(); }
     RecordedCall& call(std::size_t i) { return *records_.calls_[i]; }
     // Re-issues every call (their staged changes included) in one batched update on the update
-    // stream, after the last replay has run, and records each call's event after it. On any error
-    // nothing is installed, every staged change is rolled back, and the error propagates.
+    // stream — with events after the last replay has run, recording each call's event after it;
+    // with stream ordering in that stream's order. On any error nothing is installed, every staged
+    // change is rolled back, and the error propagates.
     void issue();
 
    private:
@@ -137,7 +152,8 @@ class RecordedUpdates {
 
   // Replays `graph` on `stream` (Note [Updates after replays]): waits for an update in flight when no
   // update mark is set, consumes the mark, launches, and records the replay for the next update.
-  // Throws StateError when calls were recorded and no update was made since the last replay.
+  // Throws StateError when calls were recorded and no update was made since the last replay. With
+  // stream ordering it only launches, on the update stream (ArgumentError for another stream).
   void replay(const Graph& graph, const Stream& stream);
   // g.reset() once no update or recording of these records is in flight; later records and updates
   // are refused.
@@ -160,6 +176,7 @@ class RecordedUpdates {
   std::vector<ExternalEvent> events_;     // the calls' events, in order
   Stream update_stream_;
   std::uint64_t graph_id_;
+  UpdateOrdering ordering_;
   std::mutex mutex_;                       // held by an update, a recording, reset
   std::mutex order_;                       // Note [Updates after replays]
   std::optional<Event> last_replay_;       // recorded after each replay's launch (under order_)

@@ -19,8 +19,8 @@ std::mutex& shared_update_mutex() {
 
 }  // namespace
 
-RecordedUpdates::RecordedUpdates(const Graph& graph, Stream update_stream)
-    : update_stream_(std::move(update_stream)), graph_id_(graph.id()) {}
+RecordedUpdates::RecordedUpdates(const Graph& graph, Stream update_stream, UpdateOrdering ordering)
+    : update_stream_(std::move(update_stream)), graph_id_(graph.id()), ordering_(ordering) {}
 
 Stream RecordedUpdates::update_stream_for(Device device) {
   // Never destroyed: graphs alive at exit may still name it (their records hold a copy).
@@ -41,17 +41,20 @@ RecordedCall* RecordedUpdates::record(const Stream& stream, std::string_view wha
                  "capture, which ended it; the call is not recorded (capture the graph again)");
   if (!stream.is_capturing()) return nullptr;  // e.g. inside `with npugraph.npu.stream(other):`
   std::unique_ptr<RecordedCall> call = prepare(stream);
-  ExternalEvent event("recorded " + std::string(what) + " call " + std::to_string(calls_.size()));
-  event.wait(stream);
-  event.reset(stream);
+  std::optional<ExternalEvent> event;
+  if (ordering_ == UpdateOrdering::events) {
+    event.emplace("recorded " + std::string(what) + " call " + std::to_string(calls_.size()));
+    event->wait(stream);
+    event->reset(stream);
+  }
   task_group_begin(stream);
   call->launch(stream);
   const TaskGroupHandle handle = task_group_end(stream);
   handles_.reserve(handles_.size() + 1);
   events_.reserve(events_.size() + 1);
-  calls_.push_back(std::move(call));  // the three grow together: nothing throws after this
+  calls_.push_back(std::move(call));  // these grow together: nothing throws after this
   handles_.push_back(handle);
-  events_.push_back(std::move(event));
+  if (event) events_.push_back(std::move(*event));
   count_.store(calls_.size());
   return calls_.back().get();
 }
@@ -102,10 +105,12 @@ void RecordedUpdates::Update::issue() {
   wait_for_replays();
   RecordedUpdates& r = records_;
   const Stream& u = r.update_stream_;
+  const bool events = r.ordering_ == UpdateOrdering::events;
   try {
-    std::lock_guard shared(shared_update_mutex());  // Note [One update stream]
+    std::unique_lock<std::mutex> shared;  // Note [One update stream]
+    if (events) shared = std::unique_lock(shared_update_mutex());
     try {
-      if (r.last_replay_) u.wait(*r.last_replay_);  // Note [Updates after replays]
+      if (events && r.last_replay_) u.wait(*r.last_replay_);  // Note [Updates after replays]
       StreamGuard on(u);
       task_update_begin(u, r.handles_);
       for (auto& c : r.calls_) c->reissue(u);
@@ -143,6 +148,13 @@ void RecordedUpdates::wait_for_updates_in_flight() {
 }
 
 void RecordedUpdates::replay(const Graph& graph, const Stream& stream) {
+  if (ordering_ == UpdateOrdering::stream) {  // Note [Stream-ordered records]
+    NG_CHECK_ARG(stream == update_stream_, "RecordedUpdates::replay: graph ", graph_id_, " on ", stream.str(),
+                 ": its records are stream-ordered on ", update_stream_.str(), ", so it replays there (on "
+                 "another stream nothing orders the replay after their updates)");
+    graph.replay(stream);
+    return;
+  }
   wait_for_updates_in_flight();
   std::lock_guard order(order_);
   const bool marked = take_replay_mark(graph);

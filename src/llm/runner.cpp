@@ -416,7 +416,7 @@ ModelRunner::Bucket& ModelRunner::bucket(std::int64_t n) {
   auto b = std::make_unique<Bucket>();
   b->rows = n;
   if (options_.order == GraphOrder::update_then_replay) {
-    b->records = std::make_unique<RecordedUpdates>(b->graph, update_stream_);
+    b->records = std::make_unique<RecordedUpdates>(b->graph, stream_, UpdateOrdering::stream);
   } else {
     for (std::size_t l = 0; l < model_->layers.size(); ++l)
       b->ready.emplace_back("layer " + std::to_string(l) + " attention ready (bucket " + std::to_string(n) + ")");

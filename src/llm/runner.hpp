@@ -8,15 +8,15 @@
 // window]), sampling seeds and step counters. So a step captured once replays unchanged, except for
 // the one host value that re-plans an op: each attention layer's actual KV lengths (FIA splits the
 // KV by them; a sliding-window layer's are its window's). Each attention call is captured in its own
-// task group behind its own ExternalEvent. update_then_replay records them as graph-owned updates do
-// (RecordedUpdates, Note [Recorded updates]): a step stages the new lengths into every layer's call
-// and issues one batched update on the runner's update stream, which records the events the replay's
-// layers wait on — the protocol Python's NPUGraph.update uses, with its rollback and its order after
-// the previous replay. replay_then_update — vllm-ascend's order — replays first and updates layer
-// after layer, each update recording the ExternalEvent its captured layer waits on, so the host's
-// updates overlap the first layers' compute; that order is the reverse of the protocol's (an update
-// there feeds the replay already launched, which the protocol's update would wait for), so it keeps
-// its own task groups and events. Batches are
+// task group. update_then_replay records them as graph-owned updates (RecordedUpdates, Note
+// [Recorded updates]; stream-ordered, Note [Stream-ordered records]): a step stages the new lengths
+// into every layer's call and issues one batched update on the runner's stream, whose patch lands in
+// stream order before the replay that follows — with the protocol's rollback, and no ExternalEvent
+// (a CUDA graph stays one launch). replay_then_update — vllm-ascend's order — replays first and
+// updates layer after layer, each update recording the ExternalEvent its captured layer waits on, so
+// the host's updates overlap the first layers' compute; that order is the reverse of the protocol's
+// (an update there feeds the replay already launched, which the protocol's update would wait for), so
+// it keeps its own task groups and events. Batches are
 // padded to the bucket: padded rows embed token 0 at position 0, write no KV (slot -1), attend to
 // nothing (KV length 0) and their outputs are ignored. Eager mode issues the same ops on the same
 // buffers without a graph, so graph and eager logits are bitwise equal.

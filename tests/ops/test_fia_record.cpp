@@ -218,5 +218,36 @@ TEST(FiaRecord, AGraphWithNoRecordedCallAndAStreamThatDoesNotCaptureAreTold) {
                                                 {"recorded no call during its capture: nothing to update"}));
 }
 
+TEST(FiaRecord, StreamOrderedRecordsWaitOnNoEventAndReplayOnTheirStreamOnly) {
+  // Note [Stream-ordered records]: the decode engine's update_then_replay step.
+  const FiaBuilt b = build_case({.layout = "BNSD", .gqa = 2, .decode = true});
+  const ng::Stream s = ng::Stream::create();
+  ng::Graph g;
+  RecordedUpdates records(g, s, ng::UpdateOrdering::stream);
+  ng::ops::FiaRecorder recorder;
+  ng::Tensor out;
+  {
+    ng::CaptureScope capture(g, s);
+    out = recorder.record(records, b.q, b.k, b.v, b.opt, 0)->attention_out;
+  }
+  EXPECT_EQ(g.dot().find("external_event"), std::string::npos) << g.dot();
+  const FiaOptions next = next_host_values(b);
+  {
+    RecordedUpdates::Update u(records, g, "decode step update");
+    u.wait_for_replays();
+    stage_host_values(static_cast<FiaCall&>(u.call(0)), next);
+    u.issue();
+  }
+  records.replay(g, s);
+  records.replay(g, s);  // no update needed: the installed parameters again
+  s.synchronize();
+  const ng::ops::FiaResult eager = ng::ops::fused_infer_attention_score(b.q, b.k, b.v, next);
+  ng::current_stream().synchronize();
+  EXPECT_TRUE(ngtest::bitwise_equal(out, eager.attention_out));
+  const ng::Stream other = ng::Stream::create();
+  EXPECT_TRUE(ngtest::throws<ng::ArgumentError>([&] { records.replay(g, other); },
+                                                {"graph " + std::to_string(g.id()), "stream-ordered on", "replays there"}));
+}
+
 }  // namespace
 }  // namespace fia_test
