@@ -648,20 +648,38 @@ HWY_INLINE void Tile(const LinearParams& p, const QuantRows& xq, const std::byte
     for (int t = 0; t < TB; ++t) linear_impl::store_out(p, t0 + t, n0 + r, res[r][t]);
 }
 
-// Rows of x per tile: the accumulators R * TB stay in registers (32 of them on AVX3, 16 elsewhere).
-constexpr int kR = 4;
+// Weight rows and rows of x per tile: the accumulators R * TB stay in registers (32 of them on
+// AVX3, 16 elsewhere); T not a multiple of TB ends with one tile of the rest, not rest tiles of 1.
+// The super-block formats on AVX3 (TileSuper) decode a super-block once per weight row and tile:
+// up to 8 rows of x take one tile of 1 weight row x T (issue 45: T:8 decodes each super-block once;
+// the decoded super-block takes 10 registers, the accumulators T); more rows take 4 x 4 tiles, whose
+// rows of x (a tile's quants and sums, 4 x 9 KB at K = 1536) stay in L1 for the 4 weight rows
+// (1 x 8 tiles over 16 rows stream 54 KB of x from L2 per weight row: T:16 took 3.5x T:8).
 constexpr int kTB = HWY_TARGET <= HWY_AVX3 ? 4 : 2;
+constexpr bool kSuperTiles = HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3 && HWY_TARGET != HWY_SCALAR &&
+                             HWY_TARGET != HWY_EMU128;
+constexpr int kSuperTB = 8;
 
-template <GgmlType F, int R>
+// The last tile, of `rest` (<= TB) rows of x: Tile<F, R, rest>.
+template <GgmlType F, int R, int TB>
+HWY_INLINE void LastTile(const LinearParams& p, const QuantRows& xq, const std::byte* const* w,
+                         std::int64_t n0, std::int64_t t0, std::int64_t rest) {
+  if constexpr (TB > 0) {
+    if (rest == TB) return Tile<F, R, TB>(p, xq, w, n0, t0);
+    LastTile<F, R, TB - 1>(p, xq, w, n0, t0, rest);
+  }
+}
+
+template <GgmlType F, int R, int TB>
 HWY_INLINE void AllRowsOfX(const LinearParams& p, const QuantRows& xq, const std::byte* const* w,
                            std::int64_t n0) {
   std::int64_t t0 = 0;
-  for (; t0 + kTB <= p.T; t0 += kTB) Tile<F, R, kTB>(p, xq, w, n0, t0);
-  for (; t0 < p.T; ++t0) Tile<F, R, 1>(p, xq, w, n0, t0);
+  for (; t0 + TB <= p.T; t0 += TB) Tile<F, R, TB>(p, xq, w, n0, t0);
+  if (t0 < p.T) LastTile<F, R, TB - 1>(p, xq, w, n0, t0, p.T - t0);
 }
 
-template <GgmlType F>
-void Gemv(const LinearParams& p, const QuantRows& xq, const ExecContext& ctx) {
+template <GgmlType F, int kR, int TB>
+void GemvTiles(const LinearParams& p, const QuantRows& xq, const ExecContext& ctx) {
   ctx.parallel_for(p.N, p.chunk_rows, [&](std::int64_t n_begin, std::int64_t n_end) {
     const auto row = [&](std::int64_t n) { return p.w + n * p.w_row_bytes; };
     // Prefetching stops at the chunk's end: other chunks may run on other threads.
@@ -673,13 +691,21 @@ void Gemv(const LinearParams& p, const QuantRows& xq, const ExecContext& ctx) {
       for (int r = 0; r < kR; ++r) w[r] = row(n + r);
       const std::byte* ahead = w[0] + linear_impl::kPrefetchAhead;
       if (ahead < end) linear_impl::prefetch_range(ahead, std::min(end, ahead + kR * p.w_row_bytes));
-      AllRowsOfX<F, kR>(p, xq, w, n);
+      AllRowsOfX<F, kR, TB>(p, xq, w, n);
     }
     for (; n < n_end; ++n) {
       const std::byte* w[1] = {row(n)};
-      AllRowsOfX<F, 1>(p, xq, w, n);
+      AllRowsOfX<F, 1, TB>(p, xq, w, n);
     }
   });
+}
+
+template <GgmlType F>
+void Gemv(const LinearParams& p, const QuantRows& xq, const ExecContext& ctx) {
+  if constexpr (kSuperTiles && kSuper<F>) {
+    if (p.T <= kSuperTB) return GemvTiles<F, 1, kSuperTB>(p, xq, ctx);
+  }
+  GemvTiles<F, 4, kTB>(p, xq, ctx);
 }
 
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3 && HWY_TARGET != HWY_SCALAR && HWY_TARGET != HWY_EMU128
