@@ -538,11 +538,11 @@ HWY_INLINE void Tile(const LinearParams& p, const QuantRows& xq, const std::byte
 
 // Weight rows and rows of x per tile: the accumulators R * TB stay in registers (32 of them on
 // AVX3, 16 elsewhere); T not a multiple of TB ends with one tile of the rest, not rest tiles of 1.
-// The super-block formats on AVX3 (TileSuper) decode a super-block once per weight row and tile:
-// up to 8 rows of x take one tile of 1 weight row x T (issue 45: T:8 decodes each super-block once;
-// the decoded super-block takes 10 registers, the accumulators T); more rows take 4 x 4 tiles, whose
-// rows of x (a tile's quants and sums, 4 x 9 KB at K = 1536) stay in L1 for the 4 weight rows
-// (1 x 8 tiles over 16 rows stream 54 KB of x from L2 per weight row: T:16 took 3.5x T:8).
+// The super-block formats on AVX3 (TileSuper) decode a super-block once per weight row and tile of
+// up to 8 rows of x (issue 45: T:8 decodes each super-block once; the decoded super-block takes 10
+// registers, the accumulators 8); a chunk runs its rows for rows 0-7 of x, then for 8-15, so that
+// the 8 rows' quants and sums (27 KB at K = 1536) stay in L1 (all 16 rows of x for each weight row
+// stream 54 KB from L2 per row: T:16 took 3.5x T:8).
 constexpr int kTB = HWY_TARGET <= HWY_AVX3 ? 4 : 2;
 constexpr bool kSuperTiles = HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3 && HWY_TARGET != HWY_SCALAR &&
                              HWY_TARGET != HWY_EMU128;
@@ -588,11 +588,30 @@ void GemvTiles(const LinearParams& p, const QuantRows& xq, const ExecContext& ct
   });
 }
 
+// The super-block formats on AVX3: tiles of 1 weight row x kSuperTB rows of x, the tiles of rows of
+// x outermost in a chunk (whose weights, <= 256 KiB, stay in L2 for the second tile of T > 8).
+template <GgmlType F>
+void GemvSuperTiles(const LinearParams& p, const QuantRows& xq, const ExecContext& ctx) {
+  ctx.parallel_for(p.N, p.chunk_rows, [&](std::int64_t n_begin, std::int64_t n_end) {
+    const auto row = [&](std::int64_t n) { return p.w + n * p.w_row_bytes; };
+    const std::byte* const end = row(n_end);
+    linear_impl::prefetch_range(row(n_begin), std::min(end, row(n_begin) + linear_impl::kPrefetchAhead));
+    for (std::int64_t t0 = 0; t0 < p.T; t0 += kSuperTB) {
+      const std::int64_t rest = std::min<std::int64_t>(kSuperTB, p.T - t0);
+      for (std::int64_t n = n_begin; n < n_end; ++n) {
+        const std::byte* w[1] = {row(n)};
+        const std::byte* ahead = w[0] + linear_impl::kPrefetchAhead;
+        if (t0 == 0 && ahead < end) linear_impl::prefetch_range(ahead, std::min(end, ahead + p.w_row_bytes));
+        if (rest == kSuperTB) Tile<F, 1, kSuperTB>(p, xq, w, n, t0);
+        else LastTile<F, 1, kSuperTB - 1>(p, xq, w, n, t0, rest);
+      }
+    }
+  });
+}
+
 template <GgmlType F>
 void Gemv(const LinearParams& p, const QuantRows& xq, const ExecContext& ctx) {
-  if constexpr (kSuperTiles && kSuper<F>) {
-    if (p.T <= kSuperTB) return GemvTiles<F, 1, kSuperTB>(p, xq, ctx);
-  }
+  if constexpr (kSuperTiles && kSuper<F>) return GemvSuperTiles<F>(p, xq, ctx);
   GemvTiles<F, 4, kTB>(p, xq, ctx);
 }
 
