@@ -30,7 +30,15 @@
 // correction is a broadcast load instead of arithmetic per block and row. The integers and floats
 // are those above, in the same order; only where they are read from moved. (The first layout, row-
 // major with the sums in arrays beside it, kept 8 pointers and the accumulators of a tile of 8 rows
-// spilling out of registers on AVX3_DL: 42 % of the int8 peak at T:8.)
+// spilling out of registers on AVX3_DL.) From 4 rows the tile's vpdpbusd chains are interleaved
+// (Unpacked::DotRows), so independent ones are always ready; fewer rows take 2 chains each.
+//
+// The ceiling with these sums: per (16 rows, block, row of x) 8 vpdpbusd and 3 float operations
+// (Q4_1: 4; convert, multiply by d, fma by d_w) share the two 512-bit ports of an Intel core, plus
+// the unpacking (Q4: 12 operations a block, 1.5 a row of x at T:8), so T:8 tops out near 8 / 13 of
+// the vpdpbusd peak. Measured (Xeon family 6 model 207, one thread timed by its CPU time, hot
+// 1536x576): Q4_0 T:8 48.3 -> 37.3 us (0.39 -> 0.50 of 752 GOPS), Q4_1 45.6 -> 41.6 us (0.45),
+// T:4 1.75x faster (one tile of 4 instead of four of 1).
 //
 // What it computes (q8 activations only; float32 activations and calls of more than 16 rows of x
 // unpack the weight first and run Note [Linear kernels] on the ggml bytes, so those results equal
