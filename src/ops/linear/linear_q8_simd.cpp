@@ -542,11 +542,13 @@ HWY_INLINE void Tile(const LinearParams& p, const QuantRows& xq, const std::byte
 // up to 8 rows of x (issue 45: T:8 decodes each super-block once; the decoded super-block takes 10
 // registers, the accumulators 8); a chunk runs its rows for rows 0-7 of x, then for 8-15, so that
 // the 8 rows' quants and sums (27 KB at K = 1536) stay in L1 (all 16 rows of x for each weight row
-// stream 54 KB from L2 per row: T:16 took 3.5x T:8).
+// stream 54 KB from L2 per row: T:16 took 3.5x T:8), and at large K fewer rows a tile for the same
+// reason (K = 4096: 4 rows, 37 KB; 8 rows took Q4_K 16384x4096 T:8 from 36 to 52 ms).
 constexpr int kTB = HWY_TARGET <= HWY_AVX3 ? 4 : 2;
 constexpr bool kSuperTiles = HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3 && HWY_TARGET != HWY_SCALAR &&
                              HWY_TARGET != HWY_EMU128;
 constexpr int kSuperTB = 8;
+constexpr std::int64_t kSuperXBytes = 40 << 10;
 
 // The last tile, of `rest` (<= TB) rows of x: Tile<F, R, rest>.
 template <GgmlType F, int R, int TB>
@@ -596,14 +598,17 @@ void GemvSuperTiles(const LinearParams& p, const QuantRows& xq, const ExecContex
     const auto row = [&](std::int64_t n) { return p.w + n * p.w_row_bytes; };
     const std::byte* const end = row(n_end);
     linear_impl::prefetch_range(row(n_begin), std::min(end, row(n_begin) + linear_impl::kPrefetchAhead));
-    for (std::int64_t t0 = 0; t0 < p.T; t0 += kSuperTB) {
-      const std::int64_t rest = std::min<std::int64_t>(kSuperTB, p.T - t0);
+    // Rows of x per tile: as many as keep their quants and sums (2.25 K bytes a row) within
+    // kSuperXBytes of L1, at most kSuperTB (K = 1536, 2048: 8; K = 4096: 4).
+    const std::int64_t tb = std::clamp<std::int64_t>(kSuperXBytes / (p.K * 9 / 4), 1, kSuperTB);
+    for (std::int64_t t0 = 0; t0 < p.T; t0 += tb) {
+      const std::int64_t rows = std::min(tb, p.T - t0);
       for (std::int64_t n = n_begin; n < n_end; ++n) {
         const std::byte* w[1] = {row(n)};
         const std::byte* ahead = w[0] + linear_impl::kPrefetchAhead;
         if (t0 == 0 && ahead < end) linear_impl::prefetch_range(ahead, std::min(end, ahead + p.w_row_bytes));
-        if (rest == kSuperTB) Tile<F, 1, kSuperTB>(p, xq, w, n, t0);
-        else LastTile<F, 1, kSuperTB - 1>(p, xq, w, n, t0, rest);
+        if (rows == kSuperTB) Tile<F, 1, kSuperTB>(p, xq, w, n, t0);
+        else LastTile<F, 1, kSuperTB - 1>(p, xq, w, n, t0, rows);
       }
     }
   });

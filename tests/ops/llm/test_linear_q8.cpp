@@ -213,8 +213,9 @@ TEST(LinearQuantQ8, HandComputedBlocks) {
 TEST(LinearQuantQ8, RowsAreBatchInvariantAndLargeCallsStayFloat32) {
   for (QuantType type : {QuantType::q4_0, QuantType::q4_1, QuantType::q8_0, QuantType::q5_0,
                          QuantType::q4_k, QuantType::q5_k, QuantType::q6_k}) {
+    // Q4_K at K = 4096: the super-block tiles take 4 rows of x there (as many as fit L1), 8 at 512.
     const bool super = ng::ops::quant_block_size(type) == 256;
-    const std::int64_t N = 45, K = super ? 512 : 192;
+    const std::int64_t N = 45, K = type == QuantType::q4_k ? 4096 : super ? 512 : 192;
     const QuantWeight w = random_weight(type, N, K, 51);
     for (std::int64_t T = 2; T <= 16; ++T) {
       const Tensor x = random_tensor({T, K}, 52);
