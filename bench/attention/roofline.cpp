@@ -3,6 +3,10 @@
 //   read:  each thread sums its slice of one buffer with 4 vector accumulators (loads dominate).
 //   fma:   each thread runs 12 independent FMA chains (acc = acc * a + b) in registers; 12 covers
 //          the FMA latency times the FMA ports of current x86 cores (4 cycles x 2 ports = 8).
+//   int8:  each thread runs 16 independent vpdpbusd chains (512-bit AVX512-VNNI, the instruction of
+//          the rows16 GEMV's AVX3_DL code) in registers: 16 covers its latency (5 cycles) times
+//          2 ports. Compiled with a target attribute (not through Highway: Highway 1.0 builds
+//          AVX3_DL only where HWY_WANT_AVX3_DL is defined) and run only where the CPU has VNNI.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "attention/roofline.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
@@ -57,11 +61,18 @@ HWY_AFTER_NAMESPACE();
 #include <chrono>
 #include <latch>
 #include <thread>
+
+#include <time.h>
 #include <vector>
 
 #include <hwy/aligned_allocator.h>
 
 #include "attention/roofline.hpp"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define NPUGRAPH_BENCH_VNNI 1
+#endif
 
 namespace npugraph_bench {
 HWY_EXPORT(SumFloats);
@@ -75,6 +86,7 @@ using Clock = std::chrono::steady_clock;
 // figure the report shows. Only touched from the benchmark thread.
 std::vector<double> g_read;
 std::vector<double> g_fma;
+std::vector<double> g_int8;
 volatile float g_sink = 0;  // keeps the probes' results alive
 
 double median(std::vector<double> v) {
@@ -105,6 +117,47 @@ double timed_on_threads(int threads, Fn fn) {
   const auto t0 = *std::min_element(begin.begin(), begin.end());
   const auto t1 = *std::max_element(end.begin(), end.end());
   return std::chrono::duration<double>(t1 - t0).count();
+}
+
+#ifdef NPUGRAPH_BENCH_VNNI
+// `iters` rounds of 16 chained vpdpbusd; returns a value that depends on every chain and the ops
+// done in *ops (128 per instruction: 64 byte pairs, a multiply and an add each).
+__attribute__((target("avx512f,avx512vnni"), noinline)) int VnniChains(std::size_t iters, double* ops) {
+  const __m512i a = _mm512_set1_epi8(3);
+  const __m512i b = _mm512_set1_epi8(-5);
+  __m512i c[16];
+  for (int i = 0; i < 16; ++i) c[i] = _mm512_set1_epi32(i);
+  for (std::size_t n = 0; n < iters; ++n) {
+    // One statement per chain: the compiler keeps the 16 accumulators in registers.
+    c[0] = _mm512_dpbusd_epi32(c[0], a, b); c[1] = _mm512_dpbusd_epi32(c[1], a, b);
+    c[2] = _mm512_dpbusd_epi32(c[2], a, b); c[3] = _mm512_dpbusd_epi32(c[3], a, b);
+    c[4] = _mm512_dpbusd_epi32(c[4], a, b); c[5] = _mm512_dpbusd_epi32(c[5], a, b);
+    c[6] = _mm512_dpbusd_epi32(c[6], a, b); c[7] = _mm512_dpbusd_epi32(c[7], a, b);
+    c[8] = _mm512_dpbusd_epi32(c[8], a, b); c[9] = _mm512_dpbusd_epi32(c[9], a, b);
+    c[10] = _mm512_dpbusd_epi32(c[10], a, b); c[11] = _mm512_dpbusd_epi32(c[11], a, b);
+    c[12] = _mm512_dpbusd_epi32(c[12], a, b); c[13] = _mm512_dpbusd_epi32(c[13], a, b);
+    c[14] = _mm512_dpbusd_epi32(c[14], a, b); c[15] = _mm512_dpbusd_epi32(c[15], a, b);
+  }
+  *ops = 128.0 * 16.0 * static_cast<double>(iters);
+  __m512i s = c[0];
+  for (int i = 1; i < 16; ++i) s = _mm512_add_epi32(s, c[i]);
+  return _mm512_reduce_add_epi32(s);
+}
+
+bool has_vnni() { return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vnni"); }
+#else
+int VnniChains(std::size_t, double* ops) {
+  *ops = 0;
+  return 0;
+}
+bool has_vnni() { return false; }
+#endif
+
+// The calling thread's CPU time (seconds): what it ran, not what the machine's other processes did.
+double thread_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
 }
 
 }  // namespace
@@ -166,6 +219,48 @@ double measure_fma_peak(double seconds, int threads) {
     g_sink = g_sink + sinks[t];
   }
   return total / s;
+}
+
+double measure_int8_peak(double seconds, int threads, double* cpu_time_rate) {
+  if (cpu_time_rate) *cpu_time_rate = 0;
+  if (!has_vnni()) return 0;
+  double ops = 0;
+  const auto t0 = Clock::now();
+  g_sink = g_sink + static_cast<float>(VnniChains(1 << 20, &ops));
+  const double per_round = std::chrono::duration<double>(Clock::now() - t0).count() / (1 << 20);
+  const auto rounds = static_cast<std::size_t>(seconds / std::max(per_round, 1e-12));
+  std::vector<double> done(static_cast<std::size_t>(threads)), cpu(static_cast<std::size_t>(threads));
+  std::vector<int> sinks(static_cast<std::size_t>(threads));
+  const double s = timed_on_threads(threads, [&](int t) {
+    const double c0 = thread_cpu_seconds();
+    sinks[static_cast<std::size_t>(t)] = VnniChains(rounds, &done[static_cast<std::size_t>(t)]);
+    cpu[static_cast<std::size_t>(t)] = thread_cpu_seconds() - c0;
+  });
+  double total = 0;
+  for (std::size_t t = 0; t < done.size(); ++t) {
+    total += done[t];
+    if (cpu_time_rate && cpu[t] > 0) *cpu_time_rate += done[t] / cpu[t];
+    g_sink = g_sink + static_cast<float>(sinks[t]);
+  }
+  return total / s;
+}
+
+double best_int8_peak(double* cpu_time_rate) {
+  double best = 0, best_cpu = 0;
+  for (int pass = 0; pass < 3; ++pass) {
+    double c = 0;
+    best = std::max(best, measure_int8_peak(0.1, roofline_threads(), &c));
+    best_cpu = std::max(best_cpu, c);
+  }
+  if (cpu_time_rate) *cpu_time_rate = best_cpu;
+  return best;
+}
+
+void note_int8_peak(double ops_per_s) { g_int8.push_back(ops_per_s); }
+
+double int8_peak() {
+  if (g_int8.empty()) note_int8_peak(best_int8_peak());
+  return median(g_int8);
 }
 
 void note_read_bandwidth(double bytes_per_s) { g_read.push_back(bytes_per_s); }

@@ -22,6 +22,20 @@ double measure_fma_peak(double seconds, int threads);
 double best_read_bandwidth();
 double best_fma_peak();
 
+// The int8 dot-product peak: register-resident vpdpbusd (AVX512-VNNI) chains on `threads` threads
+// for about `seconds`; returns int8 ops per second (a multiply and an add per byte pair: one
+// 512-bit vpdpbusd is 128 ops). 0 where the CPU (or the compiler) has no AVX512-VNNI.
+// *cpu_time_rate (when given): each thread's ops over its own CPU time, summed — the peak of the
+// cores themselves, which other processes on a shared machine do not lower (they lower the
+// wall-clock figure, as they do the kernels' times).
+double measure_int8_peak(double seconds, int threads, double* cpu_time_rate = nullptr);
+// Best of 3 passes of 0.1 s (and the best CPU-time rate); int8_peak() is the median of the wall
+// figures noted (measured once itself when none were), as roofline() keeps the others. Not part of
+// roofline(): only bench_linear pays for it.
+double best_int8_peak(double* cpu_time_rate = nullptr);
+void note_int8_peak(double ops_per_s);
+double int8_peak();
+
 // The roofline benchmarks note one figure per repetition; roofline() is the median of those noted
 // (the figure the report shows), measuring once itself when the roofline benchmarks were filtered
 // out, so the cases' fractions are always defined.

@@ -3,6 +3,14 @@
 //
 //   roofline/dram_read            GBps        streaming read of 1 GiB on every core (best of 5)
 //   roofline/fma_f32              GFLOPs      register-resident SIMD FMA chains on every core
+//   roofline/int8_vnni            GOPS        register-resident vpdpbusd (AVX512-VNNI) chains on every
+//                                             core: the int8 dot-product peak the q8 GEMVs' integer
+//                                             sums run against (128 ops an instruction); 0 and the
+//                                             label "no AVX512-VNNI" where the CPU lacks it
+//                                 GOPS_cpu_time  the same ops over each thread's CPU time, summed:
+//                                             the cores' own peak, which a machine shared with other
+//                                             processes does not lower (GOPS, the wall figure the
+//                                             fractions use, drops with the kernels' times there)
 //   gemv/<fmt>/<N>x<K>/T:<T>      time per call (16 calls on successive weight copies, then one
 //                                 stream synchronize: a decode step's back-to-back layers)
 //                                 GBps, bw_frac          weight bytes read / time, / dram_read
@@ -13,8 +21,12 @@
 //                                 (as the roofline keeps its best pass: on a shared machine other
 //                                 processes only ever slow a batch down)
 //   gemv_hot/...                  the same (T 1 and 8) with one weight copy (cache-resident: the kernel's
-//                                 compute ceiling, not a DRAM figure)
-//   gemv_q8/..., gemv_q8_hot/...  the same with q8 activations (Note [Q8 activations])
+//                                 compute ceiling, not a DRAM figure): Q4_1 and Q8_0 (rows16 where
+//                                 packed), and Q4_K 576x1536 for the super-block kernel
+//   gemv_q8/..., gemv_q8_hot/...  the same with q8 activations (Note [Q8 activations]), and
+//                                 GOPS       2 T N K / time (int8 multiply-adds, 2 ops each)
+//                                 int8_frac  GOPS / int8_vnni (absent without VNNI): how near the
+//                                            small-batch kernels run to the integer peak (issue 45)
 //   gemv_q8p/..., gemv_q8p_hot/...  q8 activations on rows16 weights (pack_rows16, Note [Packed
 //                                 weights]): the decode engine's cpu default
 //   gemm/<fmt>/<N>x<K>/T:128      prefill: GFLOPs, peak_frac (of fma_f32)
@@ -57,6 +69,16 @@ void BM_fma_peak(benchmark::State& state) {
   note_fma_peak(best);
   state.counters["GFLOPs"] = best / 1e9;
   state.counters["threads"] = roofline_threads();
+}
+
+void BM_int8_peak(benchmark::State& state) {
+  double best = 0, cpu_time = 0;
+  for (auto _ : state) best = best_int8_peak(&cpu_time);
+  note_int8_peak(best);
+  state.counters["GOPS"] = best / 1e9;
+  state.counters["GOPS_cpu_time"] = cpu_time / 1e9;
+  state.counters["threads"] = roofline_threads();
+  if (best == 0) state.SetLabel("no AVX512-VNNI");
 }
 
 struct Spec {
@@ -151,9 +173,10 @@ enum class Variant { f32, q8, q8_packed };
 void BM_linear(benchmark::State& state, Spec s, std::int64_t T, bool hot, std::int64_t target,
                Variant variant = Variant::f32) {
   const Roofline roof = roofline();
+  const bool q8 = variant != Variant::f32;
+  const double int8 = q8 ? int8_peak() : 0;
   const TargetScope scope(target);
   const Weights& w = weights_for(s, hot, variant == Variant::q8_packed);
-  const bool q8 = variant != Variant::f32;
   const ng::Stream stream = ng::current_stream();
   std::mt19937 gen(2);
   std::uniform_real_distribution<float> dist(-1, 1);
@@ -191,6 +214,10 @@ void BM_linear(benchmark::State& state, Spec s, std::int64_t T, bool hot, std::i
   state.counters["us_per_call"] = per_call * 1e6;
   state.counters["target"] = running_target_bit();
   state.counters["us_best"] = best * 1e6;
+  if (q8 && gemv) {
+    state.counters["GOPS"] = flops / per_call / 1e9;
+    if (int8 > 0) state.counters["int8_frac"] = flops / per_call / int8;
+  }
   if (gemv) {
     state.counters["GBps"] = bytes / per_call / 1e9;
     state.counters["GBps_best"] = bytes / best / 1e9;
@@ -214,6 +241,8 @@ const bool registered = [] {
   benchmark::RegisterBenchmark("roofline/dram_read", BM_dram_read)->Iterations(1)->UseRealTime()
       ->Unit(benchmark::kMillisecond);
   benchmark::RegisterBenchmark("roofline/fma_f32", BM_fma_peak)->Iterations(1)->UseRealTime()
+      ->Unit(benchmark::kMillisecond);
+  benchmark::RegisterBenchmark("roofline/int8_vnni", BM_int8_peak)->Iterations(1)->UseRealTime()
       ->Unit(benchmark::kMillisecond);
   // SmolLM2-135M's decode GEMVs: gate/up [1536, 576], down [576, 1536], the tied output projection
   // [49152, 576] in Q8_0; q/o [576, 576] and k/v [192, 576]; a float16 weight for the plain linear.
@@ -249,9 +278,10 @@ const bool registered = [] {
               ->UseManualTime()->Unit(benchmark::kMicrosecond)->MinTime(0.3);
       }
     for (Variant v : {Variant::f32, Variant::q8, Variant::q8_packed})
-      for (const Spec& s : {Spec{"Q4_1", 1536, 576}, Spec{"Q8_0", 49152, 576}})
+      for (const Spec& s : {Spec{"Q4_1", 1536, 576}, Spec{"Q8_0", 49152, 576}, Spec{"Q4_K", 576, 1536}})
         for (std::int64_t T : {1, 8}) {
           if (skip(v)) continue;
+          if (v == Variant::q8_packed && !ng::ops::quant_traits(quant_of(s)).rows16) continue;
           benchmark::RegisterBenchmark(
               (std::string(prefix[static_cast<int>(v)]) + "_hot/" + shape_name(s) + "/T:" + std::to_string(T) + sfx).c_str(),
               [s, T, target, v](benchmark::State& st) { BM_linear(st, s, T, true, target, v); })

@@ -16,9 +16,29 @@
 // With AVX512-VNNI (Highway's AVX3_DL target: Ice Lake, Zen 4 and later) one vpdpbusd per quad
 // replaces pmaddubsw + the int16 add + pmaddwd, and Q8_0's bytes become unsigned as w + 128 (once per
 // block, for every row of x), its sum corrected by 128 S; the integers are the same, so are the
-// outputs. There a tile is 8 rows of x (4 on AVX3): T:8 unpacks each block once. Measured
-// (bench_linear gemv_q8p_hot/Q4_1/1536x576/T:8, AMD EPYC Zen 5, 2 threads): 22.6 us on AVX3,
-// 16.9 us on AVX3_DL; Q8_0 49152x576 T:8 1265 -> 780-880 us.
+// outputs. There a tile is up to 8 rows of x (4 on AVX3, 2 on AVX2): each block of 16 weight rows
+// is unpacked once per tile and dotted into the tile's rows of x, whose accumulators stay in
+// registers; T not a multiple of the tile ends with one tile of the rest (T:5 is one tile of 5, not
+// five of 1). Measured (bench_linear gemv_q8p_hot/Q4_1/1536x576/T:8, AMD EPYC Zen 5, 2 threads):
+// 22.6 us on AVX3, 16.9 us on AVX3_DL; Q8_0 49152x576 T:8 1265 -> 780-880 us.
+//
+// Note [Packed x records]
+// x's quantised blocks are laid out for the tiles (issue 45): block-major, one 48-byte record per
+// (block b, row t) at (b T + t) 48 — the 32 quants, then d, float(S) * d and the integer the block's
+// dot product starts from (Q4_0: -8 S; Q8_0 on AVX3_DL: -128 S, the w + 128 bytes' correction;
+// otherwise 0) — so a tile reads every row's block through one pointer and fixed offsets, and the
+// correction is a broadcast load instead of arithmetic per block and row. The integers and floats
+// are those above, in the same order; only where they are read from moved. (The first layout, row-
+// major with the sums in arrays beside it, kept 8 pointers and the accumulators of a tile of 8 rows
+// spilling out of registers on AVX3_DL.) From 4 rows the tile's vpdpbusd chains are interleaved
+// (Unpacked::DotRows), so independent ones are always ready; fewer rows take 2 chains each.
+//
+// The ceiling with these sums: per (16 rows, block, row of x) 8 vpdpbusd and 3 float operations
+// (Q4_1: 4; convert, multiply by d, fma by d_w) share the two 512-bit ports of an Intel core, plus
+// the unpacking (Q4: 12 operations a block, 1.5 a row of x at T:8), so T:8 tops out near 8 / 13 of
+// the vpdpbusd peak. Measured (Xeon family 6 model 207, one thread timed by its CPU time, hot
+// 1536x576): Q4_0 T:8 48.3 -> 37.3 us (0.39 -> 0.50 of 752 GOPS), Q4_1 45.6 -> 41.6 us (0.45),
+// T:4 1.75x faster (one tile of 4 instead of four of 1).
 //
 // What it computes (q8 activations only; float32 activations and calls of more than 16 rows of x
 // unpack the weight first and run Note [Linear kernels] on the ggml bytes, so those results equal
@@ -46,6 +66,9 @@
 #include "npugraph/kernel.hpp"
 #include "ops/linear/linear_common.hpp"
 #include "ops/linear/linear_params.hpp"
+
+// Defined below for AVX3_DL only: this file is compiled once per target, so forget the last pass's.
+#undef NPUGRAPH_PACKED_VNNI
 
 HWY_BEFORE_NAMESPACE();
 namespace npugraph::ops::linear_packed_impl {
@@ -80,11 +103,24 @@ inline std::int32_t load_i32(const std::int8_t* p) {
   return v;
 }
 
-// Per row of x and block: the quants' sum S and, for Q4_1, float(S) * d.
-struct XSums {
-  const std::int32_t* s;
-  const float* sd;
+// x's blocks as Note [Packed x records] lays them out.
+constexpr std::int64_t kRecord = 48;
+constexpr std::int64_t kRecD = 32, kRecSD = 36, kRecInit = 40;
+struct XRecords {
+  const std::byte* base;  // record (b, t) at (b * T + t) * kRecord
+  std::int64_t T;
+  HWY_INLINE const std::byte* at(std::int64_t b, std::int64_t t) const { return base + (b * T + t) * kRecord; }
 };
+inline float rec_f32(const std::byte* r, std::int64_t off) {
+  float v;
+  std::memcpy(&v, r + off, sizeof v);
+  return v;
+}
+inline std::int32_t rec_i32(const std::byte* r, std::int64_t off) {
+  std::int32_t v;
+  std::memcpy(&v, r + off, sizeof v);
+  return v;
+}
 
 #if HWY_ARCH_X86 && HWY_TARGET != HWY_SCALAR && HWY_TARGET != HWY_EMU128
 using DF = hn::ScalableTag<float>;  // L lanes: L rows of a group
@@ -180,28 +216,49 @@ struct Unpacked {
     }
   }
 
-  // The exact integer dot products with a block of x's quants q (S: their sum), one per row.
-  HWY_INLINE VI Dot(const std::int8_t* q, std::int32_t S) const {
 #ifdef NPUGRAPH_PACKED_VNNI
-    // Two chains of vpdpbusd for latency; Q8_0's bytes are w + 128, so sum (w + 128) q - 128 S.
-    VI a = DotQuad(hn::Zero(DI()), lo[0], q, 0);
-    VI b = DotQuad(hn::Zero(DI()), F == GgmlType::Q8_0 ? lo[1] : hi[0], q, F == GgmlType::Q8_0 ? 1 : 4);
-    if constexpr (F == GgmlType::Q8_0) {
-      for (int j = 2; j < kVecs; j += 2) {
-        a = DotQuad(a, lo[j], q, j);
-        b = DotQuad(b, lo[j + 1], q, j + 1);
-      }
-      return hn::Sub(hn::Add(a, b), hn::Set(DI(), 128 * S));
+  // Dot for TB rows of x at once (their records rec + t * kRecord), quad by quad across the rows:
+  // the TB chains' vpdpbusd come one after another in the instruction stream, so the scheduler
+  // always has independent ones to issue (each chain alone waits its latency between them).
+  template <int TB>
+  HWY_INLINE void DotRows(const std::byte* rec, VI (&dots)[TB]) const {
+    for (int t = 0; t < TB; ++t)
+      dots[t] = F != GgmlType::Q4_1 ? hn::Set(DI(), rec_i32(rec + t * kRecord, kRecInit)) : hn::Zero(DI());
+    for (int i = 0; i < 8; ++i) {
+      const VU8 v = F == GgmlType::Q8_0 ? lo[i] : (i % 2 == 0 ? lo[i / 2] : hi[i / 2]);
+      const int quad = F == GgmlType::Q8_0 ? i : (i % 2 == 0 ? i / 2 : 4 + i / 2);
+      for (int t = 0; t < TB; ++t)
+        dots[t] = DotQuad(dots[t], v, reinterpret_cast<const std::int8_t*>(rec + t * kRecord), quad);
+    }
+  }
+#endif
+
+  // The exact integer dot products with a block of x's quants q, one per row, plus `init` (the
+  // record's start integer: Q4_0's -8 S, VNNI Q8_0's -128 S; Note [Packed x records]), in kChains
+  // vpdpbusd chains (then added) with VNNI.
+  template <int kChains>
+  HWY_INLINE VI Dot(const std::int8_t* q, const std::byte* init) const {
+#ifdef NPUGRAPH_PACKED_VNNI
+    constexpr bool kInit = F != GgmlType::Q4_1;
+    const VI start = kInit ? hn::Set(DI(), rec_i32(init, 0)) : hn::Zero(DI());
+    // The 8 quads: Q8_0's lo[0..8), the Q4 formats' lo[j] with quad j and hi[j] with quad 4 + j.
+    const auto vec = [&](int i) { return F == GgmlType::Q8_0 ? lo[i] : (i % 2 == 0 ? lo[i / 2] : hi[i / 2]); };
+    const auto quad = [](int i) { return F == GgmlType::Q8_0 ? i : (i % 2 == 0 ? i / 2 : 4 + i / 2); };
+    if constexpr (kChains == 1) {
+      VI a = start;
+      for (int i = 0; i < 8; ++i) a = DotQuad(a, vec(i), q, quad(i));
+      return a;
     } else {
-      for (int j = 1; j < 4; ++j) {
-        a = DotQuad(a, lo[j], q, j);
-        b = DotQuad(b, hi[j], q, 4 + j);
+      VI a = DotQuad(start, vec(0), q, quad(0));
+      VI b = DotQuad(hn::Zero(DI()), vec(1), q, quad(1));
+      for (int i = 2; i < 8; i += 2) {
+        a = DotQuad(a, vec(i), q, quad(i));
+        b = DotQuad(b, vec(i + 1), q, quad(i + 1));
       }
-      const VI dot = hn::Add(a, b);
-      if constexpr (F == GgmlType::Q4_0) return hn::Sub(dot, hn::Set(DI(), 8 * S));
-      return dot;
+      return hn::Add(a, b);
     }
 #else
+    (void)kChains;
     if constexpr (F == GgmlType::Q8_0) {
       VI acc = hn::Zero(DI());
       for (int j = 0; j < kVecs; ++j) {
@@ -217,7 +274,7 @@ struct Unpacked {
         s = hn::Add(s, Maddubs(hi[j], Quad(q, 4 + j)));
       }
       const VI dot = PairSums(s);
-      if constexpr (F == GgmlType::Q4_0) return hn::Sub(dot, hn::Set(DI(), 8 * S));
+      if constexpr (F == GgmlType::Q4_0) return hn::Add(dot, hn::Set(DI(), rec_i32(init, 0)));
       return dot;
     }
 #endif
@@ -227,26 +284,36 @@ struct Unpacked {
 // Outputs [t0, t0 + TB) x rows [n0, n0 + L) of one sub-group (its bytes from `group`, `sub` its
 // index in the group).
 template <GgmlType F, int TB>
-HWY_INLINE void SubGroup(const LinearParams& p, const PackedGeometry& geo, const QuantRows& xq,
-                         const XSums& xs, const std::byte* group, std::int64_t sub,
-                         std::int64_t n0, std::int64_t t0) {
+HWY_INLINE void SubGroup(const LinearParams& p, const PackedGeometry& geo, const XRecords& xr,
+                         const std::byte* group, std::int64_t sub, std::int64_t n0, std::int64_t t0) {
   const DF df;
   const DH dh;
   const std::int64_t nb = p.K / kBlock;
   VF acc[TB];
   for (int t = 0; t < TB; ++t) acc[t] = hn::Zero(df);
-  for (std::int64_t b = 0; b < nb; ++b) {
+  const std::byte* rec = xr.at(0, t0);  // the tile's records of block b: rec + t * kRecord
+  const std::int64_t rec_step = xr.T * kRecord;
+  for (std::int64_t b = 0; b < nb; ++b, rec += rec_step) {
     const std::byte* gb = group + b * geo.block_bytes;
     const auto* scales = reinterpret_cast<const hwy::float16_t*>(gb) + sub * kL;
     const VF dw = hn::PromoteTo(df, hn::LoadU(dh, scales));
     VF mw;
     if constexpr (F == GgmlType::Q4_1) mw = hn::PromoteTo(df, hn::LoadU(dh, scales + kPackRows));
     const Unpacked<F> w(reinterpret_cast<const std::uint8_t*>(gb + geo.quants_offset) + sub * 4 * kL);
+    // With VNNI and 4 rows or more, the rows' chains interleaved (DotRows); fewer rows: 2 chains each.
+#ifdef NPUGRAPH_PACKED_VNNI
+    constexpr bool kRows = TB >= 4;
+#else
+    constexpr bool kRows = false;
+#endif
+    VI dots[TB];
+    if constexpr (kRows) w.DotRows(rec, dots);
     for (int t = 0; t < TB; ++t) {
-      const std::int64_t k = (t0 + t) * nb + b;
-      const VI dot = w.Dot(xq.q + k * kBlock, xs.s[k]);
-      acc[t] = hn::MulAdd(hn::Mul(hn::ConvertTo(df, dot), hn::Set(df, xq.d[k])), dw, acc[t]);
-      if constexpr (F == GgmlType::Q4_1) acc[t] = hn::MulAdd(hn::Set(df, xs.sd[k]), mw, acc[t]);
+      const std::byte* r = rec + t * kRecord;
+      if constexpr (!kRows) dots[t] = w.template Dot<2>(reinterpret_cast<const std::int8_t*>(r), r + kRecInit);
+      const VI dot = dots[t];
+      acc[t] = hn::MulAdd(hn::Mul(hn::ConvertTo(df, dot), hn::Set(df, rec_f32(r, kRecD))), dw, acc[t]);
+      if constexpr (F == GgmlType::Q4_1) acc[t] = hn::MulAdd(hn::Set(df, rec_f32(r, kRecSD)), mw, acc[t]);
     }
   }
   const std::int64_t lanes = std::min<std::int64_t>(kL, p.N - n0);
@@ -269,23 +336,32 @@ HWY_INLINE void SubGroup(const LinearParams& p, const PackedGeometry& geo, const
 // block's dot product needs no int16 temporaries, so 8 rows share one unpacking.
 constexpr int kTB = HWY_TARGET <= HWY_AVX3_DL ? 8 : HWY_TARGET <= HWY_AVX3 ? 4 : 2;
 
+// The last tile of `rest` (< kTB) rows of x: SubGroup<F, rest>.
+template <GgmlType F, int TB>
+HWY_INLINE void LastTile(const LinearParams& p, const PackedGeometry& geo, const XRecords& xr,
+                         const std::byte* group, std::int64_t sub, std::int64_t n0, std::int64_t t0,
+                         std::int64_t rest) {
+  if constexpr (TB > 0) {
+    if (rest == TB) return SubGroup<F, TB>(p, geo, xr, group, sub, n0, t0);
+    LastTile<F, TB - 1>(p, geo, xr, group, sub, n0, t0, rest);
+  }
+}
+
 template <GgmlType F>
-HWY_INLINE void Group(const LinearParams& p, const PackedGeometry& geo, const QuantRows& xq,
-                      const XSums& xs, std::int64_t g) {
+HWY_INLINE void Group(const LinearParams& p, const PackedGeometry& geo, const XRecords& xr, std::int64_t g) {
   const std::byte* group = p.w + g * geo.group_bytes;
   for (std::int64_t sub = 0; sub < kPackRows / kL; ++sub) {
     const std::int64_t n0 = g * kPackRows + sub * kL;
     if (n0 >= p.N) return;
     std::int64_t t0 = 0;
-    for (; t0 + kTB <= p.T; t0 += kTB) SubGroup<F, kTB>(p, geo, xq, xs, group, sub, n0, t0);
-    for (; t0 < p.T; ++t0) SubGroup<F, 1>(p, geo, xq, xs, group, sub, n0, t0);
+    for (; t0 + kTB <= p.T; t0 += kTB) SubGroup<F, kTB>(p, geo, xr, group, sub, n0, t0);
+    if (t0 < p.T) LastTile<F, kTB - 1>(p, geo, xr, group, sub, n0, t0, p.T - t0);
   }
 }
 #else
 // Other targets: the same sums, one row at a time, in scalar code.
 template <GgmlType F>
-HWY_INLINE void Group(const LinearParams& p, const PackedGeometry& geo, const QuantRows& xq,
-                      const XSums& xs, std::int64_t g) {
+HWY_INLINE void Group(const LinearParams& p, const PackedGeometry& geo, const XRecords& xr, std::int64_t g) {
   const std::int64_t nb = p.K / kBlock;
   const float* table = p.half_table;
   for (std::int64_t r = 0; r < kPackRows && g * kPackRows + r < p.N; ++r) {
@@ -297,9 +373,9 @@ HWY_INLINE void Group(const LinearParams& p, const PackedGeometry& geo, const Qu
         std::memcpy(&dh, gb + 2 * r, 2);
         if constexpr (F == GgmlType::Q4_1) std::memcpy(&mh, gb + 2 * (kPackRows + r), 2);
         const auto* qs = reinterpret_cast<const std::uint8_t*>(gb + geo.quants_offset);
-        const std::int64_t k = t * nb + b;
-        const std::int8_t* q = xq.q + k * kBlock;
-        std::int32_t dot = 0;
+        const std::byte* rec = xr.at(b, t);
+        const auto* q = reinterpret_cast<const std::int8_t*>(rec);
+        std::int32_t dot = rec_i32(rec, kRecInit);  // Q4_0: -8 S; otherwise 0 here
         if constexpr (F == GgmlType::Q8_0) {
           for (int i = 0; i < 32; ++i)
             dot += static_cast<std::int8_t>(qs[64 * (i / 4) + 4 * r + i % 4]) * q[i];
@@ -308,10 +384,9 @@ HWY_INLINE void Group(const LinearParams& p, const PackedGeometry& geo, const Qu
             const std::uint8_t byte = qs[64 * (i / 4) + 4 * r + i % 4];
             dot += (byte & 15) * q[i] + (byte >> 4) * q[i + 16];
           }
-          if constexpr (F == GgmlType::Q4_0) dot -= 8 * xs.s[k];
         }
-        acc = std::fma(static_cast<float>(dot) * xq.d[k], table[dh], acc);
-        if constexpr (F == GgmlType::Q4_1) acc = std::fma(xs.sd[k], table[mh], acc);
+        acc = std::fma(static_cast<float>(dot) * rec_f32(rec, kRecD), table[dh], acc);
+        if constexpr (F == GgmlType::Q4_1) acc = std::fma(rec_f32(rec, kRecSD), table[mh], acc);
       }
       linear_impl::store_out(p, t, g * kPackRows + r, acc);
     }
@@ -320,7 +395,7 @@ HWY_INLINE void Group(const LinearParams& p, const PackedGeometry& geo, const Qu
 #endif
 
 template <GgmlType F>
-void Gemv(const LinearParams& p, const QuantRows& xq, const XSums& xs, const ExecContext& ctx) {
+void Gemv(const LinearParams& p, const XRecords& xr, const ExecContext& ctx) {
   const PackedGeometry geo = packed_geometry(p);
   const std::int64_t groups = (p.N + kPackRows - 1) / kPackRows;
   ctx.parallel_for(groups, p.chunk_rows / kPackRows, [&](std::int64_t g_begin, std::int64_t g_end) {
@@ -331,13 +406,13 @@ void Gemv(const LinearParams& p, const QuantRows& xq, const XSums& xs, const Exe
     for (std::int64_t g = g_begin; g < g_end; ++g) {
       const std::byte* ahead = p.w + g * geo.group_bytes + linear_impl::kPrefetchAhead;
       if (ahead < end) linear_impl::prefetch_range(ahead, std::min(end, ahead + geo.group_bytes));
-      Group<F>(p, geo, xq, xs, g);
+      Group<F>(p, geo, xr, g);
     }
   });
 }
 
 // The packed GEMV of every row with rows16.
-using RunFn = void (*)(const LinearParams&, const QuantRows&, const XSums&, const ExecContext&);
+using RunFn = void (*)(const LinearParams&, const XRecords&, const ExecContext&);
 constexpr linear_impl::KernelTable<RunFn> kRun = linear_impl::make_kernel_table<RunFn>([](auto i) -> RunFn {
   constexpr QuantTraits row = kGgmlTypes[i];
   if constexpr (row.rows16) {
@@ -352,22 +427,37 @@ void RunPackedQ8(const LinearParams& p, const ExecContext& ctx) {
   const std::int64_t blocks = p.T * nb;
   // The launching thread's buffers; the chunks only read them, and parallel_for returns after them.
   thread_local std::vector<std::int8_t> q;
-  thread_local std::vector<float> d, sd;
-  thread_local std::vector<std::int32_t> s;
+  thread_local std::vector<float> d;
+  thread_local std::vector<std::byte> records;
   q.resize(static_cast<std::size_t>(blocks * kBlock));
   d.resize(static_cast<std::size_t>(blocks));
-  s.resize(static_cast<std::size_t>(blocks));
-  sd.resize(static_cast<std::size_t>(blocks));
+  records.resize(static_cast<std::size_t>(blocks * kRecord));
   const QuantRows xq{q.data(), d.data()};
   linear_impl::quantize_rows_q8(p.x, p.T, p.K, p.x_stride, xq);
-  for (std::int64_t k = 0; k < blocks; ++k) {
-    std::int32_t sum = 0;
-    for (std::int64_t i = 0; i < kBlock; ++i) sum += q[static_cast<std::size_t>(k * kBlock + i)];
-    s[static_cast<std::size_t>(k)] = sum;
-    sd[static_cast<std::size_t>(k)] = static_cast<float>(sum) * d[static_cast<std::size_t>(k)];
-  }
-  const XSums xs{s.data(), sd.data()};
-  linear_impl::kernel_for(kRun, p.type, "linear kernel with rows16 weights")(p, xq, xs, ctx);
+  // The start integer of a block's dot product, per unit of S (Note [Packed x records]).
+#ifdef NPUGRAPH_PACKED_VNNI
+  const std::int32_t init_per_s = p.type == GgmlType::Q4_0 ? -8 : p.type == GgmlType::Q8_0 ? -128 : 0;
+#else
+  const std::int32_t init_per_s = p.type == GgmlType::Q4_0 ? -8 : 0;
+#endif
+  const XRecords xr{records.data(), p.T};
+  for (std::int64_t t = 0; t < p.T; ++t)
+    for (std::int64_t b = 0; b < nb; ++b) {
+      const std::int64_t k = t * nb + b;  // x's block in quantize_rows_q8's row-major order
+      const std::int8_t* qk = q.data() + k * kBlock;
+      std::int32_t sum = 0;
+      for (std::int64_t i = 0; i < kBlock; ++i) sum += qk[i];
+      const float dk = d[static_cast<std::size_t>(k)];
+      const float sd = static_cast<float>(sum) * dk;
+      const std::int32_t init = init_per_s * sum;
+      std::byte* rec = records.data() + (b * p.T + t) * kRecord;
+      std::memcpy(rec, qk, kBlock);
+      std::memcpy(rec + kRecD, &dk, sizeof dk);
+      std::memcpy(rec + kRecSD, &sd, sizeof sd);
+      std::memcpy(rec + kRecInit, &init, sizeof init);
+      std::memset(rec + kRecInit + 4, 0, kRecord - kRecInit - 4);
+    }
+  linear_impl::kernel_for(kRun, p.type, "linear kernel with rows16 weights")(p, xr, ctx);
 }
 
 }  // namespace HWY_NAMESPACE

@@ -510,121 +510,9 @@ HWY_INLINE void TileBlocks(const LinearParams& p, const QuantRows& xq, const std
     for (int t = 0; t < TB; ++t) res[r][t] += hn::GetLane(hn::SumOfLanes(df, acc[r][t]));
 }
 
-#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3 && HWY_TARGET != HWY_SCALAR && HWY_TARGET != HWY_EMU128
-// 16-lane targets: two blocks per 512-bit vector. Q4 formats: the pair's 64 quants of x are stored
-// as [b: 0-15 | b+1: 0-15 | b: 16-31 | b+1: 16-31] (PairLayout swaps the middle quarters after
-// quantising), so that the weights' packed bytes of both blocks, and the same shifted right by 4,
-// make one vector; Q8_0: [b | b+1]. A pair's lanes 4-7 and 12-15 (Q4) or 8-15 (Q8_0) are block b+1.
-using DP8 = hn::ScalableTag<std::uint8_t>;
-using DPS8 = hn::RebindToSigned<DP8>;
-using DP32 = hn::ScalableTag<std::int32_t>;
-using DPF = hn::ScalableTag<float>;
-using VP32 = hn::Vec<DP32>;
-using VPF = hn::Vec<DPF>;
-static_assert(hn::MaxLanes(DP8()) == 64);
-
-HWY_INLINE VP32 MaddPair(hn::Vec<DP8> u, hn::Vec<DPS8> s) {
-  return VP32{_mm512_madd_epi16(_mm512_maddubs_epi16(u.raw, s.raw), _mm512_set1_epi16(1))};
-}
-
-template <GgmlType F>
-HWY_INLINE hn::Vec<DP8> PairBytes(const std::byte* blk0, const std::byte* blk1) {
-  using Lay = Layout<F>;
-  const DP8 d8;
-  const hn::Full256<std::uint8_t> d256;
-  const auto* q0 = reinterpret_cast<const std::uint8_t*>(blk0 + Lay::kQs);
-  const auto* q1 = reinterpret_cast<const std::uint8_t*>(blk1 + Lay::kQs);
-  if constexpr (F == GgmlType::Q8_0) {
-    return hn::Combine(d8, hn::LoadU(d256, q1), hn::LoadU(d256, q0));
-  } else {
-    const hn::Full128<std::uint8_t> d128;
-    const auto both = hn::Combine(d256, hn::LoadU(d128, q1), hn::LoadU(d128, q0));
-    const auto high = hn::BitCast(d256, hn::ShiftRight<4>(hn::BitCast(hn::Full256<std::uint16_t>(), both)));
-    const auto nibbles = hn::And(hn::Combine(d8, high, both), hn::Set(d8, 0x0F));
-    if constexpr (F != GgmlType::Q5_0) return nibbles;
-    // Q5_0: the fifth bits in the pair's byte order [b: 0-15 | b+1: 0-15 | b: 16-31 | b+1: 16-31].
-    std::uint32_t h0, h1;
-    std::memcpy(&h0, blk0 + 2, 4);
-    std::memcpy(&h1, blk1 + 2, 4);
-    const std::uint64_t bits = (h0 & 0xffffull) | (std::uint64_t{h1 & 0xffffu} << 16) |
-                               (std::uint64_t{h0 >> 16} << 32) | (std::uint64_t{h1 >> 16} << 48);
-    return hn::Vec<DP8>{_mm512_mask_add_epi8(nibbles.raw, static_cast<__mmask64>(bits), nibbles.raw, _mm512_set1_epi8(16))};
-  }
-}
-
-// Lanes of block b+1 in a pair (see above).
-template <GgmlType F>
-HWY_INLINE hn::Mask<DPF> SecondBlock() {
-  const DP32 di;
-  return hn::RebindMask(DPF(), hn::TestBit(hn::Iota(di, 0), hn::Set(di, F == GgmlType::Q8_0 ? 8 : 4)));
-}
-
-// The Q4 formats' pair layout of x's quants, from block order.
-void PairLayout(const QuantRows& xq, std::int64_t T, std::int64_t nb) {
-  for (std::int64_t t = 0; t < T; ++t)
-    for (std::int64_t b = 0; b + 2 <= nb; b += 2) {
-      std::int8_t* q = xq.q + (t * nb + b) * kBlock;
-      std::int8_t tmp[16];
-      std::memcpy(tmp, q + 16, 16);
-      std::memcpy(q + 16, q + 32, 16);
-      std::memcpy(q + 32, tmp, 16);
-    }
-}
-
-// res[r][t] = the lane sums over the first 2 * (nb / 2) blocks, a pair at a time.
-template <GgmlType F, int R, int TB>
-HWY_INLINE void TilePairs(const LinearParams& p, const QuantRows& xq, const std::byte* const* w,
-                          std::int64_t t0, float (&res)[R][TB]) {
-  using Lay = Layout<F>;
-  const DPF df;
-  const DP8 d8;
-  const DPS8 ds8;
-  const float* table = p.half_table;
-  const std::int64_t nb = p.K / kBlock;
-  const auto second = SecondBlock<F>();
-  VPF acc[R][TB];
-  for (int r = 0; r < R; ++r)
-    for (int t = 0; t < TB; ++t) acc[r][t] = hn::Zero(df);
-  for (std::int64_t b = 0; b + 2 <= nb; b += 2) {
-    hn::Vec<DP8> wb[R];
-    VPF dw[R], mw[R];
-    for (int r = 0; r < R; ++r) {
-      const std::byte* blk0 = w[r] + b * Lay::kBytes;
-      const std::byte* blk1 = blk0 + Lay::kBytes;
-      dw[r] = hn::IfThenElse(second, hn::Set(df, table[load_u16(blk1)]), hn::Set(df, table[load_u16(blk0)]));
-      if constexpr (F == GgmlType::Q4_1)
-        mw[r] = hn::IfThenElse(second, hn::Set(df, table[load_u16(blk1 + 2)]), hn::Set(df, table[load_u16(blk0 + 2)]));
-      wb[r] = PairBytes<F>(blk0, blk1);
-    }
-    for (int t = 0; t < TB; ++t) {
-      const std::int64_t k = (t0 + t) * nb + b;
-      const auto x = hn::LoadU(ds8, xq.q + k * kBlock);
-      const VPF d = hn::IfThenElse(second, hn::Set(df, xq.d[k + 1]), hn::Set(df, xq.d[k]));
-      VP32 qsum;
-      if constexpr (F != GgmlType::Q8_0) qsum = MaddPair(hn::Set(d8, 1), x);
-      VPF xs;
-      if constexpr (F == GgmlType::Q4_1) xs = hn::Mul(hn::ConvertTo(df, qsum), d);
-      for (int r = 0; r < R; ++r) {
-        VP32 isum;
-        if constexpr (F == GgmlType::Q8_0) {
-          const auto wi = hn::BitCast(ds8, wb[r]);
-          isum = MaddPair(hn::BitCast(d8, hn::Abs(wi)),
-                          hn::Vec<DPS8>{_mm512_mask_sub_epi8(x.raw, _mm512_movepi8_mask(wi.raw),
-                                                             _mm512_setzero_si512(), x.raw)});
-        } else {
-          isum = MaddPair(wb[r], x);
-          if constexpr (F == GgmlType::Q4_0) isum = hn::Sub(isum, hn::ShiftLeft<3>(qsum));
-          if constexpr (F == GgmlType::Q5_0) isum = hn::Sub(isum, hn::ShiftLeft<4>(qsum));
-        }
-        acc[r][t] = hn::MulAdd(hn::Mul(hn::ConvertTo(df, isum), d), dw[r], acc[r][t]);
-        if constexpr (F == GgmlType::Q4_1) acc[r][t] = hn::MulAdd(xs, mw[r], acc[r][t]);
-      }
-    }
-  }
-  for (int r = 0; r < R; ++r)
-    for (int t = 0; t < TB; ++t) res[r][t] = hn::GetLane(hn::SumOfLanes(df, acc[r][t]));
-}
-#endif
+// The 32-element formats on AVX-512, two blocks a vector (TilePairs, PairLayout; a textual part of
+// this namespace, no includes).
+#include "ops/linear/linear_q8_pairs-inl.h"  // NOLINT(build/include)
 
 // Outputs [t0, t0 + TB) x [n0, n0 + R) (weight rows w[r]): 16-lane targets take the blocks in
 // pairs and a last odd block alone (its lane sums added to the pairs'), the others block by block.
@@ -648,20 +536,40 @@ HWY_INLINE void Tile(const LinearParams& p, const QuantRows& xq, const std::byte
     for (int t = 0; t < TB; ++t) linear_impl::store_out(p, t0 + t, n0 + r, res[r][t]);
 }
 
-// Rows of x per tile: the accumulators R * TB stay in registers (32 of them on AVX3, 16 elsewhere).
-constexpr int kR = 4;
+// Weight rows and rows of x per tile: the accumulators R * TB stay in registers (32 of them on
+// AVX3, 16 elsewhere); T not a multiple of TB ends with one tile of the rest, not rest tiles of 1.
+// The super-block formats on AVX3 (TileSuper) decode a super-block once per weight row and tile of
+// up to 8 rows of x (issue 45: T:8 decodes each super-block once; the decoded super-block takes 10
+// registers, the accumulators 8); a chunk runs its rows for rows 0-7 of x, then for 8-15, so that
+// the 8 rows' quants and sums (27 KB at K = 1536) stay in L1 (all 16 rows of x for each weight row
+// stream 54 KB from L2 per row: T:16 took 3.5x T:8), and at large K fewer rows a tile for the same
+// reason (K = 4096: 4 rows, 37 KB; 8 rows took Q4_K 16384x4096 T:8 from 36 to 52 ms).
 constexpr int kTB = HWY_TARGET <= HWY_AVX3 ? 4 : 2;
+constexpr bool kSuperTiles = HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3 && HWY_TARGET != HWY_SCALAR &&
+                             HWY_TARGET != HWY_EMU128;
+constexpr int kSuperTB = 8;
+constexpr std::int64_t kSuperXBytes = 40 << 10;
 
-template <GgmlType F, int R>
+// The last tile, of `rest` (<= TB) rows of x: Tile<F, R, rest>.
+template <GgmlType F, int R, int TB>
+HWY_INLINE void LastTile(const LinearParams& p, const QuantRows& xq, const std::byte* const* w,
+                         std::int64_t n0, std::int64_t t0, std::int64_t rest) {
+  if constexpr (TB > 0) {
+    if (rest == TB) return Tile<F, R, TB>(p, xq, w, n0, t0);
+    LastTile<F, R, TB - 1>(p, xq, w, n0, t0, rest);
+  }
+}
+
+template <GgmlType F, int R, int TB>
 HWY_INLINE void AllRowsOfX(const LinearParams& p, const QuantRows& xq, const std::byte* const* w,
                            std::int64_t n0) {
   std::int64_t t0 = 0;
-  for (; t0 + kTB <= p.T; t0 += kTB) Tile<F, R, kTB>(p, xq, w, n0, t0);
-  for (; t0 < p.T; ++t0) Tile<F, R, 1>(p, xq, w, n0, t0);
+  for (; t0 + TB <= p.T; t0 += TB) Tile<F, R, TB>(p, xq, w, n0, t0);
+  if (t0 < p.T) LastTile<F, R, TB - 1>(p, xq, w, n0, t0, p.T - t0);
 }
 
-template <GgmlType F>
-void Gemv(const LinearParams& p, const QuantRows& xq, const ExecContext& ctx) {
+template <GgmlType F, int kR, int TB>
+void GemvTiles(const LinearParams& p, const QuantRows& xq, const ExecContext& ctx) {
   ctx.parallel_for(p.N, p.chunk_rows, [&](std::int64_t n_begin, std::int64_t n_end) {
     const auto row = [&](std::int64_t n) { return p.w + n * p.w_row_bytes; };
     // Prefetching stops at the chunk's end: other chunks may run on other threads.
@@ -673,13 +581,43 @@ void Gemv(const LinearParams& p, const QuantRows& xq, const ExecContext& ctx) {
       for (int r = 0; r < kR; ++r) w[r] = row(n + r);
       const std::byte* ahead = w[0] + linear_impl::kPrefetchAhead;
       if (ahead < end) linear_impl::prefetch_range(ahead, std::min(end, ahead + kR * p.w_row_bytes));
-      AllRowsOfX<F, kR>(p, xq, w, n);
+      AllRowsOfX<F, kR, TB>(p, xq, w, n);
     }
     for (; n < n_end; ++n) {
       const std::byte* w[1] = {row(n)};
-      AllRowsOfX<F, 1>(p, xq, w, n);
+      AllRowsOfX<F, 1, TB>(p, xq, w, n);
     }
   });
+}
+
+// The super-block formats on AVX3: tiles of 1 weight row x kSuperTB rows of x, the tiles of rows of
+// x outermost in a chunk (whose weights, <= 256 KiB, stay in L2 for the second tile of T > 8).
+template <GgmlType F>
+void GemvSuperTiles(const LinearParams& p, const QuantRows& xq, const ExecContext& ctx) {
+  ctx.parallel_for(p.N, p.chunk_rows, [&](std::int64_t n_begin, std::int64_t n_end) {
+    const auto row = [&](std::int64_t n) { return p.w + n * p.w_row_bytes; };
+    const std::byte* const end = row(n_end);
+    linear_impl::prefetch_range(row(n_begin), std::min(end, row(n_begin) + linear_impl::kPrefetchAhead));
+    // Rows of x per tile: as many as keep their quants and sums (2.25 K bytes a row) within
+    // kSuperXBytes of L1, at most kSuperTB (K = 1536, 2048: 8; K = 4096: 4).
+    const std::int64_t tb = std::clamp<std::int64_t>(kSuperXBytes / (p.K * 9 / 4), 1, kSuperTB);
+    for (std::int64_t t0 = 0; t0 < p.T; t0 += tb) {
+      const std::int64_t rows = std::min(tb, p.T - t0);
+      for (std::int64_t n = n_begin; n < n_end; ++n) {
+        const std::byte* w[1] = {row(n)};
+        const std::byte* ahead = w[0] + linear_impl::kPrefetchAhead;
+        if (t0 == 0 && ahead < end) linear_impl::prefetch_range(ahead, std::min(end, ahead + p.w_row_bytes));
+        if (rows == kSuperTB) Tile<F, 1, kSuperTB>(p, xq, w, n, t0);
+        else LastTile<F, 1, kSuperTB - 1>(p, xq, w, n, t0, rows);
+      }
+    }
+  });
+}
+
+template <GgmlType F>
+void Gemv(const LinearParams& p, const QuantRows& xq, const ExecContext& ctx) {
+  if constexpr (kSuperTiles && kSuper<F>) return GemvSuperTiles<F>(p, xq, ctx);
+  GemvTiles<F, 4, kTB>(p, xq, ctx);
 }
 
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3 && HWY_TARGET != HWY_SCALAR && HWY_TARGET != HWY_EMU128

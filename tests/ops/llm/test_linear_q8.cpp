@@ -209,11 +209,15 @@ TEST(LinearQuantQ8, HandComputedBlocks) {
 
 // Each output row depends on its row of x only: rows of one call equal single-row calls bitwise.
 // Above 16 rows the call is the float32 GEMM, bit for bit the default option's.
+// Every T of the GEMV (1-16), the K-quants (super-block tiles, Note [Q8 super-blocks]) included.
 TEST(LinearQuantQ8, RowsAreBatchInvariantAndLargeCallsStayFloat32) {
-  const std::int64_t N = 45, K = 192;
-  for (QuantType type : {QuantType::q4_0, QuantType::q4_1, QuantType::q8_0, QuantType::q5_0}) {
+  for (QuantType type : {QuantType::q4_0, QuantType::q4_1, QuantType::q8_0, QuantType::q5_0,
+                         QuantType::q4_k, QuantType::q5_k, QuantType::q6_k}) {
+    // Q4_K at K = 4096: the super-block tiles take 4 rows of x there (as many as fit L1), 8 at 512.
+    const bool super = ng::ops::quant_block_size(type) == 256;
+    const std::int64_t N = 45, K = type == QuantType::q4_k ? 4096 : super ? 512 : 192;
     const QuantWeight w = random_weight(type, N, K, 51);
-    for (std::int64_t T : {2, 3, 8, 16}) {
+    for (std::int64_t T = 2; T <= 16; ++T) {
       const Tensor x = random_tensor({T, K}, 52);
       const Tensor y = ng::ops::weight_quant_linear(x, w, {}, DType::f32, kQ8);
       ng::device_synchronize();
