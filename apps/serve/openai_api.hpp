@@ -37,10 +37,12 @@ struct ParsedRequest {
 };
 
 // Parses /v1/chat/completions (chat) or /v1/completions (completion) bodies. `model` is the served
-// model's id (another is a 404 model_not_found). Fields OpenAI defines that npugraph does not
-// implement (n > 1, penalties, logprobs, tools, ...) and unknown fields are 400s naming them.
+// model's id (another is a 404 model_not_found); `vocab` its vocabulary (logit_bias's token ids).
+// Fields OpenAI defines that npugraph does not implement (n > 1, echo, tools, ...) and unknown
+// fields are 400s naming them.
 std::variant<ParsedRequest, ApiError> parse_request(Endpoint endpoint, const std::string& body,
-                                                    const std::string& model, std::int64_t max_context);
+                                                    const std::string& model, std::int64_t max_context,
+                                                    std::int64_t vocab);
 
 // Responses. `id`: "chatcmpl-N" / "cmpl-N"; `created`: the server's start (Unix seconds).
 struct ResponseIds {
@@ -49,13 +51,16 @@ struct ResponseIds {
 };
 std::string response_id(Endpoint endpoint, llm::RequestId id);
 nlohmann::json usage(const llm::StepOutput& last);
-// The whole answer: the text, the finish reason and the usage of the request's last output.
+// The whole answer: the text, the finish reason and the usage of the request's last output;
+// `logprobs`: the choice's (logprobs_json.hpp), null when not asked for.
 nlohmann::json completion_body(Endpoint endpoint, const ResponseIds& ids, const std::string& text,
-                               const llm::StepOutput& last);
+                               const llm::StepOutput& last, nlohmann::json logprobs = nullptr);
 // Server-sent events: the chat stream's opening (role) chunk, a text piece, the finishing chunk,
 // the usage chunk (stream_options.include_usage), each as "data: {...}\n\n"; then kStreamDone.
 std::string event_role(const ResponseIds& ids);
-std::string event_text(Endpoint endpoint, const ResponseIds& ids, const std::string& text);
+// `logprobs`: the piece's tokens' (null when not asked for).
+std::string event_text(Endpoint endpoint, const ResponseIds& ids, const std::string& text,
+                       nlohmann::json logprobs = nullptr);
 std::string event_finish(Endpoint endpoint, const ResponseIds& ids, llm::FinishReason reason);
 std::string event_usage(Endpoint endpoint, const ResponseIds& ids, const llm::StepOutput& last);
 inline constexpr const char* kStreamDone = "data: [DONE]\n\n";

@@ -135,6 +135,10 @@ ModelRunner::ModelRunner(std::shared_ptr<const Model> model, const EngineOptions
   // Note [Step inputs]: every persistent input and output of the step, declared once; the host
   // tensors start zeroed (empty block tables, masks, ids), the sampling rows greedy.
   const std::int64_t T = max_rows_, B = max_batch_, W = window_blocks_;
+  // The adjustment lists (Note [Logit adjustments]): the cpu's sampler only.
+  adjust_capacity_ = options.max_context + kMaxLogitBias;
+  const Staged adjusts = d.is_cpu() ? Staged::always : Staged::absent;
+  const std::int64_t C = adjust_capacity_;
   inputs_ = {
       {"ids", &ids_, DType::i32, {T}, Staged::always},
       {"positions", &positions_, DType::i32, {T}, Staged::always},
@@ -148,6 +152,10 @@ ModelRunner::ModelRunner(std::shared_ptr<const Model> model, const EngineOptions
       {"temperature", &temperature_, DType::f32, {B}, Staged::always},
       {"top_k", &top_k_, DType::i64, {B}, Staged::always},
       {"top_p", &top_p_, DType::f32, {B}, Staged::always},
+      {"adjust_count", &adjust_count_, DType::i32, {B}, adjusts},
+      {"adjust_tokens", &adjust_tokens_, DType::i32, {B, C}, adjusts},
+      {"adjust_scale", &adjust_scale_, DType::f32, {B, C}, adjusts},
+      {"adjust_add", &adjust_add_, DType::f32, {B, C}, adjusts},
       {"next_ids", &next_ids_, DType::i32, {B}, Staged::read_back},
   };
   for (const StepInput& in : inputs_) {
@@ -238,12 +246,18 @@ void ModelRunner::write_sampling(std::int64_t b, const Sequence* s) {
   host<float>(temperature_.host)[b] = s ? s->temperature : 0.0f;
   host<std::int64_t>(top_k_.host)[b] = s ? s->top_k : 0;
   host<float>(top_p_.host)[b] = s ? s->top_p : 1.0f;
+  if (!adjust_count_.host.defined()) return;
+  const std::int64_t at = b * adjust_capacity_;
+  host<std::int32_t>(adjust_count_.host)[b] =
+      s ? s->adjust.write(host<std::int32_t>(adjust_tokens_.host) + at, host<float>(adjust_scale_.host) + at,
+                          host<float>(adjust_add_.host) + at, adjust_capacity_)
+        : 0;
 }
 
-void ModelRunner::read_back(std::int64_t n) {
+void ModelRunner::read_back(std::int64_t n, bool logits) {
   if (device_.is_cpu()) return;
   copy_(stream_, next_ids_.host, next_ids_.device);
-  if (options_.keep_logits || options_.keep_full_logits) copy_(stream_, rows(logits_h_, n), rows(logits_, n));
+  if (logits || options_.keep_logits || options_.keep_full_logits) copy_(stream_, rows(logits_h_, n), rows(logits_, n));
 }
 
 Tensor ModelRunner::q_rows(std::int64_t n) const {
@@ -334,11 +348,14 @@ void ModelRunner::issue_sampling(std::int64_t n, const Tensor& logits) {
   // Each row's own settings from the device buffers (greedy rows are argmax), so one captured step
   // serves any mix of requests. The CUDA kernel takes temperatures only (the engine refuses top-k /
   // top-p requests there).
-  ops::sample_rows_out(logits, rows(seeds_.device, n), rows(steps_.device, n),
-                       {.temperature = rows(temperature_.device, n),
-                        .top_k = device_.is_cpu() ? rows(top_k_.device, n) : Tensor{},
-                        .top_p = device_.is_cpu() ? rows(top_p_.device, n) : Tensor{}},
-                       rows(next_ids_.device, n));
+  // The adjustment lists (penalties, biases: Note [Logit adjustments]) likewise, on the cpu.
+  ops::SamplingRows r{.temperature = rows(temperature_.device, n),
+                      .top_k = device_.is_cpu() ? rows(top_k_.device, n) : Tensor{},
+                      .top_p = device_.is_cpu() ? rows(top_p_.device, n) : Tensor{}};
+  if (adjust_count_.device.defined())
+    r.adjust = {.count = rows(adjust_count_.device, n), .tokens = rows(adjust_tokens_.device, n),
+                .scale = rows(adjust_scale_.device, n), .add = rows(adjust_add_.device, n)};
+  ops::sample_rows_out(logits, rows(seeds_.device, n), rows(steps_.device, n), r, rows(next_ids_.device, n));
 }
 
 void ModelRunner::reduce(const Tensor& partial) {
@@ -532,7 +549,7 @@ Tensor ModelRunner::decode(std::span<Sequence* const> batch, StepMode mode, Step
     times.update += since(t);
   }
   t = Clock::now();
-  read_back(n);
+  read_back(n, std::any_of(batch.begin(), batch.end(), [](const Sequence* s) { return s->logprobs >= 0; }));
   stream_.synchronize();
   times.wait += since(t);
   for (Sequence* s : batch) s->cached += 1;
@@ -568,7 +585,7 @@ Tensor ModelRunner::prefill(Sequence& seq, std::int64_t max_chunks) {
     }
     stage_inputs(/*prefill=*/true);
     issue_step(r, nullptr);
-    if (start + n == total) read_back(1);
+    if (start + n == total) read_back(1, seq.logprobs >= 0);
     stream_.synchronize();  // the next chunk rewrites the input buffers
     seq.cached = start + n;
   }
