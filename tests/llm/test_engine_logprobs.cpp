@@ -10,10 +10,12 @@
 #include <cmath>
 #include <map>
 #include <numeric>
+#include <random>
 #include <optional>
 #include <set>
 #include <vector>
 
+#include "llm/logprobs.hpp"
 #include "llm/tiny_model.hpp"
 #include "npugraph/error.hpp"
 #include "npugraph/llm/engine.hpp"
@@ -73,6 +75,38 @@ void expect_logprobs_match(const llm::Result& got, std::size_t V, std::int64_t t
         EXPECT_EQ(row[id], row[want]) << what << " token " << i << " top " << k;
       }
     }
+  }
+}
+
+TEST(LlmEngineLogprobs, AWideRowWithTiesAndANaNMatchesTheFloat64Reference) {
+  // SmolLM2's vocabulary size; the three largest logits tie, one is NaN (as -inf), one -inf.
+  const std::size_t V = 49152;
+  std::mt19937 g(5);
+  std::normal_distribution<float> d(0, 4);
+  std::vector<float> row(V);
+  for (float& x : row) x = d(g);
+  const float top = *std::max_element(row.begin(), row.end()) + 1;
+  row[40000] = row[7] = row[123] = top;
+  row[9] = NAN;
+  row[10] = -INFINITY;
+  std::vector<float> clean = row;
+  clean[9] = -INFINITY;
+  const Reference ref = reference(clean.data(), V);
+  for (std::int32_t token : {7, 9, 10, 500}) {
+    const llm::TokenLogprob t = llm::token_logprob(row.data(), static_cast<std::int64_t>(V), token, 20);
+    if (token == 9 || token == 10) {
+      EXPECT_EQ(t.logprob, -INFINITY);
+    } else {
+      EXPECT_NEAR(static_cast<double>(ref.logprob[static_cast<std::size_t>(token)]), t.logprob, 1e-4);
+    }
+    ASSERT_EQ(t.top.size(), 20u);
+    for (std::size_t k = 0; k < 20; ++k) {
+      EXPECT_EQ(t.top[k].first, ref.order[k]) << "top " << k;  // ties: the lower id first, as the reference
+      EXPECT_NEAR(static_cast<double>(ref.logprob[static_cast<std::size_t>(ref.order[k])]), t.top[k].second, 1e-4);
+    }
+    EXPECT_EQ(t.top[0].first, 7);
+    EXPECT_EQ(t.top[1].first, 123);
+    EXPECT_EQ(t.top[2].first, 40000);
   }
 }
 
