@@ -18,7 +18,8 @@
 //   5. each new token goes to the output processor (Note [Output processor]: text, stop strings,
 //      finish reasons); a request that ends frees its blocks at once.
 // Sampling settings are per request: each row's temperature, top_k, top_p, seed and step, and its
-// penalties and logit biases as a list (Note [Logit adjustments]), are the runner's device buffers, written with the step's inputs and read by the captured sampling op
+// penalties and logit biases as a list (Note [Logit adjustments]), are the runner's device
+// buffers, written with the step's inputs and read by the captured sampling op
 // (ops::sample_rows_out), whose draw depends on (seed, step) only — so, the logits being the
 // request's own (Note [Batch invariance]), a request samples the same tokens alone or in any batch.
 //
@@ -92,9 +93,10 @@ std::unique_ptr<RequestState> Engine::make_state(const Request& r, const std::st
   NG_CHECK_ARG(top_k >= 0 && top_k <= vocab(), label, ".top_k = ", top_k, ": must be in [0, ", vocab(),
                "] (0: no top-k; the model's vocabulary)");
   NG_CHECK_ARG(top_p > 0 && top_p <= 1, label, ".top_p = ", top_p, ": must be in (0, 1]");
-  if (r.logprobs)
-    NG_CHECK_ARG(*r.logprobs >= 0 && *r.logprobs <= kMaxTopLogprobs, label, ".logprobs = ", *r.logprobs,
-                 ": must be in [0, ", kMaxTopLogprobs, "] (the alternatives listed per token)");
+  for (const auto& [name, k] : {std::pair{"logprobs", r.logprobs}, std::pair{"prompt_logprobs", r.prompt_logprobs}})
+    if (k)
+      NG_CHECK_ARG(*k >= 0 && *k <= kMaxTopLogprobs, label, ".", name, " = ", *k, ": must be in [0, ",
+                   kMaxTopLogprobs, "] (the alternatives listed per token)");
   for (const auto& [name, v] : {std::pair{"presence_penalty", r.presence_penalty},
                                 std::pair{"frequency_penalty", r.frequency_penalty}})
     NG_CHECK_ARG(std::isfinite(v) && v >= -2 && v <= 2, label, ".", name, " = ", v, ": must be in [-2, 2]");
@@ -147,6 +149,7 @@ std::unique_ptr<RequestState> Engine::make_state(const Request& r, const std::st
   a->seq.top_k = top_k;
   a->seq.top_p = static_cast<float>(top_p);
   a->seq.logprobs = r.logprobs.value_or(-1);
+  a->seq.prompt_logprobs = r.prompt_logprobs.value_or(-1);
   a->seq.adjust = LogitAdjust(r, a->seq.tokens);
   a->max_tokens = r.max_tokens;
   a->stop = r.stop;
@@ -222,6 +225,10 @@ std::vector<StepOutput> Engine::step() {
       if (!logits.defined()) continue;
       a.prefilled = true;
       StepOutput& o = output(a);
+      if (a.seq.prompt_logprobs >= 0) {
+        a.result.prompt_logprobs = std::move(a.seq.prompt_logprobs_out);
+        o.prompt_logprobs = a.result.prompt_logprobs;
+      }
       auto& slot = *std::find_if(s.active().begin(), s.active().end(), [&](const auto& p) { return p.get() == &a; });
       if (processor.take(a, runner_->next_ids()[0], static_cast<const float*>(logits.data()), o)) {
         plan.drop_decode(&a);  // ended on its first token

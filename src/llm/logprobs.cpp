@@ -4,8 +4,10 @@
 // on cuda read_back copies the rows when a row asks for logprobs), and only the rows that asked pay
 // — one pass for the maximum, one for the exponentials (vectorised, float32) summed in double, one
 // with a k-heap for the top k (measured on SmolLM2's 49,152 logits, 2-core Xeon: about 130 us a
-// row with 20 alternatives, against 400 us with std::exp in double). A device op would save the cuda read-back of vocab floats per row; on the cpu it would
-// cost the same work inside the step instead of after it.
+// row with 20 alternatives, against 400 us with std::exp in double). A device op would save the
+// cuda read-back of vocab floats per row; on the cpu it would cost the same work inside the step
+// instead of after it. Prompt logprobs (Request::prompt_logprobs) come the same way from every
+// row of a prompt chunk, projected to the vocabulary after the chunk (ModelRunner::prompt_logprobs).
 #include "llm/logprobs.hpp"
 
 #include <algorithm>

@@ -1,6 +1,7 @@
 #include "llm/runner.hpp"
 
 #include "llm/arch/architecture.hpp"
+#include "llm/logprobs.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -586,10 +587,36 @@ Tensor ModelRunner::prefill(Sequence& seq, std::int64_t max_chunks) {
     stage_inputs(/*prefill=*/true);
     issue_step(r, nullptr);
     if (start + n == total) read_back(1, seq.logprobs >= 0);
+    if (seq.prompt_logprobs >= 0) prompt_logprobs(seq, start, n);
     stream_.synchronize();  // the next chunk rewrites the input buffers
     seq.cached = start + n;
   }
   return seq.cached == total ? rows(logits_h_, 1) : Tensor{};
+}
+
+// The logprobs of prompt tokens start + 1 .. start + n (those in the prompt) from the chunk's rows:
+// its final hidden states (x_, which the step leaves there) normed and projected to the vocabulary
+// for every row, apart from the step's own last-row logits (so the tokens it samples are those it
+// samples without prompt logprobs, bitwise), then log-softmax on the host (Note [Logprobs on the
+// host]). Issued on the runner's stream after the chunk.
+void ModelRunner::prompt_logprobs(Sequence& seq, std::int64_t start, std::int64_t n) {
+  const ModelConfig& c = model_->config();
+  if (!prompt_logits_.defined()) {
+    prompt_logits_ = empty({options_.prefill_chunk, c.vocab}, DType::f32, device_);
+    prompt_logits_h_ = device_.is_cpu() ? prompt_logits_ : empty({options_.prefill_chunk, c.vocab}, DType::f32);
+  }
+  ops::rms_norm_out(rows(x_, n), output_norm_, c.rms_eps, rows(y_, n));
+  matmul(rows(y_, n), output_, Tensor(), rows(prompt_logits_, n), linear_);
+  if (!device_.is_cpu()) copy_(stream_, rows(prompt_logits_h_, n), rows(prompt_logits_, n));
+  stream_.synchronize();
+  if (start == 0)  // the first prompt token has no logprob
+    seq.prompt_logprobs_out.push_back({.token = seq.tokens[0], .logprob = std::numeric_limits<double>::quiet_NaN()});
+  const auto total = static_cast<std::int64_t>(seq.tokens.size());
+  const auto* logits = static_cast<const float*>(prompt_logits_h_.data());
+  for (std::int64_t i = 0; i < n && start + i + 1 < total; ++i)
+    seq.prompt_logprobs_out.push_back(token_logprob(logits + i * c.vocab, c.vocab,
+                                                    seq.tokens[static_cast<std::size_t>(start + i + 1)],
+                                                    seq.prompt_logprobs));
 }
 
 const std::int32_t* ModelRunner::next_ids() const { return host<const std::int32_t>(next_ids_.host); }

@@ -99,6 +99,9 @@ struct Sequence {
   // Its penalties and biases (the step's adjustment lists: Note [Logit adjustments]).
   LogitAdjust adjust;
   std::int64_t logprobs = -1;  // top alternatives per token (Request::logprobs); -1: none
+  // Request::prompt_logprobs (-1: none), and those of prompt tokens 1.. prefilled so far.
+  std::int64_t prompt_logprobs = -1;
+  std::vector<TokenLogprob> prompt_logprobs_out;
 };
 
 inline constexpr std::array<std::int64_t, 5> kBuckets{1, 2, 4, 8, 16};
@@ -197,6 +200,10 @@ class ModelRunner {
   std::int64_t adjust_capacity_ = 0;  // entries per row of the adjustment lists (Note [Logit adjustments])
   std::vector<StepInput> inputs_;
   Tensor logits_h_;  // the logits rows read back (the logits themselves on the cpu)
+  // A prompt chunk's logits at every row (Request::prompt_logprobs), allocated when first asked
+  // for, and their host copy (the same tensor on the cpu).
+  Tensor prompt_logits_, prompt_logits_h_;
+  void prompt_logprobs(Sequence& seq, std::int64_t start, std::int64_t n);
   void write_sampling(std::int64_t row, const Sequence* seq);  // a row's seed ... top_p (padding: greedy)
   Tensor on_device(const Tensor& host);  // a device copy (the tensor itself on the cpu)
   Matrix on_device(const Matrix& host);

@@ -140,6 +140,50 @@ TEST(LlmEngineLogprobs, MatchAFloat64LogSoftmaxOfTheRawLogits) {
   }
 }
 
+TEST(LlmEngineLogprobs, PromptLogprobsAreThoseOfEachPrefixsNextToken) {
+  // One token per character (none of the tiny vocabulary's merges: ab, bc, aa, he, ll, ...):
+  // prompt token p's logprob is the float64 log-softmax, at token p, of the logits a request
+  // whose prompt is the first p characters samples its first token from. Prefilled in chunks of 8 (3 chunks), graph
+  // and eager; the generated tokens are those without prompt logprobs.
+  const std::string text = "adfgijkmnopqrstuvwxyzc";
+  const std::size_t V = static_cast<std::size_t>(llm::Engine(opts()).vocab());
+  for (llm::StepMode mode : {llm::StepMode::graph, llm::StepMode::eager}) {
+    llm::Engine e(opts({.max_batch = 2, .prefill_chunk = 8, .mode = mode}));
+    const llm::Request with{.prompt = text, .max_tokens = 4, .chat = false, .prompt_logprobs = 4};
+    llm::Request without = with;
+    without.prompt_logprobs.reset();
+    const auto out = e.generate(std::vector<llm::Request>{with, without});
+    const llm::Result& got = out[0];
+    ASSERT_EQ(got.prompt_tokens.size(), text.size());
+    EXPECT_EQ(got.tokens, out[1].tokens);
+    EXPECT_EQ(got.logits, out[1].logits);
+    EXPECT_TRUE(out[1].prompt_logprobs.empty());
+    ASSERT_EQ(got.prompt_logprobs.size(), text.size());
+    EXPECT_EQ(got.prompt_logprobs[0].token, got.prompt_tokens[0]);
+    EXPECT_TRUE(std::isnan(got.prompt_logprobs[0].logprob));
+    EXPECT_TRUE(got.prompt_logprobs[0].top.empty());
+    for (std::size_t p = 1; p < text.size(); ++p) {
+      llm::Engine prefix(opts({.max_batch = 1, .prefill_chunk = 8, .mode = mode}));
+      const llm::Result r = prefix.generate(std::vector<llm::Request>{
+          {.prompt = text.substr(0, p), .max_tokens = 1, .chat = false}})[0];
+      ASSERT_EQ(r.logits.size(), V);
+      const Reference ref = reference(r.logits.data(), V);
+      const llm::TokenLogprob& t = got.prompt_logprobs[p];
+      EXPECT_EQ(t.token, got.prompt_tokens[p]);
+      EXPECT_NEAR(static_cast<double>(ref.logprob[static_cast<std::size_t>(t.token)]), t.logprob, 1e-4) << "token " << p;
+      ASSERT_EQ(t.top.size(), 4u);
+      for (std::size_t k = 0; k < 4; ++k) {
+        const std::int32_t want = ref.order[k];
+        EXPECT_NEAR(static_cast<double>(ref.logprob[static_cast<std::size_t>(want)]), t.top[k].second, 1e-4)
+            << "token " << p << " top " << k;
+        if (t.top[k].first != want) {  // only where the reference's logits (nearly) tie
+          EXPECT_NEAR(ref.logprob[static_cast<std::size_t>(t.top[k].first)], ref.logprob[static_cast<std::size_t>(want)], 1e-4);
+        }
+      }
+    }
+  }
+}
+
 TEST(LlmEngineLogprobs, StepOutputsCarryTheirTokensLogprobs) {
   llm::Engine e(opts({.max_batch = 2}));
   const llm::RequestId id = e.submit({.prompt = "hello there", .max_tokens = 9, .logprobs = 3});

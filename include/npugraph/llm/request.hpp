@@ -38,6 +38,10 @@ struct Request {
   // (0..kMaxTopLogprobs); unset: none. They are the model's own distribution: log-softmax of the
   // raw logits, before penalties, logit_bias and temperature (vLLM's default, "raw_logprobs").
   std::optional<std::int64_t> logprobs{};
+  // The same for every prompt token after the first (vLLM's prompt_logprobs; what OpenAI's
+  // completions give with echo): each from the logits of the position before it, computed for
+  // the whole prompt while it is prefilled (a projection to the vocabulary for every prompt row).
+  std::optional<std::int64_t> prompt_logprobs{};
   // Applied to the logits before sampling (Note [Logit adjustments] in src/llm/logit_adjust.hpp),
   // in this order: repetition_penalty (> 0; 1: off) divides a positive logit, multiplies a
   // negative one, of every token in the prompt or the output so far (llama.cpp's, vLLM's); then
@@ -83,6 +87,8 @@ struct Result {
   std::vector<float> logits;
   // With Request::logprobs: per generated token.
   std::vector<TokenLogprob> logprobs;
+  // With Request::prompt_logprobs: per prompt token, the first one's logprob NaN (it has none).
+  std::vector<TokenLogprob> prompt_logprobs;
 };
 
 // What one request produced in one step().
@@ -91,6 +97,7 @@ struct StepOutput {
   std::string text;                   // text decoded this step (a stop string's possible start held back)
   std::vector<std::int32_t> tokens;   // tokens generated this step
   std::vector<TokenLogprob> logprobs;  // theirs, with Request::logprobs
+  std::vector<TokenLogprob> prompt_logprobs;  // with Request::prompt_logprobs: in the first output
   FinishReason finish = FinishReason::none;  // none: it goes on
   std::int64_t prompt_tokens = 0, completion_tokens = 0;  // so far
   std::optional<Result> result{};     // the whole result, once finished
