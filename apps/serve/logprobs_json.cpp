@@ -55,8 +55,8 @@ json byte_list(const std::string& bytes) {
 }
 
 // A logprob as JSON: -inf (a token the model rules out) has no JSON number; OpenAI's floor is
-// -9999.0 for such tokens, which is what clients see.
-json number(double lp) { return std::isfinite(lp) ? json(lp) : json(-9999.0); }
+// -9999.0 for such tokens, which is what clients see. NaN: none (an echoed prompt's first token).
+json number(double lp) { return std::isnan(lp) ? json(nullptr) : std::isfinite(lp) ? json(lp) : json(-9999.0); }
 
 }  // namespace
 
@@ -84,9 +84,9 @@ json completion_logprobs(const llm::Tokenizer& tok, std::span<const llm::TokenLo
     json top = json::object();
     for (const auto& [id, lp] : t.top) top[token_string(tok.token_bytes(id))] = number(lp);
     top[token_string(b)] = number(t.logprob);
-    tops.push_back(std::move(top));
+    tops.push_back(std::isnan(t.logprob) ? json(nullptr) : std::move(top));
     offsets.push_back(offset);
-    if (!tok.is_end_of_generation(t.token))  // not in the text
+    if (!tok.is_end_of_generation(t.token) && tok.token_type(t.token) != llm::TokenType::control)  // in the text
       for (char c : b) offset += (static_cast<unsigned char>(c) & 0xC0) != 0x80 ? 1 : 0;
   }
   return json{{"tokens", names}, {"token_logprobs", lps}, {"top_logprobs", tops}, {"text_offset", offsets}};

@@ -245,10 +245,10 @@ std::variant<ParsedRequest, ApiError> parse_request(Endpoint endpoint, const std
     } else if (body.contains("logprobs") && !body["logprobs"].is_null()) {
       r.logprobs = integer(body, "logprobs", 0, 5);
     }
-    if (body.contains("echo") && !body["echo"].is_null() && boolean(body, "echo"))
-      return bad("echo", r.logprobs ? "'echo' = true with 'logprobs' is not supported (the prompt's logprobs are not computed)"
-                                    : "'echo' = true is not supported",
-                 "unsupported_value");
+    if (body.contains("echo") && !body["echo"].is_null() && boolean(body, "echo")) {
+      out.echo = true;
+      r.prompt_logprobs = r.logprobs;  // the prompt's tokens' (the first one's null)
+    }
     if (body.contains("suffix") && !body["suffix"].is_null())
       return bad("suffix", "'suffix' is not supported", "unsupported_value");
     for (const char* key : {"tools", "tool_choice", "parallel_tool_calls"})

@@ -34,6 +34,7 @@ struct ParsedRequest {
   llm::Request request;
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
+  bool echo = false;           // completions: the prompt before the completion (and its logprobs)
 };
 
 // Parses /v1/chat/completions (chat) or /v1/completions (completion) bodies. `model` is the served

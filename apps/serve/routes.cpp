@@ -33,6 +33,7 @@ struct Answer {
   const llm::Tokenizer& tok;
   bool logprobs;             // the request asked for them
   std::int64_t offset = 0;   // completions' text_offset: characters so far
+  std::optional<std::string> echo;  // completions' echo: the prompt, until it is sent
   ResponseIds ids;
   std::mutex mu;
   std::optional<llm::RequestId> id;
@@ -65,7 +66,17 @@ struct Answer {
       if (!last) return;
       if (o.finish == llm::FinishReason::error || o.finish == llm::FinishReason::cancelled)
         return exchange->respond(error_response({.status = 500, .message = "generation failed", .type = "server_error"}));
-      return exchange->respond({.body = to_text(completion_body(endpoint, ids, text, o, logprobs_of(o.result->logprobs)))});
+      std::vector<llm::TokenLogprob> all;
+      if (echo) {  // the prompt first
+        text = *echo + text;
+        all = std::move(o.result->prompt_logprobs);
+      }
+      all.insert(all.end(), o.result->logprobs.begin(), o.result->logprobs.end());
+      return exchange->respond({.body = to_text(completion_body(endpoint, ids, text, o, logprobs_of(all)))});
+    }
+    if (echo) {  // the prompt as the stream's first piece, with its tokens' logprobs
+      exchange->write(event_text(endpoint, ids, *echo, logprobs_of(o.prompt_logprobs)));
+      echo.reset();
     }
     // Each piece with its tokens' logprobs (a step's tokens may add no text yet: still sent).
     if (!o.text.empty() || (logprobs && !o.logprobs.empty()))
@@ -93,6 +104,7 @@ void completion(RouteContext& c, Endpoint endpoint, http::Request req, std::shar
     const ParsedRequest& p = std::get<ParsedRequest>(parsed);
     auto a = std::make_shared<Answer>(ex, endpoint, p.stream, p.include_usage, engine.model().tokenizer(),
                                       p.request.logprobs.has_value());
+    if (p.echo) a->echo = p.request.prompt;
     a->ids.model = c.model_id;
     a->ids.created = c.created;
     ex->on_gone([a, &c] {

@@ -219,7 +219,7 @@ def error_of(r):
     ("/v1/chat/completions", {"model": MODEL_ID, "messages": [{"role": "user", "content": "hi"}], "stream": "yes"},
      400, "stream", "must be a boolean"),
     ("/v1/completions", {"model": MODEL_ID, "prompt": 42}, 400, "prompt", "must be a string"),
-    ("/v1/completions", {"model": MODEL_ID, "prompt": "hi", "echo": True}, 400, "echo", "not supported"),
+    ("/v1/completions", {"model": MODEL_ID, "prompt": "hi", "echo": "yes"}, 400, "echo", "must be a boolean"),
     ("/v1/completions", {"model": MODEL_ID, "prompt": "hi", "stop": ["", "x"]}, 400, "stop", "empty string"),
 ])
 def test_bad_requests_are_4xx_naming_the_field(server, path, body, status, param, words):

@@ -132,6 +132,39 @@ def test_penalties_change_the_greedy_text_whole_and_streamed_alike(server):
     assert chat_whole.choices[0].finish_reason in ("stop", "length")
 
 
+def test_echo_gives_the_prompt_and_its_tokens_logprobs(server):
+    c = server.client()
+    prompt = "abcdfgijk"  # one token per character (the tiny vocabulary merges only he and ll)
+    kw = dict(model=MODEL_ID, prompt=prompt, max_tokens=5, temperature=0)
+    plain = c.completions.create(logprobs=2, **kw).choices[0]
+    assert c.completions.create(echo=True, **kw).choices[0].text == prompt + plain.text
+    echoed = c.completions.create(echo=True, logprobs=2, **kw).choices[0]
+    assert echoed.text == prompt + plain.text
+    lp, P = echoed.logprobs, len(prompt)
+    assert lp.tokens[:P] == list(prompt) and lp.tokens[P:] == plain.logprobs.tokens
+    assert lp.token_logprobs[0] is None and lp.top_logprobs[0] is None
+    assert lp.token_logprobs[P:] == plain.logprobs.token_logprobs
+    assert lp.text_offset == list(range(P)) + [P + o for o in plain.logprobs.text_offset]
+    for p in range(1, P):
+        assert lp.token_logprobs[p] <= 0 and lp.top_logprobs[p][prompt[p]] == lp.token_logprobs[p]
+        assert len(lp.top_logprobs[p]) <= 3
+        # Independently: the prefix's own request, made to take token p by a bias; its logprob
+        # is the raw one, so the prompt's at p.
+        forced = c.completions.create(model=MODEL_ID, prompt=prompt[:p], max_tokens=1, temperature=0, logprobs=0,
+                                      logit_bias={str(3 + byte_alphabet().index(prompt[p])): 100}).choices[0]
+        assert forced.logprobs.tokens == [prompt[p]]
+        assert forced.logprobs.token_logprobs[0] == pytest.approx(lp.token_logprobs[p], abs=1e-4)
+    tokens, token_lps, offsets, text = [], [], [], ""
+    for chunk in c.completions.create(echo=True, logprobs=2, stream=True, **kw):
+        if chunk.choices:
+            text += chunk.choices[0].text
+            if chunk.choices[0].logprobs:
+                tokens += chunk.choices[0].logprobs.tokens
+                token_lps += chunk.choices[0].logprobs.token_logprobs
+                offsets += chunk.choices[0].logprobs.text_offset
+    assert (text, tokens, token_lps, offsets) == (echoed.text, lp.tokens, lp.token_logprobs, lp.text_offset)
+
+
 CHAT = {"model": MODEL_ID, "messages": [{"role": "user", "content": "hi"}]}
 COMP = {"model": MODEL_ID, "prompt": "hi"}
 
@@ -143,7 +176,8 @@ COMP = {"model": MODEL_ID, "prompt": "hi"}
     ("/v1/chat/completions", {"logprobs": 1}, "logprobs", "must be a boolean"),
     ("/v1/completions", {"logprobs": 6}, "logprobs", "at most 5"),
     ("/v1/completions", {"logprobs": True}, "logprobs", "must be an integer"),
-    ("/v1/completions", {"logprobs": 2, "echo": True}, "echo", "with 'logprobs' is not supported"),
+    ("/v1/completions", {"logprobs": 2, "echo": 1}, "echo", "must be a boolean"),
+    ("/v1/chat/completions", {"echo": True}, "echo", "not a field"),
     ("/v1/chat/completions", {"presence_penalty": 2.5}, "presence_penalty", "[-2.0, 2.0]"),
     ("/v1/completions", {"frequency_penalty": -3}, "frequency_penalty", "[-2.0, 2.0]"),
     ("/v1/chat/completions", {"frequency_penalty": "x"}, "frequency_penalty", "must be a number"),
