@@ -4,7 +4,8 @@
 // A token is named by its bytes as UTF-8 text; bytes that are not valid UTF-8 on their own (a
 // piece of a character) as "\xNN" escapes (`bytes` has them exactly). Completions' top_logprobs
 // hold the sampled token as well as the alternatives (OpenAI: "up to logprobs + 1 elements");
-// text_offset counts characters (code points) from the start of the choice's text. With echo, the
+// text_offset counts characters (code points) from the start of the choice's text. The
+// end-of-generation token that ends a choice is not listed (routes.cpp), as it is not in the text. With echo, the
 // prompt's tokens come first, the first with a null logprob and null top_logprobs (TokenLogprob's
 // NaN).
 #pragma once

@@ -55,6 +55,9 @@ struct Answer {
     for (auto& o : early) emit(std::move(o));
     early.clear();
   }
+  // A generated token the text shows: not the end-of-generation token that ended it, which
+  // OpenAI's logprobs leave out as its text does.
+  bool in_text(const llm::TokenLogprob& t) const { return !tok.is_end_of_generation(t.token); }
   nlohmann::json logprobs_of(const std::vector<llm::TokenLogprob>& tokens) {
     if (!logprobs) return nullptr;
     return endpoint == Endpoint::chat ? chat_logprobs(tok, tokens) : completion_logprobs(tok, tokens, offset);
@@ -71,7 +74,8 @@ struct Answer {
         text = *echo + text;
         all = std::move(o.result->prompt_logprobs);
       }
-      all.insert(all.end(), o.result->logprobs.begin(), o.result->logprobs.end());
+      for (llm::TokenLogprob& t : o.result->logprobs)
+        if (in_text(t)) all.push_back(std::move(t));
       return exchange->respond({.body = to_text(completion_body(endpoint, ids, text, o, logprobs_of(all)))});
     }
     if (echo) {  // the prompt as the stream's first piece, with its tokens' logprobs
@@ -79,6 +83,7 @@ struct Answer {
       echo.reset();
     }
     // Each piece with its tokens' logprobs (a step's tokens may add no text yet: still sent).
+    std::erase_if(o.logprobs, [&](const llm::TokenLogprob& t) { return !in_text(t); });
     if (!o.text.empty() || (logprobs && !o.logprobs.empty()))
       exchange->write(event_text(endpoint, ids, o.text, logprobs_of(o.logprobs)));
     if (!last) return;

@@ -54,11 +54,12 @@ def test_chat_logprobs_whole_and_streamed(server):
     c = server.client()
     whole = chat(c, "hello there", max_tokens=12, logprobs=True, top_logprobs=5)
     content = whole.choices[0].logprobs.content
-    assert len(content) == whole.usage.completion_tokens
     for e in content:
         check_entry(e, 5)
-    text = b"".join(bytes(e.bytes) for e in content if e.token != "<|im_end|>")
+    # every token listed is in the text (not the end-of-generation token that ended it)
+    text = b"".join(bytes(e.bytes) for e in content)
     assert text.decode("utf-8", "replace") == whole.choices[0].message.content
+    assert len(content) == whole.usage.completion_tokens - (whole.choices[0].finish_reason == "stop")
     streamed = []
     for chunk in chat(c, "hello there", max_tokens=12, logprobs=True, top_logprobs=5, stream=True):
         if chunk.choices and chunk.choices[0].logprobs:
@@ -70,6 +71,10 @@ def test_chat_logprobs_whole_and_streamed(server):
     assert [e.top_logprobs for e in only] == [[]] * len(only)
     assert [e.token for e in only] == [e.token for e in content[:len(only)]]
     assert chat(c, "hello there", max_tokens=4).choices[0].logprobs is None
+    # a choice ended by the end-of-generation token (<|im_end|>, made certain by a bias): not listed
+    ended = chat(c, "hello there", max_tokens=4, logprobs=True, logit_bias={"2": 100})
+    assert ended.choices[0].finish_reason == "stop" and ended.usage.completion_tokens == 1
+    assert ended.choices[0].message.content == "" and ended.choices[0].logprobs.content == []
 
 
 def test_completion_logprobs_whole_and_streamed(server):
