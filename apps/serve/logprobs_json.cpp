@@ -6,7 +6,7 @@
 namespace npugraph::serve {
 namespace {
 
-using nlohmann::json;
+using json = ResponseJson;
 
 // Whether `s` is well-formed UTF-8 (no overlongs, surrogates or code points past U+10FFFF).
 bool valid_utf8(const std::string& s) {

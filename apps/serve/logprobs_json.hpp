@@ -13,16 +13,15 @@
 #include <cstdint>
 #include <span>
 
-#include <nlohmann/json.hpp>
-
 #include "npugraph/llm/request.hpp"
 #include "npugraph/llm/tokenizer.hpp"
+#include "serve/openai_api.hpp"
 
 namespace npugraph::serve {
 
-nlohmann::json chat_logprobs(const llm::Tokenizer& tok, std::span<const llm::TokenLogprob> tokens);
+ResponseJson chat_logprobs(const llm::Tokenizer& tok, std::span<const llm::TokenLogprob> tokens);
 // `offset`: the characters before the first token (0 at the start of a choice); advanced past them.
-nlohmann::json completion_logprobs(const llm::Tokenizer& tok, std::span<const llm::TokenLogprob> tokens,
-                                   std::int64_t& offset);
+ResponseJson completion_logprobs(const llm::Tokenizer& tok, std::span<const llm::TokenLogprob> tokens,
+                                 std::int64_t& offset);
 
 }  // namespace npugraph::serve

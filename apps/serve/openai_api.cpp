@@ -79,10 +79,11 @@ std::string content_of(const json& m, std::size_t i) {
 
 }  // namespace
 
-json ApiError::body() const {
-  json e{{"message", message}, {"type", type}, {"param", param.empty() ? json(nullptr) : json(param)},
-         {"code", code.empty() ? json(nullptr) : json(code)}};
-  return json{{"error", e}};
+ResponseJson ApiError::body() const {
+  using J = ResponseJson;
+  J e{{"message", message}, {"type", type}, {"param", param.empty() ? J(nullptr) : J(param)},
+      {"code", code.empty() ? J(nullptr) : J(code)}};
+  return J{{"error", e}};
 }
 
 std::variant<ParsedRequest, ApiError> parse_request(Endpoint endpoint, const std::string& text,
@@ -271,14 +272,14 @@ std::variant<ParsedRequest, ApiError> parse_request(Endpoint endpoint, const std
 
 namespace {
 
-json chunk(Endpoint e, const ResponseIds& ids, json choice) {
+ResponseJson chunk(Endpoint e, const ResponseIds& ids, ResponseJson choice) {
   const bool chat = e == Endpoint::chat;
-  return json{{"id", ids.id}, {"object", chat ? "chat.completion.chunk" : "text_completion"},
+  return ResponseJson{{"id", ids.id}, {"object", chat ? "chat.completion.chunk" : "text_completion"},
               {"created", ids.created}, {"model", ids.model},
-              {"choices", choice.is_null() ? json::array() : json::array({std::move(choice)})}};
+              {"choices", choice.is_null() ? ResponseJson::array() : ResponseJson::array({std::move(choice)})}};
 }
 
-std::string event(const json& j) { return "data: " + to_text(j) + "\n\n"; }
+std::string event(const ResponseJson& j) { return "data: " + to_text(j) + "\n\n"; }
 
 }  // namespace
 
@@ -286,20 +287,20 @@ std::string response_id(Endpoint endpoint, llm::RequestId id) {
   return (endpoint == Endpoint::chat ? "chatcmpl-" : "cmpl-") + std::to_string(id);
 }
 
-json usage(const llm::StepOutput& last) {
-  return json{{"prompt_tokens", last.prompt_tokens}, {"completion_tokens", last.completion_tokens},
+ResponseJson usage(const llm::StepOutput& last) {
+  return ResponseJson{{"prompt_tokens", last.prompt_tokens}, {"completion_tokens", last.completion_tokens},
               {"total_tokens", last.prompt_tokens + last.completion_tokens}};
 }
 
-json completion_body(Endpoint endpoint, const ResponseIds& ids, const std::string& text, const llm::StepOutput& last,
-                     json logprobs) {
+ResponseJson completion_body(Endpoint endpoint, const ResponseIds& ids, const std::string& text, const llm::StepOutput& last,
+                     ResponseJson logprobs) {
   const bool chat = endpoint == Endpoint::chat;
   const std::string reason = llm::finish_reason_name(last.finish);
-  json choice = chat ? json{{"index", 0}, {"message", {{"role", "assistant"}, {"content", text}}},
+  ResponseJson choice = chat ? ResponseJson{{"index", 0}, {"message", {{"role", "assistant"}, {"content", text}}},
                             {"finish_reason", reason}, {"logprobs", std::move(logprobs)}}
-                     : json{{"index", 0}, {"text", text}, {"finish_reason", reason}, {"logprobs", std::move(logprobs)}};
-  return json{{"id", ids.id}, {"object", chat ? "chat.completion" : "text_completion"}, {"created", ids.created},
-              {"model", ids.model}, {"choices", json::array({choice})}, {"usage", usage(last)}};
+                     : ResponseJson{{"index", 0}, {"text", text}, {"finish_reason", reason}, {"logprobs", std::move(logprobs)}};
+  return ResponseJson{{"id", ids.id}, {"object", chat ? "chat.completion" : "text_completion"}, {"created", ids.created},
+              {"model", ids.model}, {"choices", ResponseJson::array({choice})}, {"usage", usage(last)}};
 }
 
 std::string event_role(const ResponseIds& ids) {
@@ -307,10 +308,10 @@ std::string event_role(const ResponseIds& ids) {
                      {{"index", 0}, {"delta", {{"role", "assistant"}, {"content", ""}}}, {"finish_reason", nullptr}}));
 }
 
-std::string event_text(Endpoint endpoint, const ResponseIds& ids, const std::string& text, json logprobs) {
-  json choice = endpoint == Endpoint::chat
-                    ? json{{"index", 0}, {"delta", {{"content", text}}}, {"finish_reason", nullptr}}
-                    : json{{"index", 0}, {"text", text}, {"finish_reason", nullptr}};
+std::string event_text(Endpoint endpoint, const ResponseIds& ids, const std::string& text, ResponseJson logprobs) {
+  ResponseJson choice = endpoint == Endpoint::chat
+                    ? ResponseJson{{"index", 0}, {"delta", {{"content", text}}}, {"finish_reason", nullptr}}
+                    : ResponseJson{{"index", 0}, {"text", text}, {"finish_reason", nullptr}};
   if (!logprobs.is_null()) choice["logprobs"] = std::move(logprobs);
   return event(chunk(endpoint, ids, std::move(choice)));
 }
@@ -320,12 +321,12 @@ std::string event_finish(Endpoint endpoint, const ResponseIds& ids, llm::FinishR
                             ? llm::finish_reason_name(reason)
                             : "error";
   return event(chunk(endpoint, ids,
-                     endpoint == Endpoint::chat ? json{{"index", 0}, {"delta", json::object()}, {"finish_reason", r}}
-                                                : json{{"index", 0}, {"text", ""}, {"finish_reason", r}}));
+                     endpoint == Endpoint::chat ? ResponseJson{{"index", 0}, {"delta", ResponseJson::object()}, {"finish_reason", r}}
+                                                : ResponseJson{{"index", 0}, {"text", ""}, {"finish_reason", r}}));
 }
 
 std::string event_usage(Endpoint endpoint, const ResponseIds& ids, const llm::StepOutput& last) {
-  json u = chunk(endpoint, ids, nullptr);
+  ResponseJson u = chunk(endpoint, ids, nullptr);
   u["usage"] = usage(last);
   return event(u);
 }

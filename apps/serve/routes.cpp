@@ -58,7 +58,7 @@ struct Answer {
   // A generated token the text shows: not the end-of-generation token that ended it, which
   // OpenAI's logprobs leave out as its text does.
   bool in_text(const llm::TokenLogprob& t) const { return !tok.is_end_of_generation(t.token); }
-  nlohmann::json logprobs_of(const std::vector<llm::TokenLogprob>& tokens) {
+  ResponseJson logprobs_of(const std::vector<llm::TokenLogprob>& tokens) {
     if (!logprobs) return nullptr;
     return endpoint == Endpoint::chat ? chat_logprobs(tok, tokens) : completion_logprobs(tok, tokens, offset);
   }

@@ -87,6 +87,7 @@ def test_completion_logprobs_whole_and_streamed(server):
     for tok, x, top, off in zip(lp.tokens, lp.token_logprobs, lp.top_logprobs, lp.text_offset):
         assert x <= 0 and tok in top and top[tok] == x and len(top) <= 4
         assert max(top.values()) == x  # greedy
+        assert list(top.values()) == sorted(top.values(), reverse=True)  # most likely first, as OpenAI's
         if "\\x" not in tok:
             assert whole.text[off:off + len(tok)] == tok
     assert lp.text_offset == sorted(lp.text_offset) and lp.text_offset[0] == 0
