@@ -18,7 +18,9 @@
 // The lists are applied inside ops::sample_rows_out, not by an op of their own that rewrites the
 // logits in place: a row with a non-zero count is copied to the kernel's scratch and adjusted
 // there, so the step's logits stay the model's raw ones — what logprobs report (vLLM's
-// raw_logprobs) and what keep_full_logits keeps — and rows without adjustments are not copied.
+// raw_logprobs) and what keep_full_logits keeps — and rows without adjustments are not copied
+// (the copy: about 5 us a row of SmolLM2's 49,152 logits on a 2-core Xeon; within the noise of a
+// batch-16 step of ~35 ms there, measured with and without penalties on every row).
 // Graph and eager issue the same sampling op on the same buffers: bitwise the same tokens. The
 // CUDA sampler has no lists yet: the engine refuses these fields on a cuda device.
 // Arithmetic: add = bias - count * frequency - (count > 0) * presence in double, rounded to

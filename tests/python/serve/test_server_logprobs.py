@@ -1,7 +1,8 @@
 """npugraph-serve's logprobs and logit adjustments with OpenAI's Python client: the response shapes
 OpenAI gives (chat: choices[].logprobs.content[]; completions: tokens, token_logprobs,
-top_logprobs, text_offset), whole and streamed alike; the logprobs are the model's raw
-distribution (a logit_bias changes the tokens, not the first position's top_logprobs);
+top_logprobs, text_offset), whole and streamed alike, with echo too (the prompt's tokens first);
+the logprobs are the model's raw distribution (a logit_bias changes the tokens, not the first
+position's top_logprobs);
 presence / frequency / repetition penalties and logit_bias change the greedy tokens; every bad
 value is a 400 naming the field. The values themselves are checked against a float64
 log-softmax of the same logits in tests/llm/test_engine_logprobs.cpp.
