@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <set>
+#include <utility>
 
 namespace npugraph::serve {
 namespace {
@@ -78,14 +79,16 @@ std::string content_of(const json& m, std::size_t i) {
 
 }  // namespace
 
-json ApiError::body() const {
-  json e{{"message", message}, {"type", type}, {"param", param.empty() ? json(nullptr) : json(param)},
-         {"code", code.empty() ? json(nullptr) : json(code)}};
-  return json{{"error", e}};
+ResponseJson ApiError::body() const {
+  using J = ResponseJson;
+  J e{{"message", message}, {"type", type}, {"param", param.empty() ? J(nullptr) : J(param)},
+      {"code", code.empty() ? J(nullptr) : J(code)}};
+  return J{{"error", e}};
 }
 
 std::variant<ParsedRequest, ApiError> parse_request(Endpoint endpoint, const std::string& text,
-                                                    const std::string& model, std::int64_t max_context) {
+                                                    const std::string& model, std::int64_t max_context,
+                                                    std::int64_t vocab) {
   json body;
   try {
     body = json::parse(text);
@@ -102,11 +105,13 @@ std::variant<ParsedRequest, ApiError> parse_request(Endpoint endpoint, const std
                                                  "temperature", "top_p", "top_k", "seed", "stop", "stream",
                                                  "stream_options", "n", "presence_penalty", "frequency_penalty",
                                                  "logprobs", "top_logprobs", "user", "response_format",
-                                                 "parallel_tool_calls", "logit_bias", "tools", "tool_choice"};
+                                                 "parallel_tool_calls", "logit_bias", "tools", "tool_choice",
+                                                 "repetition_penalty"};
   static const std::set<std::string> completion_fields{"model", "prompt", "max_tokens", "temperature", "top_p",
                                                        "top_k", "seed", "stop", "stream", "stream_options", "n",
                                                        "presence_penalty", "frequency_penalty", "logprobs",
-                                                       "echo", "suffix", "best_of", "user", "logit_bias"};
+                                                       "echo", "suffix", "best_of", "user", "logit_bias",
+                                                       "repetition_penalty"};
   const auto& known = chat ? chat_fields : completion_fields;
   for (const auto& [key, value] : body.items())
     if (!known.contains(key))
@@ -193,21 +198,60 @@ std::variant<ParsedRequest, ApiError> parse_request(Endpoint endpoint, const std
                  "unsupported_value");
     if (body.contains("best_of") && !body["best_of"].is_null() && integer(body, "best_of", 1, 1 << 20) != 1)
       return bad("best_of", "'best_of' = " + body["best_of"].dump() + ": only 1 is supported", "unsupported_value");
-    for (const char* key : {"presence_penalty", "frequency_penalty"})
-      if (body.contains(key) && !body[key].is_null() && number(body, key, -2, 2, false) != 0)
-        return bad(key, std::string("'") + key + "' = " + body[key].dump() + ": penalties are not supported (0 only)",
-                   "unsupported_value");
-    if (body.contains("logprobs") && !body["logprobs"].is_null() && body["logprobs"] != false)
-      return bad("logprobs", "'logprobs' is not supported", "unsupported_value");
-    if (body.contains("top_logprobs") && !body["top_logprobs"].is_null())
-      return bad("top_logprobs", "'top_logprobs' is not supported", "unsupported_value");
-    if (body.contains("echo") && !body["echo"].is_null() && boolean(body, "echo"))
-      return bad("echo", "'echo' = true is not supported", "unsupported_value");
+    // Penalties and biases (Note [Logit adjustments] in src/llm/logit_adjust.hpp).
+    for (const auto& [key, to] : {std::pair{"presence_penalty", &r.presence_penalty},
+                                  std::pair{"frequency_penalty", &r.frequency_penalty}})
+      if (body.contains(key) && !body[key].is_null()) *to = number(body, key, -2, 2, false);
+    if (body.contains("repetition_penalty") && !body["repetition_penalty"].is_null()) {
+      const json& v = body["repetition_penalty"];
+      if (!v.is_number()) return bad("repetition_penalty", "'repetition_penalty' must be a number, got " + kind(v));
+      r.repetition_penalty = v.get<double>();
+      if (!std::isfinite(r.repetition_penalty) || r.repetition_penalty <= 0)
+        return bad("repetition_penalty", "'repetition_penalty' = " + v.dump() + ": must be a finite number > 0 (1: off)");
+    }
+    if (body.contains("logit_bias") && !body["logit_bias"].is_null()) {
+      const json& lb = body["logit_bias"];
+      if (!lb.is_object())
+        return bad("logit_bias", "'logit_bias' must be an object mapping token ids (strings) to numbers, got " + kind(lb));
+      if (static_cast<std::int64_t>(lb.size()) > llm::kMaxLogitBias)
+        return bad("logit_bias", "'logit_bias' has " + std::to_string(lb.size()) + " entries: at most " +
+                                     std::to_string(llm::kMaxLogitBias));
+      for (const auto& [key, value] : lb.items()) {
+        const std::string p = "logit_bias." + key;
+        std::int64_t id = -1;
+        const bool digits = !key.empty() && key.size() <= 10 &&
+                            key.find_first_not_of("0123456789") == std::string::npos;
+        if (digits) id = std::stoll(key);
+        if (!digits || id > vocab - 1)
+          return bad("logit_bias", "'logit_bias' key '" + key + "': must be a token id in [0, " +
+                                       std::to_string(vocab) + ") written as a decimal string");
+        if (!value.is_number()) return bad("logit_bias", "'" + p + "' must be a number, got " + kind(value));
+        const double b = value.get<double>();
+        if (!std::isfinite(b) || b < -100 || b > 100)
+          return bad("logit_bias", "'" + p + "' = " + value.dump() + ": must be in [-100, 100]");
+        r.logit_bias[static_cast<std::int32_t>(id)] = b;
+      }
+    }
+    // Log-probabilities: chat `logprobs` (a boolean) + `top_logprobs` (0..20), completions
+    // `logprobs` (an integer, 0..5).
+    if (chat) {
+      const bool on = body.contains("logprobs") && !body["logprobs"].is_null() && boolean(body, "logprobs");
+      if (body.contains("top_logprobs") && !body["top_logprobs"].is_null()) {
+        const std::int64_t k = integer(body, "top_logprobs", 0, llm::kMaxTopLogprobs);
+        if (!on) return bad("top_logprobs", "'top_logprobs' needs 'logprobs': true");
+        r.logprobs = k;
+      } else if (on) {
+        r.logprobs = 0;
+      }
+    } else if (body.contains("logprobs") && !body["logprobs"].is_null()) {
+      r.logprobs = integer(body, "logprobs", 0, 5);
+    }
+    if (body.contains("echo") && !body["echo"].is_null() && boolean(body, "echo")) {
+      out.echo = true;
+      r.prompt_logprobs = r.logprobs;  // the prompt's tokens' (the first one's null)
+    }
     if (body.contains("suffix") && !body["suffix"].is_null())
       return bad("suffix", "'suffix' is not supported", "unsupported_value");
-    if (body.contains("logit_bias") && !body["logit_bias"].is_null() &&
-        !(body["logit_bias"].is_object() && body["logit_bias"].empty()))
-      return bad("logit_bias", "'logit_bias' is not supported", "unsupported_value");
     for (const char* key : {"tools", "tool_choice", "parallel_tool_calls"})
       if (body.contains(key) && !body[key].is_null())
         return bad(key, std::string("'") + key + "' is not supported (no tool calling)", "unsupported_value");
@@ -228,14 +272,14 @@ std::variant<ParsedRequest, ApiError> parse_request(Endpoint endpoint, const std
 
 namespace {
 
-json chunk(Endpoint e, const ResponseIds& ids, json choice) {
+ResponseJson chunk(Endpoint e, const ResponseIds& ids, ResponseJson choice) {
   const bool chat = e == Endpoint::chat;
-  return json{{"id", ids.id}, {"object", chat ? "chat.completion.chunk" : "text_completion"},
+  return ResponseJson{{"id", ids.id}, {"object", chat ? "chat.completion.chunk" : "text_completion"},
               {"created", ids.created}, {"model", ids.model},
-              {"choices", choice.is_null() ? json::array() : json::array({std::move(choice)})}};
+              {"choices", choice.is_null() ? ResponseJson::array() : ResponseJson::array({std::move(choice)})}};
 }
 
-std::string event(const json& j) { return "data: " + to_text(j) + "\n\n"; }
+std::string event(const ResponseJson& j) { return "data: " + to_text(j) + "\n\n"; }
 
 }  // namespace
 
@@ -243,19 +287,20 @@ std::string response_id(Endpoint endpoint, llm::RequestId id) {
   return (endpoint == Endpoint::chat ? "chatcmpl-" : "cmpl-") + std::to_string(id);
 }
 
-json usage(const llm::StepOutput& last) {
-  return json{{"prompt_tokens", last.prompt_tokens}, {"completion_tokens", last.completion_tokens},
+ResponseJson usage(const llm::StepOutput& last) {
+  return ResponseJson{{"prompt_tokens", last.prompt_tokens}, {"completion_tokens", last.completion_tokens},
               {"total_tokens", last.prompt_tokens + last.completion_tokens}};
 }
 
-json completion_body(Endpoint endpoint, const ResponseIds& ids, const std::string& text, const llm::StepOutput& last) {
+ResponseJson completion_body(Endpoint endpoint, const ResponseIds& ids, const std::string& text, const llm::StepOutput& last,
+                     ResponseJson logprobs) {
   const bool chat = endpoint == Endpoint::chat;
   const std::string reason = llm::finish_reason_name(last.finish);
-  json choice = chat ? json{{"index", 0}, {"message", {{"role", "assistant"}, {"content", text}}},
-                            {"finish_reason", reason}, {"logprobs", nullptr}}
-                     : json{{"index", 0}, {"text", text}, {"finish_reason", reason}, {"logprobs", nullptr}};
-  return json{{"id", ids.id}, {"object", chat ? "chat.completion" : "text_completion"}, {"created", ids.created},
-              {"model", ids.model}, {"choices", json::array({choice})}, {"usage", usage(last)}};
+  ResponseJson choice = chat ? ResponseJson{{"index", 0}, {"message", {{"role", "assistant"}, {"content", text}}},
+                            {"finish_reason", reason}, {"logprobs", std::move(logprobs)}}
+                     : ResponseJson{{"index", 0}, {"text", text}, {"finish_reason", reason}, {"logprobs", std::move(logprobs)}};
+  return ResponseJson{{"id", ids.id}, {"object", chat ? "chat.completion" : "text_completion"}, {"created", ids.created},
+              {"model", ids.model}, {"choices", ResponseJson::array({choice})}, {"usage", usage(last)}};
 }
 
 std::string event_role(const ResponseIds& ids) {
@@ -263,11 +308,12 @@ std::string event_role(const ResponseIds& ids) {
                      {{"index", 0}, {"delta", {{"role", "assistant"}, {"content", ""}}}, {"finish_reason", nullptr}}));
 }
 
-std::string event_text(Endpoint endpoint, const ResponseIds& ids, const std::string& text) {
-  return event(chunk(endpoint, ids,
-                     endpoint == Endpoint::chat
-                         ? json{{"index", 0}, {"delta", {{"content", text}}}, {"finish_reason", nullptr}}
-                         : json{{"index", 0}, {"text", text}, {"finish_reason", nullptr}}));
+std::string event_text(Endpoint endpoint, const ResponseIds& ids, const std::string& text, ResponseJson logprobs) {
+  ResponseJson choice = endpoint == Endpoint::chat
+                    ? ResponseJson{{"index", 0}, {"delta", {{"content", text}}}, {"finish_reason", nullptr}}
+                    : ResponseJson{{"index", 0}, {"text", text}, {"finish_reason", nullptr}};
+  if (!logprobs.is_null()) choice["logprobs"] = std::move(logprobs);
+  return event(chunk(endpoint, ids, std::move(choice)));
 }
 
 std::string event_finish(Endpoint endpoint, const ResponseIds& ids, llm::FinishReason reason) {
@@ -275,12 +321,12 @@ std::string event_finish(Endpoint endpoint, const ResponseIds& ids, llm::FinishR
                             ? llm::finish_reason_name(reason)
                             : "error";
   return event(chunk(endpoint, ids,
-                     endpoint == Endpoint::chat ? json{{"index", 0}, {"delta", json::object()}, {"finish_reason", r}}
-                                                : json{{"index", 0}, {"text", ""}, {"finish_reason", r}}));
+                     endpoint == Endpoint::chat ? ResponseJson{{"index", 0}, {"delta", ResponseJson::object()}, {"finish_reason", r}}
+                                                : ResponseJson{{"index", 0}, {"text", ""}, {"finish_reason", r}}));
 }
 
 std::string event_usage(Endpoint endpoint, const ResponseIds& ids, const llm::StepOutput& last) {
-  json u = chunk(endpoint, ids, nullptr);
+  ResponseJson u = chunk(endpoint, ids, nullptr);
   u["usage"] = usage(last);
   return event(u);
 }

@@ -13,6 +13,9 @@
 #include <mutex>
 #include <optional>
 
+#include "npugraph/llm/model.hpp"
+#include "serve/logprobs_json.hpp"
+
 namespace npugraph::serve {
 namespace {
 
@@ -20,11 +23,17 @@ using nlohmann::json;
 
 // One completion request, from submit to its last output.
 struct Answer {
-  Answer(std::shared_ptr<http::Exchange> exchange_, Endpoint endpoint_, bool stream_, bool include_usage_)
-      : exchange(std::move(exchange_)), endpoint(endpoint_), stream(stream_), include_usage(include_usage_) {}
+  Answer(std::shared_ptr<http::Exchange> exchange_, Endpoint endpoint_, bool stream_, bool include_usage_,
+         const llm::Tokenizer& tok_, bool logprobs_)
+      : exchange(std::move(exchange_)), endpoint(endpoint_), stream(stream_), include_usage(include_usage_),
+        tok(tok_), logprobs(logprobs_) {}
   std::shared_ptr<http::Exchange> exchange;
   Endpoint endpoint;
   bool stream, include_usage;
+  const llm::Tokenizer& tok;
+  bool logprobs;             // the request asked for them
+  std::int64_t offset = 0;   // completions' text_offset: characters so far
+  std::optional<std::string> echo;  // completions' echo: the prompt, until it is sent
   ResponseIds ids;
   std::mutex mu;
   std::optional<llm::RequestId> id;
@@ -46,6 +55,13 @@ struct Answer {
     for (auto& o : early) emit(std::move(o));
     early.clear();
   }
+  // A generated token the text shows: not the end-of-generation token that ended it, which
+  // OpenAI's logprobs leave out as its text does.
+  bool in_text(const llm::TokenLogprob& t) const { return !tok.is_end_of_generation(t.token); }
+  ResponseJson logprobs_of(const std::vector<llm::TokenLogprob>& tokens) {
+    if (!logprobs) return nullptr;
+    return endpoint == Endpoint::chat ? chat_logprobs(tok, tokens) : completion_logprobs(tok, tokens, offset);
+  }
   void emit(llm::StepOutput o) {  // under mu
     const bool last = o.finish != llm::FinishReason::none;
     if (!stream) {
@@ -53,9 +69,23 @@ struct Answer {
       if (!last) return;
       if (o.finish == llm::FinishReason::error || o.finish == llm::FinishReason::cancelled)
         return exchange->respond(error_response({.status = 500, .message = "generation failed", .type = "server_error"}));
-      return exchange->respond({.body = to_text(completion_body(endpoint, ids, text, o))});
+      std::vector<llm::TokenLogprob> all;
+      if (echo) {  // the prompt first
+        text = *echo + text;
+        all = std::move(o.result->prompt_logprobs);
+      }
+      for (llm::TokenLogprob& t : o.result->logprobs)
+        if (in_text(t)) all.push_back(std::move(t));
+      return exchange->respond({.body = to_text(completion_body(endpoint, ids, text, o, logprobs_of(all)))});
     }
-    if (!o.text.empty()) exchange->write(event_text(endpoint, ids, o.text));
+    if (echo) {  // the prompt as the stream's first piece, with its tokens' logprobs
+      exchange->write(event_text(endpoint, ids, *echo, logprobs_of(o.prompt_logprobs)));
+      echo.reset();
+    }
+    // Each piece with its tokens' logprobs (a step's tokens may add no text yet: still sent).
+    std::erase_if(o.logprobs, [&](const llm::TokenLogprob& t) { return !in_text(t); });
+    if (!o.text.empty() || (logprobs && !o.logprobs.empty()))
+      exchange->write(event_text(endpoint, ids, o.text, logprobs_of(o.logprobs)));
     if (!last) return;
     exchange->write(event_finish(endpoint, ids, o.finish));
     if (include_usage) exchange->write(event_usage(endpoint, ids, o));
@@ -73,10 +103,13 @@ void completion(RouteContext& c, Endpoint endpoint, http::Request req, std::shar
   if (c.host.draining())
     return refuse(c, ex, {.status = 503, .message = "the server is shutting down", .type = "server_error"});
   c.work([&c, endpoint, req = std::move(req), ex]() {
-    auto parsed = parse_request(endpoint, req.body, c.model_id, c.host.engine().options().max_context);
+    const llm::Engine& engine = c.host.engine();
+    auto parsed = parse_request(endpoint, req.body, c.model_id, engine.options().max_context, engine.vocab());
     if (auto* e = std::get_if<ApiError>(&parsed)) return refuse(c, ex, *e);
     const ParsedRequest& p = std::get<ParsedRequest>(parsed);
-    auto a = std::make_shared<Answer>(ex, endpoint, p.stream, p.include_usage);
+    auto a = std::make_shared<Answer>(ex, endpoint, p.stream, p.include_usage, engine.model().tokenizer(),
+                                      p.request.logprobs.has_value());
+    if (p.echo) a->echo = p.request.prompt;
     a->ids.model = c.model_id;
     a->ids.created = c.created;
     ex->on_gone([a, &c] {

@@ -2,6 +2,7 @@
 #include <pybind11/numpy.h>
 #include <pybind11/stl.h>
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -64,6 +65,19 @@ DType kv_dtype_arg(const py::object& a) {
   NG_THROW(ArgumentError, "kv_dtype = '", std::string(py::str(a)), "': must be 'float32', 'float16' or 'bfloat16'");
 }
 
+// Per token: {"token": id, "logprob": float (NaN: none, an echoed prompt's first), "top": [(id, logprob)]}.
+py::list logprobs_list(const std::vector<llm::TokenLogprob>& tokens) {
+  py::list l;
+  for (const llm::TokenLogprob& t : tokens) {
+    py::dict d;
+    d["token"] = t.token;
+    d["logprob"] = t.logprob;
+    d["top"] = t.top;
+    l.append(d);
+  }
+  return l;
+}
+
 py::dict result_dict(const llm::Result& r, std::int64_t vocab) {
   py::dict d;
   d["text"] = r.text;
@@ -72,6 +86,8 @@ py::dict result_dict(const llm::Result& r, std::int64_t vocab) {
   d["stopped"] = r.stopped;
   d["finish_reason"] = llm::finish_reason_name(r.finish);
   d["logits_hashes"] = r.logits_hashes;
+  d["logprobs"] = logprobs_list(r.logprobs);
+  d["prompt_logprobs"] = logprobs_list(r.prompt_logprobs);
   if (!r.logits.empty()) {
     const auto steps = static_cast<py::ssize_t>(r.logits.size() / static_cast<std::size_t>(vocab));
     py::array_t<float> a({steps, static_cast<py::ssize_t>(vocab)});
@@ -167,15 +183,21 @@ attention reads per step, as llama.cpp's default float16 cache; cpu only).
            py::arg("prompts"), py::kw_only(), py::arg("max_tokens") = 64, py::arg("chat") = true,
            py::arg("seed") = 0, py::arg("on_text") = py::none(), R"doc(
 Generates for every prompt (a list of str); returns one dict per prompt: text, tokens,
-prompt_tokens, stopped, logits_hashes (with keep_logits) and logits (numpy [steps, vocab], with
-keep_full_logits). on_text(index, piece) receives each request's text as it is decoded.
+prompt_tokens, stopped, logits_hashes (with keep_logits), logits (numpy [steps, vocab], with
+keep_full_logits), logprobs and prompt_logprobs (lists of {token, logprob, top}: with submit's
+logprobs / prompt_logprobs). on_text(index, piece) receives each request's text as it is decoded.
 )doc")
       .def("submit",
            [](llm::Engine& e, const std::string& prompt, const py::object& messages, std::int64_t max_tokens,
               bool chat, std::uint64_t seed, std::optional<double> temperature, std::optional<std::int64_t> top_k,
-              std::optional<double> top_p, const py::object& stop) {
+              std::optional<double> top_p, const py::object& stop, std::optional<std::int64_t> logprobs,
+              std::optional<std::int64_t> prompt_logprobs, double presence_penalty, double frequency_penalty,
+              double repetition_penalty, const std::map<std::int32_t, double>& logit_bias) {
              llm::Request r{.prompt = prompt, .max_tokens = max_tokens, .chat = chat, .seed = seed,
-                            .temperature = temperature, .top_k = top_k, .top_p = top_p};
+                            .temperature = temperature, .top_k = top_k, .top_p = top_p, .logprobs = logprobs,
+                            .prompt_logprobs = prompt_logprobs, .presence_penalty = presence_penalty,
+                            .frequency_penalty = frequency_penalty, .repetition_penalty = repetition_penalty,
+                            .logit_bias = logit_bias};
              if (!messages.is_none()) r.messages = chat_messages(messages, "submit");
              if (py::isinstance<py::str>(stop)) r.stop.push_back(py::str(stop));
              else if (!stop.is_none()) for (const py::handle x : stop) r.stop.push_back(py::str(x));
@@ -184,11 +206,17 @@ keep_full_logits). on_text(index, piece) receives each request's text as it is d
            },
            py::arg("prompt") = "", py::kw_only(), py::arg("messages") = py::none(), py::arg("max_tokens") = 64,
            py::arg("chat") = true, py::arg("seed") = 0, py::arg("temperature") = py::none(),
-           py::arg("top_k") = py::none(), py::arg("top_p") = py::none(), py::arg("stop") = py::none(), R"doc(
+           py::arg("top_k") = py::none(), py::arg("top_p") = py::none(), py::arg("stop") = py::none(),
+           py::arg("logprobs") = py::none(), py::arg("prompt_logprobs") = py::none(), py::arg("presence_penalty") = 0.0,
+           py::arg("frequency_penalty") = 0.0, py::arg("repetition_penalty") = 1.0,
+           py::arg("logit_bias") = std::map<std::int32_t, double>{}, R"doc(
 Queues a request (thread-safe) and returns its id: a prompt (wrapped in the chat template as a
 user turn when chat) or messages ([{"role": ..., "content": ...}], rendered by the chat
 template). temperature / top_k / top_p: this request's sampling (None: the engine's); seed: its
 draws depend on (seed, step) only; stop: a str or list of str ending the text before it.
+logprobs / prompt_logprobs: the generated / prompt tokens' log-probabilities (raw log-softmax)
+with that many alternatives (0..20; None: none); presence_penalty, frequency_penalty,
+repetition_penalty, logit_bias ({token id: bias}): applied before sampling (npugraph::llm::Request).
 ArgumentError naming the field for a bad request.
 )doc")
       .def("step",
@@ -208,6 +236,7 @@ ArgumentError naming the field for a bad request.
                                                                          : py::str(llm::finish_reason_name(o.finish));
                d["prompt_tokens"] = o.prompt_tokens;
                d["completion_tokens"] = o.completion_tokens;
+               d["logprobs"] = logprobs_list(o.logprobs);
                d["result"] = o.result ? py::object(result_dict(*o.result, e.vocab())) : py::object(py::none());
                l.append(d);
              }
@@ -216,8 +245,9 @@ ArgumentError naming the field for a bad request.
            R"doc(
 One scheduling step: admits waiting requests, runs the next prefill chunks and one decode step of
 the running ones. Returns a list of dicts, one per request that produced something: id, text (new
-text), tokens (new ids), finish_reason (None while running; 'stop', 'length', 'cancelled' or
-'error'), prompt_tokens, completion_tokens, result (the whole result dict once finished).
+text), tokens (new ids), logprobs (theirs, with submit's logprobs), finish_reason (None while
+running; 'stop', 'length', 'cancelled' or 'error'), prompt_tokens, completion_tokens, result (the
+whole result dict once finished).
 )doc")
       .def("cancel", &llm::Engine::cancel, py::arg("id"),
            "Cancels a waiting or running request (thread-safe); the next step() reports it. False if unknown or done.")

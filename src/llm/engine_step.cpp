@@ -17,8 +17,9 @@
 //      updated: Note [Decode step graph]);
 //   5. each new token goes to the output processor (Note [Output processor]: text, stop strings,
 //      finish reasons); a request that ends frees its blocks at once.
-// Sampling settings are per request: each row's temperature, top_k, top_p, seed and step are the
-// runner's device buffers, written with the step's inputs and read by the captured sampling op
+// Sampling settings are per request: each row's temperature, top_k, top_p, seed and step, and its
+// penalties and logit biases as a list (Note [Logit adjustments]), are the runner's device
+// buffers, written with the step's inputs and read by the captured sampling op
 // (ops::sample_rows_out), whose draw depends on (seed, step) only — so, the logits being the
 // request's own (Note [Batch invariance]), a request samples the same tokens alone or in any batch.
 //
@@ -51,6 +52,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <utility>
 
 #include "llm/output_processor.hpp"
 #include "llm/scheduler.hpp"
@@ -91,6 +93,27 @@ std::unique_ptr<RequestState> Engine::make_state(const Request& r, const std::st
   NG_CHECK_ARG(top_k >= 0 && top_k <= vocab(), label, ".top_k = ", top_k, ": must be in [0, ", vocab(),
                "] (0: no top-k; the model's vocabulary)");
   NG_CHECK_ARG(top_p > 0 && top_p <= 1, label, ".top_p = ", top_p, ": must be in (0, 1]");
+  for (const auto& [name, k] : {std::pair{"logprobs", r.logprobs}, std::pair{"prompt_logprobs", r.prompt_logprobs}})
+    if (k)
+      NG_CHECK_ARG(*k >= 0 && *k <= kMaxTopLogprobs, label, ".", name, " = ", *k, ": must be in [0, ",
+                   kMaxTopLogprobs, "] (the alternatives listed per token)");
+  for (const auto& [name, v] : {std::pair{"presence_penalty", r.presence_penalty},
+                                std::pair{"frequency_penalty", r.frequency_penalty}})
+    NG_CHECK_ARG(std::isfinite(v) && v >= -2 && v <= 2, label, ".", name, " = ", v, ": must be in [-2, 2]");
+  NG_CHECK_ARG(std::isfinite(r.repetition_penalty) && r.repetition_penalty > 0, label, ".repetition_penalty = ",
+               r.repetition_penalty, ": must be finite and > 0 (1: off)");
+  NG_CHECK_ARG(static_cast<std::int64_t>(r.logit_bias.size()) <= kMaxLogitBias, label, ".logit_bias has ",
+               r.logit_bias.size(), " entries: at most ", kMaxLogitBias);
+  for (const auto& [token, bias] : r.logit_bias) {
+    NG_CHECK_ARG(token >= 0 && token < vocab(), label, ".logit_bias[", token, "]: token ", token,
+                 " is outside the vocabulary [0, ", vocab(), ")");
+    NG_CHECK_ARG(std::isfinite(bias) && bias >= -100 && bias <= 100, label, ".logit_bias[", token, "] = ", bias,
+                 ": must be in [-100, 100]");
+  }
+  const bool adjusts = r.presence_penalty != 0 || r.frequency_penalty != 0 || r.repetition_penalty != 1 ||
+                       !r.logit_bias.empty();
+  NG_CHECK_AS(UnsupportedError, !adjusts || options_.device.is_cpu(), label, ": penalties and logit_bias on ",
+              options_.device.str(), ": the CUDA sampler applies none yet (cpu only)");
   for (std::size_t i = 0; i < r.stop.size(); ++i)
     NG_CHECK_ARG(!r.stop[i].empty(), label, ".stop[", i, "] is empty: a stop string needs at least one character");
   if (!options_.device.is_cpu() && temperature > 0)
@@ -125,6 +148,9 @@ std::unique_ptr<RequestState> Engine::make_state(const Request& r, const std::st
   a->seq.temperature = static_cast<float>(temperature);
   a->seq.top_k = top_k;
   a->seq.top_p = static_cast<float>(top_p);
+  a->seq.logprobs = r.logprobs.value_or(-1);
+  a->seq.prompt_logprobs = r.prompt_logprobs.value_or(-1);
+  a->seq.adjust = LogitAdjust(r, a->seq.tokens);
   a->max_tokens = r.max_tokens;
   a->stop = r.stop;
   a->result.prompt_tokens = a->seq.tokens;
@@ -199,6 +225,10 @@ std::vector<StepOutput> Engine::step() {
       if (!logits.defined()) continue;
       a.prefilled = true;
       StepOutput& o = output(a);
+      if (a.seq.prompt_logprobs >= 0) {
+        a.result.prompt_logprobs = std::move(a.seq.prompt_logprobs_out);
+        o.prompt_logprobs = a.result.prompt_logprobs;
+      }
       auto& slot = *std::find_if(s.active().begin(), s.active().end(), [&](const auto& p) { return p.get() == &a; });
       if (processor.take(a, runner_->next_ids()[0], static_cast<const float*>(logits.data()), o)) {
         plan.drop_decode(&a);  // ended on its first token

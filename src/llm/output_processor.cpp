@@ -10,6 +10,8 @@
 
 #include <algorithm>
 
+#include "llm/logprobs.hpp"
+
 namespace npugraph::llm {
 namespace {
 
@@ -52,6 +54,11 @@ bool OutputProcessor::take(RequestState& a, std::int32_t id, const float* logits
   const auto vocab = static_cast<std::size_t>(opt_.vocab);
   if (opt_.keep_logits) a.result.logits_hashes.push_back(fnv1a(logits, vocab * sizeof(float)));
   if (opt_.keep_full_logits) a.result.logits.insert(a.result.logits.end(), logits, logits + vocab);
+  if (a.seq.logprobs >= 0) {  // Note [Logprobs on the host]
+    a.result.logprobs.push_back(token_logprob(logits, opt_.vocab, id, a.seq.logprobs));
+    out.logprobs.push_back(a.result.logprobs.back());
+  }
+  a.seq.adjust.take(id);
   if (tok_.is_end_of_generation(id)) {
     a.result.stopped = true;
     a.result.finish = FinishReason::stop;

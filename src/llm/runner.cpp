@@ -1,6 +1,7 @@
 #include "llm/runner.hpp"
 
 #include "llm/arch/architecture.hpp"
+#include "llm/logprobs.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -135,6 +136,10 @@ ModelRunner::ModelRunner(std::shared_ptr<const Model> model, const EngineOptions
   // Note [Step inputs]: every persistent input and output of the step, declared once; the host
   // tensors start zeroed (empty block tables, masks, ids), the sampling rows greedy.
   const std::int64_t T = max_rows_, B = max_batch_, W = window_blocks_;
+  // The adjustment lists (Note [Logit adjustments]): the cpu's sampler only.
+  adjust_capacity_ = options.max_context + kMaxLogitBias;
+  const Staged adjusts = d.is_cpu() ? Staged::always : Staged::absent;
+  const std::int64_t C = adjust_capacity_;
   inputs_ = {
       {"ids", &ids_, DType::i32, {T}, Staged::always},
       {"positions", &positions_, DType::i32, {T}, Staged::always},
@@ -148,6 +153,10 @@ ModelRunner::ModelRunner(std::shared_ptr<const Model> model, const EngineOptions
       {"temperature", &temperature_, DType::f32, {B}, Staged::always},
       {"top_k", &top_k_, DType::i64, {B}, Staged::always},
       {"top_p", &top_p_, DType::f32, {B}, Staged::always},
+      {"adjust_count", &adjust_count_, DType::i32, {B}, adjusts},
+      {"adjust_tokens", &adjust_tokens_, DType::i32, {B, C}, adjusts},
+      {"adjust_scale", &adjust_scale_, DType::f32, {B, C}, adjusts},
+      {"adjust_add", &adjust_add_, DType::f32, {B, C}, adjusts},
       {"next_ids", &next_ids_, DType::i32, {B}, Staged::read_back},
   };
   for (const StepInput& in : inputs_) {
@@ -238,12 +247,18 @@ void ModelRunner::write_sampling(std::int64_t b, const Sequence* s) {
   host<float>(temperature_.host)[b] = s ? s->temperature : 0.0f;
   host<std::int64_t>(top_k_.host)[b] = s ? s->top_k : 0;
   host<float>(top_p_.host)[b] = s ? s->top_p : 1.0f;
+  if (!adjust_count_.host.defined()) return;
+  const std::int64_t at = b * adjust_capacity_;
+  host<std::int32_t>(adjust_count_.host)[b] =
+      s ? s->adjust.write(host<std::int32_t>(adjust_tokens_.host) + at, host<float>(adjust_scale_.host) + at,
+                          host<float>(adjust_add_.host) + at, adjust_capacity_)
+        : 0;
 }
 
-void ModelRunner::read_back(std::int64_t n) {
+void ModelRunner::read_back(std::int64_t n, bool logits) {
   if (device_.is_cpu()) return;
   copy_(stream_, next_ids_.host, next_ids_.device);
-  if (options_.keep_logits || options_.keep_full_logits) copy_(stream_, rows(logits_h_, n), rows(logits_, n));
+  if (logits || options_.keep_logits || options_.keep_full_logits) copy_(stream_, rows(logits_h_, n), rows(logits_, n));
 }
 
 Tensor ModelRunner::q_rows(std::int64_t n) const {
@@ -334,11 +349,14 @@ void ModelRunner::issue_sampling(std::int64_t n, const Tensor& logits) {
   // Each row's own settings from the device buffers (greedy rows are argmax), so one captured step
   // serves any mix of requests. The CUDA kernel takes temperatures only (the engine refuses top-k /
   // top-p requests there).
-  ops::sample_rows_out(logits, rows(seeds_.device, n), rows(steps_.device, n),
-                       {.temperature = rows(temperature_.device, n),
-                        .top_k = device_.is_cpu() ? rows(top_k_.device, n) : Tensor{},
-                        .top_p = device_.is_cpu() ? rows(top_p_.device, n) : Tensor{}},
-                       rows(next_ids_.device, n));
+  // The adjustment lists (penalties, biases: Note [Logit adjustments]) likewise, on the cpu.
+  ops::SamplingRows r{.temperature = rows(temperature_.device, n),
+                      .top_k = device_.is_cpu() ? rows(top_k_.device, n) : Tensor{},
+                      .top_p = device_.is_cpu() ? rows(top_p_.device, n) : Tensor{}};
+  if (adjust_count_.device.defined())
+    r.adjust = {.count = rows(adjust_count_.device, n), .tokens = rows(adjust_tokens_.device, n),
+                .scale = rows(adjust_scale_.device, n), .add = rows(adjust_add_.device, n)};
+  ops::sample_rows_out(logits, rows(seeds_.device, n), rows(steps_.device, n), r, rows(next_ids_.device, n));
 }
 
 void ModelRunner::reduce(const Tensor& partial) {
@@ -532,7 +550,7 @@ Tensor ModelRunner::decode(std::span<Sequence* const> batch, StepMode mode, Step
     times.update += since(t);
   }
   t = Clock::now();
-  read_back(n);
+  read_back(n, std::any_of(batch.begin(), batch.end(), [](const Sequence* s) { return s->logprobs >= 0; }));
   stream_.synchronize();
   times.wait += since(t);
   for (Sequence* s : batch) s->cached += 1;
@@ -568,11 +586,37 @@ Tensor ModelRunner::prefill(Sequence& seq, std::int64_t max_chunks) {
     }
     stage_inputs(/*prefill=*/true);
     issue_step(r, nullptr);
-    if (start + n == total) read_back(1);
+    if (start + n == total) read_back(1, seq.logprobs >= 0);
+    if (seq.prompt_logprobs >= 0) prompt_logprobs(seq, start, n);
     stream_.synchronize();  // the next chunk rewrites the input buffers
     seq.cached = start + n;
   }
   return seq.cached == total ? rows(logits_h_, 1) : Tensor{};
+}
+
+// The logprobs of prompt tokens start + 1 .. start + n (those in the prompt) from the chunk's rows:
+// its final hidden states (x_, which the step leaves there) normed and projected to the vocabulary
+// for every row, apart from the step's own last-row logits (so the tokens it samples are those it
+// samples without prompt logprobs, bitwise), then log-softmax on the host (Note [Logprobs on the
+// host]). Issued on the runner's stream after the chunk.
+void ModelRunner::prompt_logprobs(Sequence& seq, std::int64_t start, std::int64_t n) {
+  const ModelConfig& c = model_->config();
+  if (!prompt_logits_.defined()) {
+    prompt_logits_ = empty({options_.prefill_chunk, c.vocab}, DType::f32, device_);
+    prompt_logits_h_ = device_.is_cpu() ? prompt_logits_ : empty({options_.prefill_chunk, c.vocab}, DType::f32);
+  }
+  ops::rms_norm_out(rows(x_, n), output_norm_, c.rms_eps, rows(y_, n));
+  matmul(rows(y_, n), output_, Tensor(), rows(prompt_logits_, n), linear_);
+  if (!device_.is_cpu()) copy_(stream_, rows(prompt_logits_h_, n), rows(prompt_logits_, n));
+  stream_.synchronize();
+  if (start == 0)  // the first prompt token has no logprob
+    seq.prompt_logprobs_out.push_back({.token = seq.tokens[0], .logprob = std::numeric_limits<double>::quiet_NaN()});
+  const auto total = static_cast<std::int64_t>(seq.tokens.size());
+  const auto* logits = static_cast<const float*>(prompt_logits_h_.data());
+  for (std::int64_t i = 0; i < n && start + i + 1 < total; ++i)
+    seq.prompt_logprobs_out.push_back(token_logprob(logits + i * c.vocab, c.vocab,
+                                                    seq.tokens[static_cast<std::size_t>(start + i + 1)],
+                                                    seq.prompt_logprobs));
 }
 
 const std::int32_t* ModelRunner::next_ids() const { return host<const std::int32_t>(next_ids_.host); }

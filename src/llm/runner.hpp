@@ -74,6 +74,7 @@
 #include <vector>
 
 #include "llm/kv_blocks.hpp"
+#include "llm/logit_adjust.hpp"
 #include "npugraph/external_event.hpp"
 #include "npugraph/graph.hpp"
 #include "npugraph/llm/engine.hpp"
@@ -95,6 +96,12 @@ struct Sequence {
   // Its sampling settings (the step's per-row buffers: ops::sample_rows_out).
   float temperature = 0, top_p = 1;
   std::int64_t top_k = 0;
+  // Its penalties and biases (the step's adjustment lists: Note [Logit adjustments]).
+  LogitAdjust adjust;
+  std::int64_t logprobs = -1;  // top alternatives per token (Request::logprobs); -1: none
+  // Request::prompt_logprobs (-1: none), and those of prompt tokens 1.. prefilled so far.
+  std::int64_t prompt_logprobs = -1;
+  std::vector<TokenLogprob> prompt_logprobs_out;
 };
 
 inline constexpr std::array<std::int64_t, 5> kBuckets{1, 2, 4, 8, 16};
@@ -189,15 +196,21 @@ class ModelRunner {
     Staged staged;
   };
   StepBuffer ids_, positions_, slots_, block_table_, prefill_table_, window_table_, window_mask_, seeds_, steps_,
-      temperature_, top_k_, top_p_, next_ids_;
+      temperature_, top_k_, top_p_, adjust_count_, adjust_tokens_, adjust_scale_, adjust_add_, next_ids_;
+  std::int64_t adjust_capacity_ = 0;  // entries per row of the adjustment lists (Note [Logit adjustments])
   std::vector<StepInput> inputs_;
   Tensor logits_h_;  // the logits rows read back (the logits themselves on the cpu)
+  // A prompt chunk's logits at every row (Request::prompt_logprobs), allocated when first asked
+  // for, and their host copy (the same tensor on the cpu).
+  Tensor prompt_logits_, prompt_logits_h_;
+  void prompt_logprobs(Sequence& seq, std::int64_t start, std::int64_t n);
   void write_sampling(std::int64_t row, const Sequence* seq);  // a row's seed ... top_p (padding: greedy)
   Tensor on_device(const Tensor& host);  // a device copy (the tensor itself on the cpu)
   Matrix on_device(const Matrix& host);
   Matrix for_linear(const Matrix& host);  // on_device, then rows16 where q8 activations run (cpu)
   void stage_inputs(bool prefill);       // the host staging -> the device buffers (eager copy_)
-  void read_back(std::int64_t rows);     // next_ids (and logits rows) -> the host
+  // next_ids (and the logits rows, with keep_logits or when `logits`) -> the host
+  void read_back(std::int64_t rows, bool logits);
   // Activations, sized for max_rows_ tokens.
   // y_: the MLP's normed input (hidden wide; q_ is only q_dim_ wide under tensor parallelism).
   Tensor x_, h_, y_, q_, k_, v_, attn_, gate_, up_, act_, last_, logits_, lse_, workspace_, mask_;

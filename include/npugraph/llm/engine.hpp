@@ -131,9 +131,10 @@ class Engine {
                                const std::function<void(std::size_t, std::string_view)>& on_text = {});
 
   // Queues a request; thread-safe. ArgumentError naming the field for: no prompt and no messages
-  // (or both), max_tokens < 1, temperature / top_k / top_p out of range, an empty stop string, a
-  // prompt that leaves no room in max_context (ContextLengthError, an ArgumentError:
-  // npugraph/llm/request.hpp); UnsupportedError for top_k / top_p on cuda.
+  // (or both), max_tokens < 1, temperature / top_k / top_p / logprobs / penalties / logit_bias
+  // out of range, an empty stop string, a prompt that leaves no room in max_context
+  // (ContextLengthError, an ArgumentError: npugraph/llm/request.hpp); UnsupportedError for top_k /
+  // top_p, penalties and logit_bias on cuda.
   RequestId submit(const Request& request);
   // submit() in two halves, for a server: prepare() checks and tokenises (const, thread-safe, takes
   // no lock: the work of a long prompt holds up nothing else), then submit(PreparedRequest) queues

@@ -3,8 +3,10 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "npugraph/error.hpp"
@@ -32,6 +34,33 @@ struct Request {
   std::optional<double> top_p{};        // (0, 1]
   // Generation ends where the text first contains one of these; the text returned stops before it.
   std::vector<std::string> stop{};
+  // Log-probabilities of each generated token and of its `logprobs` most likely alternatives
+  // (0..kMaxTopLogprobs); unset: none. They are the model's own distribution: log-softmax of the
+  // raw logits, before penalties, logit_bias and temperature (vLLM's default, "raw_logprobs").
+  std::optional<std::int64_t> logprobs{};
+  // The same for every prompt token after the first (vLLM's prompt_logprobs; what OpenAI's
+  // completions give with echo): each from the logits of the position before it, computed for
+  // the whole prompt while it is prefilled (a projection to the vocabulary for every prompt row).
+  std::optional<std::int64_t> prompt_logprobs{};
+  // Applied to the logits before sampling (Note [Logit adjustments] in src/llm/logit_adjust.hpp),
+  // in this order: repetition_penalty (> 0; 1: off) divides a positive logit, multiplies a
+  // negative one, of every token in the prompt or the output so far (llama.cpp's, vLLM's); then
+  // OpenAI's logit[t] += logit_bias[t] - count[t] * frequency_penalty - (count[t] > 0) *
+  // presence_penalty, count[t] being t's occurrences in the output so far. Penalties in [-2, 2],
+  // biases in [-100, 100], at most kMaxLogitBias of them, each a token of the vocabulary.
+  double presence_penalty = 0, frequency_penalty = 0, repetition_penalty = 1;
+  std::map<std::int32_t, double> logit_bias{};
+};
+
+inline constexpr std::int64_t kMaxTopLogprobs = 20;
+inline constexpr std::int64_t kMaxLogitBias = 1024;
+
+// A generated token's log-probability and its most likely alternatives (most likely first; ties:
+// the lower token id first).
+struct TokenLogprob {
+  std::int32_t token = 0;
+  double logprob = 0;
+  std::vector<std::pair<std::int32_t, double>> top{};
 };
 
 // Why a request ended.
@@ -56,6 +85,10 @@ struct Result {
   std::vector<std::uint64_t> logits_hashes;
   // With keep_full_logits: per generated token, the logits row it was chosen from (vocab floats).
   std::vector<float> logits;
+  // With Request::logprobs: per generated token.
+  std::vector<TokenLogprob> logprobs;
+  // With Request::prompt_logprobs: per prompt token, the first one's logprob NaN (it has none).
+  std::vector<TokenLogprob> prompt_logprobs;
 };
 
 // What one request produced in one step().
@@ -63,6 +96,8 @@ struct StepOutput {
   RequestId id = 0;
   std::string text;                   // text decoded this step (a stop string's possible start held back)
   std::vector<std::int32_t> tokens;   // tokens generated this step
+  std::vector<TokenLogprob> logprobs;  // theirs, with Request::logprobs
+  std::vector<TokenLogprob> prompt_logprobs;  // with Request::prompt_logprobs: in the first output
   FinishReason finish = FinishReason::none;  // none: it goes on
   std::int64_t prompt_tokens = 0, completion_tokens = 0;  // so far
   std::optional<Result> result{};     // the whole result, once finished

@@ -56,11 +56,26 @@ Tensor sample(const Tensor& logits, const Tensor& seeds, const Tensor& steps,
 // are read as the nearest setting: a temperature that is not a finite number > 0 is greedy, a
 // top_k outside [1, V] is no top-k, a top_p outside (0, 1) is 1. On cuda: temperature only
 // (top_k / top_p tensors are an UnsupportedError, as `sample`'s restricted draws are there).
+//
+// Adjustment lists (optional; cpu only): before row b is sampled (greedy included), its first
+// count[b] entries i (count clamped to [0, C]) change its logits, in float32, in a copy (the
+// logits tensor is left as it is):
+//   z = logits[b, tokens[b, i]];  z = (z > 0 ? z / scale[b, i] : z * scale[b, i]) + add[b, i]
+// A token outside [0, V) is skipped; a token listed twice is applied twice, in list order.
+// A row with count 0 reads the logits as they are (no copy). Penalties and logit biases as
+// per-row buffers: Note [Logit adjustments] in src/llm/logit_adjust.hpp.
+struct LogitAdjustRows {
+  Tensor count;   // int32 [B]
+  Tensor tokens;  // int32 [B, C]
+  Tensor scale;   // float32 [B, C]
+  Tensor add;     // float32 [B, C]
+};
 struct SamplingRows {
   Tensor temperature;  // float32 [B]
   Tensor top_k;        // int64 [B], or undefined
   Tensor top_p;        // float32 [B], or undefined
   bool advance_steps = false;
+  LogitAdjustRows adjust{};  // undefined count: none
 };
 void sample_rows_out(const Tensor& logits, const Tensor& seeds, const Tensor& steps, const SamplingRows& rows,
                      const Tensor& out);

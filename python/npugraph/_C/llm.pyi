@@ -35,22 +35,27 @@ class Engine:
     def generate(self, prompts: list[str], *, max_tokens: int = 64, chat: bool = True, seed: int = 0, on_text: typing.Any = None) -> list:
         """
         Generates for every prompt (a list of str); returns one dict per prompt: text, tokens,
-        prompt_tokens, stopped, logits_hashes (with keep_logits) and logits (numpy [steps, vocab], with
-        keep_full_logits). on_text(index, piece) receives each request's text as it is decoded.
+        prompt_tokens, stopped, logits_hashes (with keep_logits), logits (numpy [steps, vocab], with
+        keep_full_logits), logprobs and prompt_logprobs (lists of {token, logprob, top}: with submit's
+        logprobs / prompt_logprobs). on_text(index, piece) receives each request's text as it is decoded.
         """
     def step(self) -> list:
         """
         One scheduling step: admits waiting requests, runs the next prefill chunks and one decode step of
         the running ones. Returns a list of dicts, one per request that produced something: id, text (new
-        text), tokens (new ids), finish_reason (None while running; 'stop', 'length', 'cancelled' or
-        'error'), prompt_tokens, completion_tokens, result (the whole result dict once finished).
+        text), tokens (new ids), logprobs (theirs, with submit's logprobs), finish_reason (None while
+        running; 'stop', 'length', 'cancelled' or 'error'), prompt_tokens, completion_tokens, result (the
+        whole result dict once finished).
         """
-    def submit(self, prompt: str = '', *, messages: typing.Any = None, max_tokens: int = 64, chat: bool = True, seed: int = 0, temperature: float | None = None, top_k: int | None = None, top_p: float | None = None, stop: typing.Any = None) -> int:
+    def submit(self, prompt: str = '', *, messages: typing.Any = None, max_tokens: int = 64, chat: bool = True, seed: int = 0, temperature: float | None = None, top_k: int | None = None, top_p: float | None = None, stop: typing.Any = None, logprobs: int | None = None, prompt_logprobs: int | None = None, presence_penalty: float = 0.0, frequency_penalty: float = 0.0, repetition_penalty: float = 1.0, logit_bias: dict[int, float] = {}) -> int:
         """
         Queues a request (thread-safe) and returns its id: a prompt (wrapped in the chat template as a
         user turn when chat) or messages ([{"role": ..., "content": ...}], rendered by the chat
         template). temperature / top_k / top_p: this request's sampling (None: the engine's); seed: its
         draws depend on (seed, step) only; stop: a str or list of str ending the text before it.
+        logprobs / prompt_logprobs: the generated / prompt tokens' log-probabilities (raw log-softmax)
+        with that many alternatives (0..20; None: none); presence_penalty, frequency_penalty,
+        repetition_penalty, logit_bias ({token id: bias}): applied before sampling (npugraph::llm::Request).
         ArgumentError naming the field for a bad request.
         """
     @property

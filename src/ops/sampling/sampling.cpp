@@ -107,7 +107,7 @@ std::uint32_t order_key(float f) {
 
 struct Scratch {
   std::vector<std::int32_t> idx;
-  std::vector<float> w, zk, wk;
+  std::vector<float> w, zk, wk, adjusted;
   std::vector<double> bucket_mass;
 };
 
@@ -125,8 +125,27 @@ float max_of(const float* x, std::int64_t V) {
 }
 
 // One row of `sample` (the header's definition).
+// Row `row`'s logits with its adjustment list applied (the header's definition), in s.adjusted;
+// or the row itself when it has none.
+const float* adjusted_row(const SampleParams& p, std::int64_t row, Scratch& s) {
+  const float* x = p.logits + row * p.V;
+  if (!p.adjust_count) return x;
+  const std::int64_t n = std::clamp<std::int64_t>(p.adjust_count[row], 0, p.adjust_capacity);
+  if (n == 0) return x;
+  s.adjusted.assign(x, x + p.V);
+  const std::int64_t at = row * p.adjust_capacity;
+  for (std::int64_t i = 0; i < n; ++i) {
+    const std::int64_t t = p.adjust_tokens[at + i];
+    if (t < 0 || t >= p.V) continue;
+    float& z = s.adjusted[static_cast<std::size_t>(t)];
+    const float scale = p.adjust_scale[at + i];
+    z = (z > 0 ? z / scale : z * scale) + p.adjust_add[at + i];
+  }
+  return s.adjusted.data();
+}
+
 std::int32_t sample_row(const SampleParams& params, std::int64_t row, Scratch& s) {
-  const float* x = params.logits + row * params.V;
+  const float* x = adjusted_row(params, row, s);
   const std::int64_t V = params.V;
   const sampling_impl::RowSampling p = sampling_impl::row_sampling(params, row);
   if (p.temperature == 0) return argmax_row(x, V);
@@ -366,6 +385,21 @@ void sample_rows_out(const Tensor& logits, const Tensor& seeds, const Tensor& st
   check_row_tensor(op, "temperature", rows.temperature, DType::f32, logits);
   if (rows.top_k.defined()) check_row_tensor(op, "top_k", rows.top_k, DType::i64, logits);
   if (rows.top_p.defined()) check_row_tensor(op, "top_p", rows.top_p, DType::f32, logits);
+  const LogitAdjustRows& a = rows.adjust;
+  if (a.count.defined()) {
+    check_row_tensor(op, "adjust.count", a.count, DType::i32, logits);
+    NG_CHECK_ARG(a.tokens.defined() && a.tokens.dtype() == DType::i32 && a.tokens.dim() == 2 &&
+                     a.tokens.is_contiguous() && a.tokens.size(0) == logits.size(0),
+                 op, ": adjust.tokens = ", a.tokens.str(), ": must be a contiguous int32 [", logits.size(0),
+                 ", capacity] (one list per row of logits)");
+    for (const auto& [name, t] : {std::pair{"adjust.scale", &a.scale}, std::pair{"adjust.add", &a.add}})
+      NG_CHECK_ARG(t->defined() && t->dtype() == DType::f32 && t->is_contiguous() && t->shape() == a.tokens.shape(), op,
+                   ": ", name, " = ", t->str(), ": must be a contiguous float32 tensor shaped as adjust.tokens = ",
+                   a.tokens.str());
+    for (const Tensor* t : {&a.tokens, &a.scale, &a.add}) check_same_device(op, "adjust", *t, logits);
+    NG_CHECK_AS(UnsupportedError, logits.device().type() != DeviceType::cuda, op, " on ", logits.device().str(),
+                ": adjustment lists (penalties, logit biases) are not supported on the CUDA backend yet");
+  }
   check_out(op, out, logits);
   if (logits.device().type() == DeviceType::cuda)
     NG_CHECK_AS(UnsupportedError, !rows.top_k.defined() && !rows.top_p.defined(), op, " on ",
@@ -377,7 +411,15 @@ void sample_rows_out(const Tensor& logits, const Tensor& seeds, const Tensor& st
   p.row_temperature = rows.temperature.data_ptr<float>();
   if (rows.top_k.defined()) p.row_top_k = rows.top_k.data_ptr<std::int64_t>();
   if (rows.top_p.defined()) p.row_top_p = rows.top_p.data_ptr<float>();
-  const Tensor* uses[] = {&logits, &seeds, &steps, &rows.temperature, &rows.top_k, &rows.top_p, &out};  // undefined skipped
+  if (a.count.defined()) {
+    p.adjust_count = a.count.data_ptr<std::int32_t>();
+    p.adjust_tokens = a.tokens.data_ptr<std::int32_t>();
+    p.adjust_scale = a.scale.data_ptr<float>();
+    p.adjust_add = a.add.data_ptr<float>();
+    p.adjust_capacity = a.tokens.size(1);
+  }
+  const Tensor* uses[] = {&logits, &seeds, &steps, &rows.temperature, &rows.top_k, &rows.top_p,
+                          &a.count, &a.tokens, &a.scale, &a.add, &out};  // undefined skipped
   launch(stream, kSample, p, uses);
 }
 

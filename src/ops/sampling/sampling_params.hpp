@@ -28,6 +28,13 @@ struct SampleParams {
   const float* row_temperature = nullptr;
   const std::int64_t* row_top_k = nullptr;
   const float* row_top_p = nullptr;
+  // sample_rows_out's adjustment lists (ops::LogitAdjustRows; null: none): row r's first
+  // adjust_count[r] (clamped to [0, adjust_capacity]) of its adjust_capacity entries.
+  const std::int32_t* adjust_count = nullptr;
+  const std::int32_t* adjust_tokens = nullptr;
+  const float* adjust_scale = nullptr;
+  const float* adjust_add = nullptr;
+  std::int64_t adjust_capacity = 0;
 };
 
 // Row r's parameters as the kernels use them. Per row, values a device buffer may hold that the

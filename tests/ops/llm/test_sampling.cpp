@@ -349,6 +349,86 @@ TEST(SampleRows, CapturedGraphReadsTheParametersTheHostWroteBeforeEachReplay) {
   }
 }
 
+TEST(SampleRows, AdjustmentListsChangeACopyOfTheirRowsAsTheHeaderSays) {
+  // Four rows: greedy with a bias that makes a low token win; no list (count 0); sampled with
+  // scales (positive and negative logits) and adds; greedy with a token outside the vocabulary
+  // (skipped) and a count past the capacity (clamped). Each row's token is that of the same op
+  // without lists on logits adjusted here, and the logits are left as they were. Captured, a
+  // replay reads the lists the host wrote before it.
+  const std::int64_t B = 4, V = 1000, C = 5;
+  const Tensor logits = random_tensor({B, V}, 11, DType::f32, -3, 3);
+  const auto before = floats(logits);
+  const Tensor count = int_tensor({2, 0, 4, 99}, {B});
+  const Tensor tokens = int_tensor({17, 3, 0, 0, 0, /**/ 0, 0, 0, 0, 0, /**/ 1, 2, 3, 4, 0, /**/ 5, 2000, -1, 8, 9}, {B, C});
+  const Tensor scale = make_tensor({1, 1, 1, 1, 1, /**/ 1, 1, 1, 1, 1, /**/ 1.5f, 0.5f, 2, 1, 1, /**/ 1, 1, 1, 3, 1}, {B, C});
+  const Tensor add = make_tensor({50, -1, 0, 0, 0, /**/ 0, 0, 0, 0, 0, /**/ 0.25f, 0, -2, 9, 0, /**/ 7, 1, 1, 0, -0.5f}, {B, C});
+  const std::vector<float> temp{0, 0.8f, 1.3f, 0};
+  const Tensor seeds = i64_tensor({5, 6, 7, 8}), steps = i64_tensor({1, 2, 3, 4});
+  // The adjusted rows, as the header's formula reads.
+  std::vector<float> want = before;
+  const auto* cp = count.data_ptr<std::int32_t>();
+  const auto* tp = tokens.data_ptr<std::int32_t>();
+  const auto* sp = scale.data_ptr<float>();
+  const auto* ap = add.data_ptr<float>();
+  for (std::int64_t b = 0; b < B; ++b)
+    for (std::int64_t i = 0; i < std::min<std::int64_t>(cp[b], C); ++i) {
+      const std::int32_t t = tp[b * C + i];
+      if (t < 0 || t >= V) continue;
+      float& z = want[static_cast<std::size_t>(b * V + t)];
+      z = (z > 0 ? z / sp[b * C + i] : z * sp[b * C + i]) + ap[b * C + i];
+    }
+  const Tensor adjusted = make_tensor(want, {B, V});
+  const Tensor ref = ng::empty({B}, DType::i32), out = ng::empty({B}, DType::i32);
+  ng::ops::sample_rows_out(adjusted, seeds, steps, {.temperature = f32_tensor(temp)}, ref);
+  const ng::ops::LogitAdjustRows lists{.count = count, .tokens = tokens, .scale = scale, .add = add};
+  ng::ops::sample_rows_out(logits, seeds, steps, {.temperature = f32_tensor(temp), .adjust = lists}, out);
+  ng::device_synchronize();
+  EXPECT_EQ(ints(out), ints(ref));
+  EXPECT_EQ(ints(out)[0], 17);  // the +50 bias
+  EXPECT_EQ(floats(logits), before);
+  // Captured: the lists are read at replay.
+  const Tensor t = f32_tensor({0, 0, 0, 0});
+  ng::Graph g;
+  {
+    ng::CaptureScope c(g);
+    ng::ops::sample_rows_out(logits, seeds, steps, {.temperature = t, .adjust = lists}, out);
+  }
+  for (std::int32_t winner : {40, 41, 999}) {
+    for (std::int64_t b = 0; b < B; ++b) {
+      count.data_ptr<std::int32_t>()[b] = 1;
+      tokens.data_ptr<std::int32_t>()[b * C] = winner;
+      scale.data_ptr<float>()[b * C] = 1;
+      add.data_ptr<float>()[b * C] = 100;
+    }
+    g.replay();
+    ng::device_synchronize();
+    EXPECT_EQ(ints(out), std::vector<std::int32_t>(B, winner));
+  }
+}
+
+TEST(SampleRows, AdjustmentListArgumentErrors) {
+  const Tensor logits = ng::empty({2, 10}, DType::f32);
+  const Tensor seeds = i64_tensor({1, 2}), steps = i64_tensor({0, 0}), out = ng::empty({2}, DType::i32);
+  const Tensor tokens = int_tensor({0, 0, 0, 0}, {2, 2}), scale = make_tensor({1, 1, 1, 1}, {2, 2});
+  using ng::ops::sample_rows_out;
+  EXPECT_ARG_ERROR(sample_rows_out(logits, seeds, steps,
+                                   {.temperature = f32_tensor({1, 2}),
+                                    .adjust = {.count = i64_tensor({0, 0}), .tokens = tokens, .scale = scale, .add = scale}},
+                                   out),
+                   "sample_rows: adjust.count = int64[2]: must be a contiguous int32 tensor of 2 elements");
+  EXPECT_ARG_ERROR(sample_rows_out(logits, seeds, steps,
+                                   {.temperature = f32_tensor({1, 2}),
+                                    .adjust = {.count = int_tensor({0, 0}, {2}), .tokens = scale, .scale = scale, .add = scale}},
+                                   out),
+                   "sample_rows: adjust.tokens = float32[2, 2]: must be a contiguous int32 [2, capacity]");
+  EXPECT_ARG_ERROR(sample_rows_out(logits, seeds, steps,
+                                   {.temperature = f32_tensor({1, 2}),
+                                    .adjust = {.count = int_tensor({0, 0}, {2}), .tokens = tokens, .scale = scale,
+                                               .add = make_tensor({1, 1}, {2})}},
+                                   out),
+                   "sample_rows: adjust.add = float32[2]: must be a contiguous float32 tensor shaped as adjust.tokens");
+}
+
 TEST(SampleRows, ArgumentErrors) {
   const Tensor logits = ng::empty({2, 10}, DType::f32);
   const Tensor seeds = i64_tensor({1, 2}), steps = i64_tensor({0, 0}), out = ng::empty({2}, DType::i32);

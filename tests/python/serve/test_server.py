@@ -219,7 +219,7 @@ def error_of(r):
     ("/v1/chat/completions", {"model": MODEL_ID, "messages": [{"role": "user", "content": "hi"}], "stream": "yes"},
      400, "stream", "must be a boolean"),
     ("/v1/completions", {"model": MODEL_ID, "prompt": 42}, 400, "prompt", "must be a string"),
-    ("/v1/completions", {"model": MODEL_ID, "prompt": "hi", "echo": True}, 400, "echo", "not supported"),
+    ("/v1/completions", {"model": MODEL_ID, "prompt": "hi", "echo": "yes"}, 400, "echo", "must be a boolean"),
     ("/v1/completions", {"model": MODEL_ID, "prompt": "hi", "stop": ["", "x"]}, 400, "stop", "empty string"),
 ])
 def test_bad_requests_are_4xx_naming_the_field(server, path, body, status, param, words):
@@ -258,9 +258,11 @@ def test_fuzzed_bodies_get_4xx_or_200_and_the_server_lives(server):
     rng = random.Random(1234)
     valid = json.dumps({"model": MODEL_ID, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2,
                         "temperature": 0.5, "stop": ["x"], "stream": False})
-    values = [None, True, -1, 0, 1, 2.5, 1e308, -1e308, "", "x", [], {}, [1], {"a": 1}, "\u0000", "\ud7ff" * 3]
+    values = [None, True, -1, 0, 1, 2.5, 1e308, -1e308, "", "x", [], {}, [1], {"a": 1}, {"5": 1.5}, "\u0000",
+              "\ud7ff" * 3]
     keys = ["model", "messages", "max_tokens", "temperature", "top_p", "top_k", "seed", "stop", "stream", "n",
-            "stream_options", "logprobs", "prompt", "zzz"]
+            "stream_options", "logprobs", "prompt", "zzz", "top_logprobs", "echo", "logit_bias", "presence_penalty",
+            "frequency_penalty", "repetition_penalty"]
     statuses = {}
     for i in range(300):
         kind = i % 3
