@@ -13,7 +13,7 @@ __all__ = [
     "_launch_host_func", "_sleep", "_subscribe_report", "_unsubscribe_report", "device",
     "empty_cache", "get_device_name", "get_device_properties", "get_rng_state", "initial_seed", "is_bf16_supported",
     "is_current_stream_capturing", "make_graphed_callables", "manual_seed", "manual_seed_all",
-    "max_memory_allocated", "max_memory_reserved", "memory_allocated", "memory_reserved",
+    "max_memory_allocated", "max_memory_reserved", "mem_get_info", "memory_allocated", "memory_reserved",
     "memory_snapshot", "memory_stats", "MemPool", "reset_accumulated_memory_stats",
     "reset_peak_memory_stats", "seed", "seed_all", "set_compile_mode", "set_rng_state",
     "use_mem_pool",
@@ -213,6 +213,29 @@ def get_device_properties(device=None):
     except (ValueError, OSError):
         total = 0
     return _DeviceProperties(get_device_name(), total, os.cpu_count() or 1)
+
+
+def mem_get_info(device=None):
+    """torch.npu.mem_get_info: ``(free, total)`` in bytes for the whole device, as
+    ``aclrtGetMemInfo`` / ``cudaMemGetInfo`` give them, other processes' use included. npugraph's
+    device is the host: ``total`` is its physical memory (``get_device_properties().total_memory``)
+    and ``free`` the kernel's estimate of what new allocations can get without swapping
+    (``MemAvailable`` of /proc/meminfo; where that cannot be read, the free pages)."""
+    _check_device(device, "mem_get_info")
+    import os
+
+    total = get_device_properties().total_memory
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024, total
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES"), total
+    except (ValueError, OSError):
+        return 0, total
 
 
 class device(_contextlib.AbstractContextManager):

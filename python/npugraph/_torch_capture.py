@@ -18,8 +18,14 @@ runs at capture time:
   uninitialised until the first replay, as in torch.cuda.graphs. An op without an ``.out`` overload
   is replayed functionally and its results copied into the captured outputs. An op without a meta
   kernel has its shapes found by running it once at capture, its result discarded;
+- an op that writes an argument and also returns new tensors (``rrelu_with_noise`` writes its
+  ``noise`` and returns its result) is recorded as it was called: every replay writes the same
+  arguments again and its new results are copied into outputs allocated now from the pool;
 - a view (``x[0]``, ``x.view(...)``, ``x.t()``) or an allocation (``torch.empty``) computes
   nothing: it runs now, and aliases memory every replay writes or reads;
+- a profiler annotation (the ``profiler`` namespace: ``record_function``'s enter and exit, which
+  torch.optim's ``step`` issues) is host work with no device counterpart: it runs now, at capture,
+  as it does on the device, and is not recorded;
 - an op whose output shape or value depends on the data (``nonzero``, ``masked_select``,
   ``.item()``, ``torch.equal``) — anything returning a host value instead of tensors — cannot be
   replayed: it raises ``npugraph.StateError`` naming the op, before anything is recorded. The
@@ -34,6 +40,17 @@ microseconds, more than a small op). Ops drawing random numbers
 (``rand``, ``dropout``) draw new ones on every replay, in host order (Note [Random numbers in a
 graph] in npugraph/_rng.py); replays run below autograd (grad mode off). The tensors a recorded op
 reads stay alive as long as the graph does.
+
+Note [A backward inside a capture]
+On the npu device (Note [The npu device]) torch runs a backward pass on its autograd thread for the
+device, not on the thread that called ``backward()``; on the device the engine sets that thread's
+stream to the one the forward ran on, so a backward called inside a capture is captured. torch's
+Python device guard cannot carry npugraph's streams, so the capture does it: torch hands its
+autograd threads the caller's dispatch modes, so an op reaching a capturing thread's mode from
+another thread is that thread's backward, and it is recorded on the capturing stream (the stream is
+made current on the autograd thread for the op, so its outputs also come from the graph's pool).
+Python threads never see another thread's mode. (On the CPU, without the device, the backward runs
+on the calling thread and is captured as any op.)
 
 Note [Eager torch ops in stream order]
 On the device, a torch op on npu tensors is queued on the current stream behind the work already
@@ -98,7 +115,10 @@ __all__ = ["begin", "end", "order_eager_ops", "compiled_call", "record_drawing_t
 _ALLOCATION_OPS = frozenset(
     ["aten.empty.memory_format", "aten.empty_like.default", "aten.empty_strided.default",
      "aten.new_empty.default", "aten.new_empty_strided.default"])
+# torch ops that annotate the host timeline for the profiler (torch.autograd.profiler.record_function)
+_HOST_ANNOTATIONS = ("profiler.",)
 _out_overloads = {}
+_get_ident = _threading.get_ident
 _half_ops = {}  # torch < 2 only: float16 matrix-product overload -> its _HalfAsFloat
 _HALF_PRODUCTS = ("mm", "addmm", "bmm", "baddbmm", "addbmm", "mv", "addmv", "dot", "vdot")
 
@@ -226,8 +246,11 @@ def _find_out_overload(func):
 
 
 def _written_args(func, args, kwargs):
-    """For an op whose results all alias arguments it writes: those arguments, as it returns them."""
+    """For an op whose results all alias arguments it writes: those arguments, as it returns them
+    (None for an op that returns nothing)."""
     schema = func._schema
+    if not schema.returns:
+        return None
     by_set = {}
     for i, a in enumerate(schema.arguments):
         if a.alias_info is None or not a.alias_info.is_write:
@@ -338,10 +361,11 @@ class Capture:
     """One capture running on this thread: its graph, the first op it refused, and the task its
     next op may join (while the stream's capture mark is still `batch_mark`)."""
 
-    __slots__ = ("graph_id", "violation", "recorded", "batch", "batch_mark", "draws", "pool")
+    __slots__ = ("graph_id", "violation", "recorded", "batch", "batch_mark", "draws", "pool", "stream")
 
-    def __init__(self, graph_id, pool=None):
+    def __init__(self, graph_id, pool=None, stream=None):
         self.graph_id, self.violation, self.recorded = graph_id, None, 0
+        self.stream = stream  # the capturing stream (None: begun on another thread)
         self.pool = pool  # the pool handle the capture allocates from (None: the graph's own)
         self.batch, self.batch_mark = None, 0
         self.draws = False  # a recorded task draws random numbers (Note [Random numbers in a graph])
@@ -373,9 +397,23 @@ def _make_mode(torch):
             super().__init__()
             self.captures = []
             self.ordering = False
+            self.owner = _get_ident()  # the thread whose mode this is
 
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
+            if self.captures and _get_ident() != self.owner and self.captures[-1].stream is not None:
+                # torch's autograd thread running a backward for the capturing thread (Note [A
+                # backward inside a capture]): on the capturing stream, as the engine would set it
+                stream = self.captures[-1].stream
+                before = _C.npu.current_stream()
+                _C.npu.set_stream(stream)
+                try:
+                    return self._dispatch(func, args, kwargs)
+                finally:
+                    _C.npu.set_stream(before)
+            return self._dispatch(func, args, kwargs)
+
+        def _dispatch(self, func, args, kwargs):
             half = half_ops and self.ordering and func in half_ops and _all_half(args, kwargs, torch)
             route = _route(self.ordering)  # one C++ call on the path every op takes
             if route == 0:  # not capturing, nothing pending: run it now
@@ -411,6 +449,8 @@ def _make_mode(torch):
                     return _npu_device.wrap(host_alloc(meta))
             if name in _ALLOCATION_OPS:
                 return _structure(_shapes(func, args, kwargs, torch), alloc)
+            if name.startswith(_HOST_ANNOTATIONS):  # profiler ranges: host work, now
+                return func(*args, **kwargs)
             if _is_view(func):
                 return func(*args, **kwargs)
             why = _refusal(func, torch)
@@ -422,11 +462,16 @@ def _make_mode(torch):
             written = _written_args(func, args, kwargs) if _writes_any(func) else None
             if written is not None:  # in place or out=: replays write the same arguments
                 task, result = _Replay(run(func), args, kwargs), written
+            elif not func._schema.returns and _writes_any(func):  # returns nothing (_foreach_add_)
+                task, result = _Replay(run(func), args, kwargs), None
             elif _writes_any(func):
                 if capture is None:
                     stream.synchronize()
                     return func(*args, **kwargs)
-                self._refuse(capture, name, "it writes an argument and also returns new tensors")
+                # writes some arguments and returns new tensors (rrelu_with_noise): every replay
+                # writes the same arguments and its results are copied into the captured outputs
+                result = _structure(_shapes(func, args, kwargs, torch), alloc)
+                task = _Replay(run(func), args, kwargs, _flat(result))
             else:
                 result = _structure(_shapes(func, args, kwargs, torch), alloc)
                 outs = _flat(result)
@@ -544,7 +589,7 @@ def begin(graph_id, pool=None):
     mode = _thread_mode(True)
     if mode is None:
         return None
-    capture = Capture(graph_id, pool)
+    capture = Capture(graph_id, pool, _C.npu.current_stream())
     mode.captures.append(capture)
     _refit(mode)
     return capture

@@ -402,3 +402,46 @@ def test_launch_host_func_errors_name_the_task_and_the_stream_stays_usable():
     assert seen == [1]
     with pytest.raises(TypeError, match=r"launch_host_func: fn = 3: expected a callable"):
         npu.launch_host_func(s, 3)
+
+
+def test_profiler_ranges_run_at_capture_and_are_not_recorded():
+    # torch.optim's step() opens a record_function range (the profiler namespace's ops): host work
+    # with no device counterpart, run at capture as on the device, never a task of the graph
+    a = torch.tensor([1.0, 2.0, 3.0])
+    g = npu.NPUGraph()
+    with npu.graph(g):
+        with torch.autograd.profiler.record_function("captured step"):
+            b = a * 2
+    assert g.num_tasks == 1  # the multiplication only
+    g.replay()
+    assert b.tolist() == [2.0, 4.0, 6.0]
+    a.fill_(-1.0)
+    g.replay()
+    assert b.tolist() == [-2.0, -2.0, -2.0]
+
+
+def test_an_op_that_writes_its_arguments_and_returns_nothing_is_captured():
+    # aten::_foreach_add_ (torch.optim's foreach steps) returns nothing (torch refuses a dispatch
+    # mode that returns something for it); each replay adds once more
+    x, y = torch.zeros(2), torch.tensor([1.0, 2.0, 3.0])
+    g = npu.NPUGraph()
+    with npu.graph(g):
+        torch._foreach_add_([x, y], 1.5)
+    assert x.tolist() == [0.0, 0.0] and y.tolist() == [1.0, 2.0, 3.0]  # nothing ran at capture
+    g.replay()
+    g.replay()
+    assert x.tolist() == [3.0, 3.0] and y.tolist() == [4.0, 5.0, 6.0]
+
+
+def test_an_op_that_writes_an_argument_and_returns_a_new_tensor_is_captured():
+    # rrelu in training writes its noise (the slope of each element) and returns a new tensor;
+    # with lower == upper the slope of a negative element is that value, of the others 1
+    x = torch.tensor([-4.0, 2.0, -1.0])
+    g = npu.NPUGraph()
+    with npu.graph(g):
+        y = torch.nn.functional.rrelu(x, lower=0.25, upper=0.25, training=True)
+    g.replay()
+    assert y.tolist() == [-1.0, 2.0, -0.25]
+    x.copy_(torch.tensor([8.0, -8.0, 0.5]))
+    g.replay()
+    assert y.tolist() == [8.0, -2.0, 0.5]

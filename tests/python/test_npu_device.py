@@ -189,3 +189,64 @@ def test_without_the_option_npu_stays_the_cpu_alias():
         assert torch._C._get_privateuse1_backend_name() == "privateuseone"
         print("SCENARIO OK")
     """)
+
+
+def test_an_lstm_on_the_device_computes_what_torchs_cpu_lstm_does():
+    # on a device torch runs the fused cell (_thnn_fused_lstm_cell and its backward, CUDA-only
+    # kernels); on the CPU its own unfused cell: the two must agree, forward and gradients
+    run("""
+        compat.install(npu_device=True)
+        torch.manual_seed(0)
+        cpu = torch.nn.LSTM(5, 7, 2)
+        dev = torch.nn.LSTM(5, 7, 2).npu()
+        dev.load_state_dict(cpu.state_dict())
+        x = torch.randn(4, 3, 5)
+        y_cpu, (h_cpu, c_cpu) = cpu(x)
+        y_dev, (h_dev, c_dev) = dev(x.npu())
+        assert y_dev.device.type == "npu"
+        for a, b in ((y_cpu, y_dev), (h_cpu, h_dev), (c_cpu, c_dev)):
+            assert torch.allclose(a, b.cpu(), atol=1e-6), (a - b.cpu()).abs().max()
+        (y_cpu.sum() + c_cpu.sum()).backward()
+        (y_dev.sum() + c_dev.sum()).backward()
+        for (name, p), q in zip(cpu.named_parameters(), dev.parameters()):
+            assert torch.allclose(p.grad, q.grad.cpu(), atol=1e-5), (name, (p.grad - q.grad.cpu()).abs().max())
+        g = torch.npu.NPUGraph()
+        s = torch.npu.Stream()
+        with torch.npu.stream(s):
+            g.capture_begin()
+            y_cap, _ = dev(x.npu())
+            g.capture_end()
+        g.replay()
+        torch.npu.synchronize()
+        assert torch.allclose(y_cap.cpu(), y_cpu, atol=1e-6)
+        print("SCENARIO OK")
+    """)
+
+
+def test_a_backward_inside_a_capture_is_captured():
+    # torch runs the backward on its autograd thread for the device; the capture records it on
+    # the capturing stream (Note [A backward inside a capture]): d(sum(w * x * scale))/dw = x * scale
+    run("""
+        compat.install(npu_device=True)
+        import torch_npu
+        w = torch.ones(4, device="npu", requires_grad=True)
+        x = torch.ones(4, device="npu")
+        scaler = torch_npu.npu.amp.GradScaler(init_scale=4.0)
+        s = torch_npu.npu.Stream()
+        with torch_npu.npu.stream(s):
+            scaler.scale((w.half() * x).sum()).backward()  # warm-up, eager
+        assert w.grad.cpu().tolist() == [4.0] * 4
+        w.grad = None
+        g = torch_npu.npu.NPUGraph()
+        with torch_npu.npu.stream(s):
+            g.capture_begin()
+            scaler.scale((w.half() * x).sum()).backward()
+            g.capture_end()
+        assert w.grad is not None and g.num_tasks >= 1
+        for value, want in ((5.0, 20.0), (0.5, 2.0)):
+            x.fill_(value)
+            g.replay()
+            torch_npu.npu.synchronize()
+            assert w.grad.cpu().tolist() == [want] * 4, (value, w.grad)
+        print("SCENARIO OK")
+    """)

@@ -1,0 +1,49 @@
+"""``torch_npu.npu.amp`` under the torch_npu shim (npugraph.compat), torch >= 2.3: ``GradScaler``.
+
+torch_npu's ``GradScaler(init_scale=2.**16, growth_factor=2.0, backoff_factor=0.5,
+growth_interval=2000, enabled=True, dynamic=True)`` is torch's device-generic ``torch.amp.GradScaler``
+on the npu device: ``scale`` multiplies by the scale, ``unscale_`` / ``step`` divide the gradients
+by it and skip the step when one is inf or NaN, ``update`` halves the scale after such a step
+(``backoff_factor``) and doubles it after ``growth_interval`` clean ones. Here it is torch's own on
+npugraph's device: ``npu`` with the real device (Note [The npu device]), the CPU where ``npu``
+names the CPU; torch's CPU kernels (``_amp_foreach_non_finite_check_and_unscale_``,
+``_amp_update_scale_``) do the work, so scaling, captured or eager, is torch's arithmetic.
+
+``autocast`` is absent: torch has no autocast kernels for a device named from Python (every op
+under ``torch.autocast("npu")`` raises "Could not run ... with arguments from the 'Autocastnpu'
+backend"); torch_npu registers its own in C++.
+"""
+import types as _types
+
+__all__ = ["available", "make_module"]
+
+
+def available(torch):
+    """Whether this torch has the device-generic GradScaler (torch >= 2.3)."""
+    amp = getattr(torch, "amp", None)
+    return amp is not None and hasattr(amp, "GradScaler")
+
+
+def make_module(torch, npu_device):
+    """The ``torch_npu.npu.amp`` module for this torch, or None where it has no generic GradScaler."""
+    if not available(torch):
+        return None
+    from . import _C
+
+    device = "npu" if npu_device else "cpu"
+
+    class GradScaler(torch.amp.GradScaler):
+        """torch_npu.npu.amp.GradScaler: torch.amp.GradScaler on npugraph's device."""
+
+        def __init__(self, init_scale=2.0 ** 16, growth_factor=2.0, backoff_factor=0.5,
+                     growth_interval=2000, enabled=True, dynamic=True):
+            if not dynamic:
+                raise _C.UnsupportedError("GradScaler(dynamic=False): a static loss scale is not "
+                                          "implemented; use dynamic=True (torch's scaler)")
+            super().__init__(device, init_scale=init_scale, growth_factor=growth_factor,
+                             backoff_factor=backoff_factor, growth_interval=growth_interval,
+                             enabled=enabled)
+
+    mod = _types.ModuleType("torch_npu.npu.amp", __doc__)
+    mod.GradScaler = GradScaler
+    return mod
