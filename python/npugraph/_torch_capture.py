@@ -49,6 +49,8 @@ Python device guard cannot carry npugraph's streams, so the capture does it: tor
 autograd threads the caller's dispatch modes, so an op reaching a capturing thread's mode from
 another thread is that thread's backward, and it is recorded on the capturing stream (the stream is
 made current on the autograd thread for the op, so its outputs also come from the graph's pool).
+Generator calls made by that backward (``get_rng_state`` / ``set_rng_state`` of activation
+checkpointing's recompute) are recorded on the capturing stream too (``served_capture_stream``).
 Python threads never see another thread's mode. (On the CPU, without the device, the backward runs
 on the calling thread and is captured as any op.)
 
@@ -622,10 +624,30 @@ def current_pool_key():
     return ("pool", capture.pool.id), capture.graph_id
 
 
+def _served_mode():
+    """The capturing thread's mode when this thread is torch's autograd thread running that
+    thread's backward (Note [A backward inside a capture]), else None."""
+    if _torch() is None:
+        return None
+    from torch.utils._python_dispatch import _get_current_dispatch_mode
+
+    mode = _get_current_dispatch_mode()
+    if not getattr(mode, "captures", None) or mode.owner == _get_ident() or mode.captures[-1].stream is None:
+        return None
+    return mode
+
+
+def served_capture_stream():
+    """The stream a backward run here for a capturing thread is captured on, or None: generator
+    calls of that backward (activation checkpointing's state restore) are recorded there too."""
+    mode = _served_mode()
+    return None if mode is None else mode.captures[-1].stream
+
+
 def record_drawing_task(stream, fn):
     """Records fn() as a task of the capture on `stream` that touches the generator (Note [Random
     numbers in a graph]); the graph's replays then draw in host order."""
-    mode = _thread_mode(False)
+    mode = _thread_mode(False) or _served_mode()
     capture = mode.captures[-1] if mode is not None and mode.captures else None
     if capture is None:
         raise _C.StateError("a generator call inside a capture begun on another thread is not "

@@ -250,3 +250,36 @@ def test_a_backward_inside_a_capture_is_captured():
             assert w.grad.cpu().tolist() == [want] * 4, (value, w.grad)
         print("SCENARIO OK")
     """)
+
+
+def test_a_checkpointed_backward_inside_a_capture_restores_the_generator_where_it_replays():
+    # activation checkpointing recomputes the forward in the backward, on torch's autograd thread,
+    # restoring the generator first: that restore is recorded too, so a replay after manual_seed(s)
+    # draws what the eager run after manual_seed(s) drew
+    run("""
+        compat.install(npu_device=True)
+        import torch.utils.checkpoint
+
+        def fn(x):
+            return x * torch.sigmoid(torch.randn(3, device="npu"))
+
+        def grad_of(x):
+            out = torch.utils.checkpoint.checkpoint(fn, x, use_reentrant=False, preserve_rng_state=True)
+            return torch.autograd.grad(out.sum(), x)[0]
+
+        fn(torch.ones(3, device="npu"))
+        torch.npu.manual_seed(7)
+        want = grad_of(torch.ones(3, device="npu", requires_grad=True)).cpu()
+        torch.npu.manual_seed(7)
+        noise = torch.randn(3)
+        assert torch.equal(want, torch.sigmoid(noise))  # d(x * sigmoid(n))/dx, the first draw after the seed
+        g = torch.npu.NPUGraph()
+        with torch.npu.graph(g):
+            got = grad_of(torch.ones(3, device="npu", requires_grad=True))
+        for _ in range(2):
+            torch.npu.manual_seed(7)
+            g.replay()
+            torch.npu.synchronize()
+            assert torch.equal(got.cpu(), want), (got, want)
+        print("SCENARIO OK")
+    """)
