@@ -9,9 +9,12 @@ npugraph's device: ``npu`` with the real device (Note [The npu device]), the CPU
 names the CPU; torch's CPU kernels (``_amp_foreach_non_finite_check_and_unscale_``,
 ``_amp_update_scale_``) do the work, so scaling, captured or eager, is torch's arithmetic.
 
-``autocast`` is absent: torch has no autocast kernels for a device named from Python (every op
-under ``torch.autocast("npu")`` raises "Could not run ... with arguments from the 'Autocastnpu'
-backend"); torch_npu registers its own in C++.
+``autocast(enabled=True, dtype=torch.float16, cache_enabled=True)``, with the real device only, is
+torch's ``torch.autocast("npu", ...)``, as torch_npu's is. Disabled, it changes nothing (as on the
+device). Enabled, torch has no autocast kernels for a device named from Python (torch_npu registers
+its own in C++): the first op under it raises torch's "Could not run ... with arguments from the
+'Autocastnpu' backend" instead of computing in another precision. Where ``npu`` names the CPU there
+is no ``autocast`` (CPU autocast casts other ops to other types than the NPU's).
 """
 import types as _types
 
@@ -46,4 +49,12 @@ def make_module(torch, npu_device):
 
     mod = _types.ModuleType("torch_npu.npu.amp", __doc__)
     mod.GradScaler = GradScaler
+    if npu_device:
+        class autocast(torch.amp.autocast):  # noqa: N801  torch_npu's name
+            """torch_npu.npu.amp.autocast: torch.autocast on the npu device."""
+
+            def __init__(self, enabled=True, dtype=torch.float16, cache_enabled=True):
+                super().__init__("npu", dtype=dtype, enabled=enabled, cache_enabled=cache_enabled)
+
+        mod.autocast = autocast
     return mod

@@ -23,6 +23,7 @@ runs at capture time:
   arguments again and its new results are copied into outputs allocated now from the pool;
 - a view (``x[0]``, ``x.view(...)``, ``x.t()``) or an allocation (``torch.empty``) computes
   nothing: it runs now, and aliases memory every replay writes or reads;
+- an op whose host value depends on sizes only (``is_same_size``) runs now;
 - a profiler annotation (the ``profiler`` namespace: ``record_function``'s enter and exit, which
   torch.optim's ``step`` issues) is host work with no device counterpart: it runs now, at capture,
   as it does on the device, and is not recorded;
@@ -119,6 +120,9 @@ _ALLOCATION_OPS = frozenset(
      "aten.new_empty.default", "aten.new_empty_strided.default"])
 # torch ops that annotate the host timeline for the profiler (torch.autograd.profiler.record_function)
 _HOST_ANNOTATIONS = ("profiler.",)
+# ops whose host value depends on the tensors' sizes only, which a replay keeps (torch 1.13's
+# autograd engine asks is_same_size through the dispatcher while it sums gradients)
+_METADATA_OPS = frozenset(["aten.is_same_size.default"])
 _out_overloads = {}
 _get_ident = _threading.get_ident
 _half_ops = {}  # torch < 2 only: float16 matrix-product overload -> its _HalfAsFloat
@@ -323,10 +327,15 @@ class _Replay:
     """One recorded torch op, called by its graph task on every replay: func(*args, **kwargs), its
     results copied into `outs` (an op replayed functionally) or not (it writes its arguments)."""
 
-    __slots__ = ("func", "args", "kwargs", "outs")
+    __slots__ = ("func", "args", "kwargs", "outs", "functional")
 
-    def __init__(self, func, args, kwargs, outs=None):
+    def __init__(self, func, args, kwargs, outs=None, functional=None):
         self.func, self.args, self.kwargs, self.outs = func, args, kwargs, outs
+        # an .out overload's functional form (func, kwargs, outs, the outs' layouts), for an .out
+        # kernel that resizes its output on the way (mse_loss.out computes the elementwise loss in
+        # it): a captured output's memory cannot grow, so the resize is refused (after it changed
+        # the output's sizes, which are put back) and the op is replayed functionally from then on
+        self.functional = functional
 
     def __call__(self):
         try:
@@ -335,6 +344,12 @@ class _Replay:
                 for dst, src in zip(self.outs, _flat(results)):
                     dst.copy_(src)
         except Exception as e:
+            if self.functional is not None and "resiz" in str(e):
+                self.func, self.kwargs, self.outs, layouts = self.functional
+                self.functional = None
+                for out, (size, stride, offset) in zip(self.outs, layouts):
+                    out.as_strided_(size, stride, offset)  # the refused resize changed its sizes
+                return self()
             raise RuntimeError(f"captured torch op {self.func} failed on replay: "
                                f"{type(e).__name__}: {e}") from None
 
@@ -451,7 +466,7 @@ def _make_mode(torch):
                     return _npu_device.wrap(host_alloc(meta))
             if name in _ALLOCATION_OPS:
                 return _structure(_shapes(func, args, kwargs, torch), alloc)
-            if name.startswith(_HOST_ANNOTATIONS):  # profiler ranges: host work, now
+            if name.startswith(_HOST_ANNOTATIONS) or name in _METADATA_OPS:  # host work, now
                 return func(*args, **kwargs)
             if _is_view(func):
                 return func(*args, **kwargs)
@@ -480,7 +495,10 @@ def _make_mode(torch):
                 overload = _find_out_overload(func)
                 if overload is not None:
                     cand, out_names = overload
-                    task = _Replay(run(cand), args, dict(kwargs, **dict(zip(out_names, outs))))
+                    functional = None if draws(func, kwargs) else (
+                        run(func), kwargs, outs, [(o.size(), o.stride(), o.storage_offset()) for o in outs])
+                    task = _Replay(run(cand), args, dict(kwargs, **dict(zip(out_names, outs))),
+                                   functional=functional)
                 else:
                     task = _Replay(run(func), args, kwargs, outs)
             try:

@@ -445,3 +445,65 @@ def test_an_op_that_writes_an_argument_and_returns_a_new_tensor_is_captured():
     x.copy_(torch.tensor([8.0, -8.0, 0.5]))
     g.replay()
     assert y.tolist() == [8.0, -2.0, 0.5]
+
+
+def test_an_out_kernel_that_resizes_its_output_is_replayed_functionally():
+    # mse_loss.out computes the elementwise loss in its output first: a captured output cannot grow,
+    # so the op is replayed functionally; mean((1 - 3)^2, (2 - 5)^2) = 6.5
+    a, b = torch.tensor([1.0, 2.0]), torch.tensor([3.0, 5.0])
+    g = npu.NPUGraph()
+    with npu.graph(g):
+        loss = torch.nn.functional.mse_loss(a, b)
+    for _ in range(2):
+        g.replay()
+        npu.synchronize()
+        assert loss.shape == () and loss.item() == 6.5
+    b.copy_(torch.tensor([1.0, 4.0]))
+    g.replay()
+    npu.synchronize()
+    assert loss.item() == 2.0
+
+
+def test_graphed_callables_with_autograd_replay_forward_and_backward():
+    # d/dx sum(3 x^2) = 6 x, a graphed function; its backward graph replays on loss.backward()
+    x = torch.zeros(3, requires_grad=True)
+    f = npu.make_graphed_callables(lambda t: (3 * t * t).sum(), (x,))
+    for values in ([1.0, 2.0, 3.0], [-1.0, 0.5, 4.0]):
+        new = torch.tensor(values, requires_grad=True)
+        out = f(new)
+        assert out.item() == 3 * sum(v * v for v in values)
+        out.backward()
+        assert new.grad.tolist() == [6 * v for v in values]
+
+
+def test_graphed_module_trains_as_the_eager_one_and_runs_eagerly_in_eval():
+    torch.manual_seed(0)
+    control = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.Tanh(), torch.nn.Linear(8, 2))
+    graphed = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.Tanh(), torch.nn.Linear(8, 2))
+    graphed.load_state_dict(control.state_dict())
+    x, target = torch.randn(5, 6), torch.randn(5, 2)
+    pred = torch.randn(5, 2, requires_grad=True)
+    module, loss_fn = npu.make_graphed_callables((graphed, torch.nn.functional.mse_loss),
+                                                 ((x,), (pred, target)))
+    assert module is graphed  # a module comes back as itself
+    opts = [torch.optim.SGD(m.parameters(), lr=0.1) for m in (graphed, control)]
+    data = [(torch.randn(5, 6), torch.randn(5, 2)) for _ in range(4)]
+    for m, lf, opt in ((graphed, loss_fn, opts[0]), (control, torch.nn.functional.mse_loss, opts[1])):
+        for inp, tgt in data:
+            opt.zero_grad(set_to_none=True)
+            lf(m(inp), tgt).backward()
+            opt.step()
+    for p, q in zip(graphed.parameters(), control.parameters()):
+        assert torch.allclose(p, q, atol=1e-6), (p - q).abs().max()
+    graphed.eval()  # captured in training mode: eval runs the module's own forward
+    assert torch.equal(graphed(data[0][0]), control.eval()(data[0][0]))
+
+
+def test_graphed_callables_refuse_an_unused_input_unless_allowed():
+    x, unused = torch.ones(2, requires_grad=True), torch.ones(2, requires_grad=True)
+    with pytest.raises(RuntimeError, match="appears to not have been used in the graph"):
+        npu.make_graphed_callables(lambda a, b: (a * 2).sum(), (x, unused))
+    f = npu.make_graphed_callables(lambda a, b: (a * 2).sum(), (x, unused), allow_unused_input=True)
+    a, b = torch.ones(2, requires_grad=True), torch.ones(2, requires_grad=True)
+    f(a, b).backward()
+    assert a.grad.tolist() == [2.0, 2.0] and b.grad is None

@@ -283,3 +283,24 @@ def test_a_checkpointed_backward_inside_a_capture_restores_the_generator_where_i
             assert torch.equal(got.cpu(), want), (got, want)
         print("SCENARIO OK")
     """)
+
+
+def test_autocast_on_the_device_is_torchs_and_enabled_it_refuses_loudly():
+    # torch_npu.npu.amp.autocast is torch.autocast("npu"): disabled it changes nothing; enabled,
+    # torch has no autocast kernels for a Python-named device and says so at the first op
+    run("""
+        compat.install(npu_device=True)
+        import torch_npu
+        a = torch.ones(2, 2, device="npu")
+        with torch_npu.npu.amp.autocast(False, cache_enabled=False):
+            assert (a @ a).dtype == torch.float32 and not torch.is_autocast_enabled("npu")
+        with torch_npu.npu.amp.autocast(dtype=torch.float16):
+            assert torch.is_autocast_enabled("npu") and torch.get_autocast_dtype("npu") == torch.float16
+            try:
+                a @ a
+            except NotImplementedError as e:
+                assert "'Autocastnpu' backend" in str(e), e
+            else:
+                raise AssertionError("autocast computed without kernels")
+        print("SCENARIO OK")
+    """)
