@@ -507,3 +507,16 @@ def test_graphed_callables_refuse_an_unused_input_unless_allowed():
     a, b = torch.ones(2, requires_grad=True), torch.ones(2, requires_grad=True)
     f(a, b).backward()
     assert a.grad.tolist() == [2.0, 2.0] and b.grad is None
+
+
+def test_graphed_callables_with_autograd_errors_name_the_rule():
+    lin = torch.nn.Linear(2, 2)
+    handle = lin.register_forward_hook(lambda *a: None)
+    with pytest.raises(npugraph.ArgumentError, match=r"callables\[0\] has module hooks"):
+        npu.make_graphed_callables(lin, (torch.ones(1, 2),))
+    handle.remove()
+    with pytest.raises(TypeError, match=r"sample_args\[0\] leaf 1 is a int"):
+        npu.make_graphed_callables(lambda a, b: a, (torch.ones(2, requires_grad=True), 3))
+    f = npu.make_graphed_callables(lambda a: (a * 2).sum(), (torch.ones(2, requires_grad=True),))
+    with pytest.raises(TypeError, match=r"takes 1 tensor\(s\) \(its sample_args' leaves\), got 2"):
+        f(torch.ones(2), torch.ones(2))

@@ -302,5 +302,11 @@ def test_autocast_on_the_device_is_torchs_and_enabled_it_refuses_loudly():
                 assert "'Autocastnpu' backend" in str(e), e
             else:
                 raise AssertionError("autocast computed without kernels")
+            try:  # torch's rule: graphed callables cannot keep autocast's cast cache
+                torch_npu.npu.make_graphed_callables(lambda t: t * 2, (torch.ones(2, device="npu", requires_grad=True),))
+            except RuntimeError as e:
+                assert "make_graphed_callables does not support the autocast caching" in str(e), e
+            else:
+                raise AssertionError("autocast caching was accepted")
         print("SCENARIO OK")
     """)
