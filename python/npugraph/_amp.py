@@ -10,11 +10,9 @@ names the CPU; torch's CPU kernels (``_amp_foreach_non_finite_check_and_unscale_
 ``_amp_update_scale_``) do the work, so scaling, captured or eager, is torch's arithmetic.
 
 ``autocast(enabled=True, dtype=torch.float16, cache_enabled=True)``, with the real device only, is
-torch's ``torch.autocast("npu", ...)``, as torch_npu's is. Disabled, it changes nothing (as on the
-device). Enabled, torch has no autocast kernels for a device named from Python (torch_npu registers
-its own in C++): the first op under it raises torch's "Could not run ... with arguments from the
-'Autocastnpu' backend" instead of computing in another precision. Where ``npu`` names the CPU there
-is no ``autocast`` (CPU autocast casts other ops to other types than the NPU's).
+torch's ``torch.autocast("npu", ...)``, as torch_npu's is; its kernels are npugraph's (Note
+[Autocast on the npu device] in npugraph/_autocast.py: CUDA's cast lists). Where ``npu`` names the
+CPU there is no ``autocast`` (CPU autocast casts other ops to other types than the NPU's).
 """
 import types as _types
 

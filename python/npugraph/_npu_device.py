@@ -241,6 +241,9 @@ def enable(torch, npu_module):
     lib.impl("empty.memory_format", empty, "PrivateUse1")
     lib.impl("empty_strided", empty_strided, "PrivateUse1")
     lib.impl("_copy_from", copy_from, "PrivateUse1")
+    from . import _autocast
+
+    _autocast.register(torch)  # Note [Autocast on the npu device]
     _state.update(on=True, cls=cls, lib=lib)
     _atexit.register(_drain_autograd, torch)
     return cls

@@ -285,23 +285,37 @@ def test_a_checkpointed_backward_inside_a_capture_restores_the_generator_where_i
     """)
 
 
-def test_autocast_on_the_device_is_torchs_and_enabled_it_refuses_loudly():
-    # torch_npu.npu.amp.autocast is torch.autocast("npu"): disabled it changes nothing; enabled,
-    # torch has no autocast kernels for a Python-named device and says so at the first op
+def test_autocast_on_the_device_casts_as_cuda_autocast_does():
+    # Note [Autocast on the npu device]: matrix products in float16, range-hungry functions in
+    # float32, promoting ops to the promoted type, doubles left alone; the expectation is the same
+    # casts made by hand on CPU tensors
     run("""
         compat.install(npu_device=True)
         import torch_npu
-        a = torch.ones(2, 2, device="npu")
+        torch.manual_seed(0)
+        a, b = torch.randn(4, 4), torch.randn(4, 4)
+        na, nb = a.npu(), b.npu()
         with torch_npu.npu.amp.autocast(False, cache_enabled=False):
-            assert (a @ a).dtype == torch.float32 and not torch.is_autocast_enabled("npu")
-        with torch_npu.npu.amp.autocast(dtype=torch.float16):
+            assert (na @ nb).dtype == torch.float32 and not torch.is_autocast_enabled("npu")
+        with torch_npu.npu.amp.autocast(cache_enabled=False):
             assert torch.is_autocast_enabled("npu") and torch.get_autocast_dtype("npu") == torch.float16
-            try:
-                a @ a
-            except NotImplementedError as e:
-                assert "'Autocastnpu' backend" in str(e), e
-            else:
-                raise AssertionError("autocast computed without kernels")
+            mm = na @ nb
+            assert mm.dtype == torch.float16 and torch.equal(mm.cpu(), a.half() @ b.half())
+            lin = torch.nn.functional.linear(na, nb)
+            assert lin.dtype == torch.float16 and torch.equal(lin.cpu(), torch.nn.functional.linear(a.half(), b.half()))
+            e = torch.exp(mm)
+            assert e.dtype == torch.float32 and torch.equal(e.cpu(), torch.exp(mm.cpu().float()))
+            p = torch.addcmul(na, mm, mm)
+            assert p.dtype == torch.float32 and torch.equal(p.cpu(), torch.addcmul(a, mm.cpu().float(), mm.cpu().float()))
+            assert (na.double() @ nb.double()).dtype == torch.float64 and (na + 1).dtype == torch.float32
+            assert (a @ b).dtype == torch.float32  # CPU tensors: not the npu's autocast
+        with torch_npu.npu.amp.autocast(dtype=torch.bfloat16, cache_enabled=False):
+            assert (na @ nb).dtype == torch.bfloat16
+        w = torch.ones(4, 4, device="npu", requires_grad=True)
+        with torch_npu.npu.amp.autocast():
+            (na @ w).float().sum().backward()  # the cast is differentiable: float32 gradients
+        assert w.grad.dtype == torch.float32 and torch.equal(w.grad.cpu(), a.half().sum(0).float()[:, None].expand(4, 4))
+        with torch_npu.npu.amp.autocast():
             try:  # torch's rule: graphed callables cannot keep autocast's cast cache
                 torch_npu.npu.make_graphed_callables(lambda t: t * 2, (torch.ones(2, device="npu", requires_grad=True),))
             except RuntimeError as e:
