@@ -13,7 +13,7 @@ __all__ = [
     "_launch_host_func", "_sleep", "_subscribe_report", "_unsubscribe_report", "device",
     "empty_cache", "get_device_name", "get_device_properties", "get_rng_state", "initial_seed", "is_bf16_supported",
     "is_current_stream_capturing", "make_graphed_callables", "manual_seed", "manual_seed_all",
-    "max_memory_allocated", "max_memory_reserved", "memory_allocated", "memory_reserved",
+    "max_memory_allocated", "max_memory_reserved", "mem_get_info", "memory_allocated", "memory_reserved",
     "memory_snapshot", "memory_stats", "MemPool", "reset_accumulated_memory_stats",
     "reset_peak_memory_stats", "seed", "seed_all", "set_compile_mode", "set_rng_state",
     "use_mem_pool",
@@ -215,6 +215,29 @@ def get_device_properties(device=None):
     return _DeviceProperties(get_device_name(), total, os.cpu_count() or 1)
 
 
+def mem_get_info(device=None):
+    """torch.npu.mem_get_info: ``(free, total)`` in bytes for the whole device, as
+    ``aclrtGetMemInfo`` / ``cudaMemGetInfo`` give them, other processes' use included. npugraph's
+    device is the host: ``total`` is its physical memory (``get_device_properties().total_memory``)
+    and ``free`` the kernel's estimate of what new allocations can get without swapping
+    (``MemAvailable`` of /proc/meminfo; where that cannot be read, the free pages)."""
+    _check_device(device, "mem_get_info")
+    import os
+
+    total = get_device_properties().total_memory
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024, total
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES"), total
+    except (ValueError, OSError):
+        return 0, total
+
+
 class device(_contextlib.AbstractContextManager):
     """``with npugraph.npu.device(0):`` — torch.cuda.device. npugraph has one device (index 0,
     ``"cpu"``, ``"npu"``, ``"npu:0"``); any other value raises naming it. Nothing changes inside."""
@@ -252,18 +275,50 @@ def _is_tensor(x):
     return isinstance(x, np.ndarray) or type(x).__name__ == "Tensor"
 
 
+def _needs_autograd(fns, samples):
+    """Whether torch's autograd takes part: a torch sample or a module parameter requires grad."""
+    import sys
+
+    torch = sys.modules.get("torch")
+    if torch is None or not torch.is_grad_enabled():
+        return False
+    from torch.utils._pytree import tree_flatten
+
+    for fn, args in zip(fns, samples):
+        flat = tree_flatten(args)[0]
+        if any(isinstance(a, torch.Tensor) and a.requires_grad for a in flat):
+            return True
+        if isinstance(fn, torch.nn.Module) and any(p.requires_grad for p in fn.parameters()):
+            return True
+    return False
+
+
 def make_graphed_callables(callables, sample_args, num_warmup_iters=3, allow_unused_input=False,
                            pool=None):
-    """torch.cuda.make_graphed_callables, forward only: each callable runs ``num_warmup_iters``
-    times eagerly on ``sample_args``, is captured once into its own NPUGraph (the graphs share one
-    memory pool, ``pool`` or a new one), and comes back as a function that copies its arguments
-    into the captured inputs, replays, and returns the captured outputs (which the next call
-    overwrites, as in torch). Arguments are tensors (numpy arrays or torch CPU tensors) of the
-    sample shapes and dtypes. Torch ops are captured with npugraph's (Note [Torch ops in a capture] in
-    npugraph/_torch_capture.py). Autograd is not captured: a sample that requires grad raises
-    UnsupportedError. ``allow_unused_input`` is accepted for torch compatibility."""
-    del allow_unused_input  # no backward graph to prune
+    """torch.cuda.make_graphed_callables. Each callable runs ``num_warmup_iters`` times eagerly on
+    ``sample_args``, is captured once into its own NPUGraph (the graphs share one memory pool,
+    ``pool`` or a new one), and comes back graphed. Torch ops are captured with npugraph's (Note
+    [Torch ops in a capture] in npugraph/_torch_capture.py).
+
+    With autograd (a torch sample that requires grad, or a module with such parameters, grad mode
+    on) it is torch's: arguments are pytrees of tensors; each callable's forward and its backward
+    (``torch.autograd.grad`` of its outputs with respect to its inputs and parameters) are captured
+    into two graphs, backwards in reverse order; the result is an autograd function whose forward
+    replays the first and whose backward replays the second, and a module comes back as itself with
+    ``forward`` replaced (graphed while it stays in the training mode it was captured in).
+    ``allow_unused_input`` lets an input the outputs do not depend on get no gradient.
+
+    Without autograd (numpy arrays or tensors that do not require grad) a callable comes back as a
+    function that copies its arguments into the captured inputs, replays, and returns the captured
+    outputs (which the next call overwrites, as in torch)."""
     single = callable(callables)
+    if _needs_autograd((callables,) if single else tuple(callables),
+                       (sample_args,) if single else tuple(sample_args)):
+        from . import _graphed
+
+        return _graphed.make_graphed_callables(callables, sample_args, num_warmup_iters,
+                                               allow_unused_input, pool)
+    del allow_unused_input  # no backward graph to prune
     fns = (callables,) if single else tuple(callables)
     samples = (sample_args,) if single else tuple(sample_args)
     if len(fns) != len(samples):
@@ -283,10 +338,6 @@ def make_graphed_callables(callables, sample_args, num_warmup_iters=3, allow_unu
             if not _is_tensor(a):
                 raise TypeError(f"make_graphed_callables: sample_args[{i}][{j}] is a {type(a).__name__}: "
                                 f"every argument must be a tensor (numpy array or torch CPU tensor)")
-            if getattr(a, "requires_grad", False):
-                raise _C.UnsupportedError(
-                    f"make_graphed_callables: sample_args[{i}][{j}] requires grad: npugraph captures "
-                    f"the forward pass only (no autograd graph); pass tensors with requires_grad=False")
         for _ in range(num_warmup_iters):
             fn(*args)
         _C.npu.synchronize()

@@ -13,7 +13,10 @@ results are wrapped again (an op that returns one of its arguments, ``add_`` or 
 that argument's wrapper). Factories (``torch.empty(..., device="npu")`` and everything built on
 ``empty`` / ``empty_strided``: zeros, rand, arange, full ...) and copies into the device
 (``_copy_from``: ``.to("npu")``, ``torch.tensor(..., device="npu")``) are registered for the
-PrivateUse1 key. ``.to("cpu")`` / ``.cpu()`` give plain CPU tensors; ``.numpy()`` refuses, as on a
+PrivateUse1 key. torch routes a few ops of a non-CPU device to kernels that only its CUDA build has:
+an LSTM on a device runs ``_thnn_fused_lstm_cell`` (and its backward) instead of the CPU's
+unfused cell, so those are computed here from torch's CPU ops as the CUDA kernel
+(aten/src/ATen/native/cuda/RNN.cu) computes them (``_DEVICE_ONLY_OPS``). ``.to("cpu")`` / ``.cpu()`` give plain CPU tensors; ``.numpy()`` refuses, as on a
 device. npugraph's own ops (FIA, paged attention, the decode ops) read an NpuTensor's host data and
 give npu results for npu queries; captures allocate npu outputs for ops on npu tensors.
 
@@ -57,11 +60,69 @@ def enabled():
     return _state["on"]
 
 
+def _fused_lstm_cell(input_gates, hidden_gates, cx, input_bias=None, hidden_bias=None):
+    """aten::_thnn_fused_lstm_cell on host tensors: the gates (input, forget, cell, output, each a
+    quarter of dim 1) summed with the biases, activated; returns (hy, cy, workspace), the workspace
+    holding the activated gates, as RNN.cu's lstm_cell_forward does."""
+    gates = input_gates + hidden_gates
+    if input_bias is not None:
+        gates = gates + input_bias + hidden_bias
+    i, f, g, o = gates.chunk(4, 1)
+    i, f, g, o = i.sigmoid(), f.sigmoid(), g.tanh(), o.sigmoid()
+    cy = f * cx + i * g
+    hy = o * cy.tanh()
+    return hy, cy, _cat((i, f, g, o), 1)
+
+
+def _fused_lstm_cell_backward(grad_hy, grad_cy, cx, cy, workspace, has_bias):
+    """aten::_thnn_fused_lstm_cell_backward_impl on host tensors (RNN.cu's lstm_cell_backward):
+    (grad of the pre-activation gates, grad of cx, grad of the bias or None)."""
+    if grad_hy is None and grad_cy is None:
+        return None, None, None
+    i, f, g, o = workspace.chunk(4, 1)
+    tanh_cy = cy.tanh()
+    grad_hy = grad_hy if grad_hy is not None else cy.new_zeros(())
+    grad_c = grad_hy * o * (1 - tanh_cy * tanh_cy)
+    if grad_cy is not None:
+        grad_c = grad_c + grad_cy
+    grad_gates = _cat((grad_c * g * i * (1 - i), grad_c * cx * f * (1 - f),
+                       grad_c * i * (1 - g * g), grad_hy * tanh_cy * o * (1 - o)), 1)
+    return grad_gates, grad_c * f, grad_gates.sum(0) if has_bias else None
+
+
+def _cat(tensors, dim):
+    import torch
+
+    return torch.cat(tensors, dim)
+
+
+def _device_only_ops(torch):
+    """Ops torch sends a non-CPU device that only its CUDA build implements: overload -> host
+    function (a ``.out`` overload writes the function's results into its ``out0``, ``out1`` ...)."""
+    table = {}
+    for packet, fn in ((torch.ops.aten._thnn_fused_lstm_cell, _fused_lstm_cell),
+                       (torch.ops.aten._thnn_fused_lstm_cell_backward_impl, _fused_lstm_cell_backward)):
+        table[packet.default] = fn
+
+        def out_form(*args, _fn=fn, **kwargs):
+            outs = [kwargs.pop(k) for k in sorted(k for k in list(kwargs) if k.startswith("out"))]
+            results = _fn(*args, **kwargs)
+            for dst, src in zip(outs, results):
+                if dst is not None and src is not None:
+                    dst.copy_(src)
+            return tuple(outs)
+
+        if "out" in packet.overloads():
+            table[packet.out] = out_form
+    return table
+
+
 def _make_class(torch):
     from torch.utils._pytree import tree_map
 
     npu0 = torch.device("npu", 0)
     to_copy = torch.ops.aten._to_copy.default
+    device_only = _device_only_ops(torch)
 
     class NpuTensor(torch.Tensor):
         """A tensor on npugraph's ``npu:0`` device: its data is the CPU tensor ``_npugraph_data``
@@ -93,7 +154,7 @@ def _make_class(torch):
                     return torch.device("cpu")
                 return x
 
-            out = func(*tree_map(unwrap, args), **tree_map(unwrap, kwargs))
+            out = device_only.get(func, func)(*tree_map(unwrap, args), **tree_map(unwrap, kwargs))
             if func is to_copy and kwargs.get("device") is not None \
                     and torch.device(kwargs["device"]).type != "npu":
                 return out  # .to("cpu"): leaves the device
@@ -180,6 +241,9 @@ def enable(torch, npu_module):
     lib.impl("empty.memory_format", empty, "PrivateUse1")
     lib.impl("empty_strided", empty_strided, "PrivateUse1")
     lib.impl("_copy_from", copy_from, "PrivateUse1")
+    from . import _autocast
+
+    _autocast.register(torch)  # Note [Autocast on the npu device]
     _state.update(on=True, cls=cls, lib=lib)
     _atexit.register(_drain_autograd, torch)
     return cls

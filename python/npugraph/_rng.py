@@ -104,8 +104,14 @@ def set_graph_draws(graph_id, drawing):
 
 
 def _capturing():
+    """The capturing stream a generator call here acts on: the current stream's, or the one of the
+    capture whose backward this thread runs (Note [A backward inside a capture]), or None."""
     stream = _C.npu.current_stream()
-    return stream if stream.is_capturing() else None
+    if stream.is_capturing():
+        return stream
+    from . import _torch_capture
+
+    return _torch_capture.served_capture_stream()
 
 
 def _seed_of(state):

@@ -18,8 +18,15 @@ runs at capture time:
   uninitialised until the first replay, as in torch.cuda.graphs. An op without an ``.out`` overload
   is replayed functionally and its results copied into the captured outputs. An op without a meta
   kernel has its shapes found by running it once at capture, its result discarded;
+- an op that writes an argument and also returns new tensors (``rrelu_with_noise`` writes its
+  ``noise`` and returns its result) is recorded as it was called: every replay writes the same
+  arguments again and its new results are copied into outputs allocated now from the pool;
 - a view (``x[0]``, ``x.view(...)``, ``x.t()``) or an allocation (``torch.empty``) computes
   nothing: it runs now, and aliases memory every replay writes or reads;
+- an op whose host value depends on sizes only (``is_same_size``) runs now;
+- a profiler annotation (the ``profiler`` namespace: ``record_function``'s enter and exit, which
+  torch.optim's ``step`` issues) is host work with no device counterpart: it runs now, at capture,
+  as it does on the device, and is not recorded;
 - an op whose output shape or value depends on the data (``nonzero``, ``masked_select``,
   ``.item()``, ``torch.equal``) — anything returning a host value instead of tensors — cannot be
   replayed: it raises ``npugraph.StateError`` naming the op, before anything is recorded. The
@@ -34,6 +41,19 @@ microseconds, more than a small op). Ops drawing random numbers
 (``rand``, ``dropout``) draw new ones on every replay, in host order (Note [Random numbers in a
 graph] in npugraph/_rng.py); replays run below autograd (grad mode off). The tensors a recorded op
 reads stay alive as long as the graph does.
+
+Note [A backward inside a capture]
+On the npu device (Note [The npu device]) torch runs a backward pass on its autograd thread for the
+device, not on the thread that called ``backward()``; on the device the engine sets that thread's
+stream to the one the forward ran on, so a backward called inside a capture is captured. torch's
+Python device guard cannot carry npugraph's streams, so the capture does it: torch hands its
+autograd threads the caller's dispatch modes, so an op reaching a capturing thread's mode from
+another thread is that thread's backward, and it is recorded on the capturing stream (the stream is
+made current on the autograd thread for the op, so its outputs also come from the graph's pool).
+Generator calls made by that backward (``get_rng_state`` / ``set_rng_state`` of activation
+checkpointing's recompute) are recorded on the capturing stream too (``served_capture_stream``).
+Python threads never see another thread's mode. (On the CPU, without the device, the backward runs
+on the calling thread and is captured as any op.)
 
 Note [Eager torch ops in stream order]
 On the device, a torch op on npu tensors is queued on the current stream behind the work already
@@ -98,7 +118,13 @@ __all__ = ["begin", "end", "order_eager_ops", "compiled_call", "record_drawing_t
 _ALLOCATION_OPS = frozenset(
     ["aten.empty.memory_format", "aten.empty_like.default", "aten.empty_strided.default",
      "aten.new_empty.default", "aten.new_empty_strided.default"])
+# torch ops that annotate the host timeline for the profiler (torch.autograd.profiler.record_function)
+_HOST_ANNOTATIONS = ("profiler.",)
+# ops whose host value depends on the tensors' sizes only, which a replay keeps (torch 1.13's
+# autograd engine asks is_same_size through the dispatcher while it sums gradients)
+_METADATA_OPS = frozenset(["aten.is_same_size.default"])
 _out_overloads = {}
+_get_ident = _threading.get_ident
 _half_ops = {}  # torch < 2 only: float16 matrix-product overload -> its _HalfAsFloat
 _HALF_PRODUCTS = ("mm", "addmm", "bmm", "baddbmm", "addbmm", "mv", "addmv", "dot", "vdot")
 
@@ -226,8 +252,11 @@ def _find_out_overload(func):
 
 
 def _written_args(func, args, kwargs):
-    """For an op whose results all alias arguments it writes: those arguments, as it returns them."""
+    """For an op whose results all alias arguments it writes: those arguments, as it returns them
+    (None for an op that returns nothing)."""
     schema = func._schema
+    if not schema.returns:
+        return None
     by_set = {}
     for i, a in enumerate(schema.arguments):
         if a.alias_info is None or not a.alias_info.is_write:
@@ -298,10 +327,15 @@ class _Replay:
     """One recorded torch op, called by its graph task on every replay: func(*args, **kwargs), its
     results copied into `outs` (an op replayed functionally) or not (it writes its arguments)."""
 
-    __slots__ = ("func", "args", "kwargs", "outs")
+    __slots__ = ("func", "args", "kwargs", "outs", "functional")
 
-    def __init__(self, func, args, kwargs, outs=None):
+    def __init__(self, func, args, kwargs, outs=None, functional=None):
         self.func, self.args, self.kwargs, self.outs = func, args, kwargs, outs
+        # an .out overload's functional form (func, kwargs, outs, the outs' layouts), for an .out
+        # kernel that resizes its output on the way (mse_loss.out computes the elementwise loss in
+        # it): a captured output's memory cannot grow, so the resize is refused (after it changed
+        # the output's sizes, which are put back) and the op is replayed functionally from then on
+        self.functional = functional
 
     def __call__(self):
         try:
@@ -310,6 +344,12 @@ class _Replay:
                 for dst, src in zip(self.outs, _flat(results)):
                     dst.copy_(src)
         except Exception as e:
+            if self.functional is not None and "resiz" in str(e):
+                self.func, self.kwargs, self.outs, layouts = self.functional
+                self.functional = None
+                for out, (size, stride, offset) in zip(self.outs, layouts):
+                    out.as_strided_(size, stride, offset)  # the refused resize changed its sizes
+                return self()
             raise RuntimeError(f"captured torch op {self.func} failed on replay: "
                                f"{type(e).__name__}: {e}") from None
 
@@ -338,10 +378,11 @@ class Capture:
     """One capture running on this thread: its graph, the first op it refused, and the task its
     next op may join (while the stream's capture mark is still `batch_mark`)."""
 
-    __slots__ = ("graph_id", "violation", "recorded", "batch", "batch_mark", "draws", "pool")
+    __slots__ = ("graph_id", "violation", "recorded", "batch", "batch_mark", "draws", "pool", "stream")
 
-    def __init__(self, graph_id, pool=None):
+    def __init__(self, graph_id, pool=None, stream=None):
         self.graph_id, self.violation, self.recorded = graph_id, None, 0
+        self.stream = stream  # the capturing stream (None: begun on another thread)
         self.pool = pool  # the pool handle the capture allocates from (None: the graph's own)
         self.batch, self.batch_mark = None, 0
         self.draws = False  # a recorded task draws random numbers (Note [Random numbers in a graph])
@@ -373,9 +414,23 @@ def _make_mode(torch):
             super().__init__()
             self.captures = []
             self.ordering = False
+            self.owner = _get_ident()  # the thread whose mode this is
 
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
+            if self.captures and _get_ident() != self.owner and self.captures[-1].stream is not None:
+                # torch's autograd thread running a backward for the capturing thread (Note [A
+                # backward inside a capture]): on the capturing stream, as the engine would set it
+                stream = self.captures[-1].stream
+                before = _C.npu.current_stream()
+                _C.npu.set_stream(stream)
+                try:
+                    return self._dispatch(func, args, kwargs)
+                finally:
+                    _C.npu.set_stream(before)
+            return self._dispatch(func, args, kwargs)
+
+        def _dispatch(self, func, args, kwargs):
             half = half_ops and self.ordering and func in half_ops and _all_half(args, kwargs, torch)
             route = _route(self.ordering)  # one C++ call on the path every op takes
             if route == 0:  # not capturing, nothing pending: run it now
@@ -411,6 +466,8 @@ def _make_mode(torch):
                     return _npu_device.wrap(host_alloc(meta))
             if name in _ALLOCATION_OPS:
                 return _structure(_shapes(func, args, kwargs, torch), alloc)
+            if name.startswith(_HOST_ANNOTATIONS) or name in _METADATA_OPS:  # host work, now
+                return func(*args, **kwargs)
             if _is_view(func):
                 return func(*args, **kwargs)
             why = _refusal(func, torch)
@@ -422,18 +479,26 @@ def _make_mode(torch):
             written = _written_args(func, args, kwargs) if _writes_any(func) else None
             if written is not None:  # in place or out=: replays write the same arguments
                 task, result = _Replay(run(func), args, kwargs), written
+            elif not func._schema.returns and _writes_any(func):  # returns nothing (_foreach_add_)
+                task, result = _Replay(run(func), args, kwargs), None
             elif _writes_any(func):
                 if capture is None:
                     stream.synchronize()
                     return func(*args, **kwargs)
-                self._refuse(capture, name, "it writes an argument and also returns new tensors")
+                # writes some arguments and returns new tensors (rrelu_with_noise): every replay
+                # writes the same arguments and its results are copied into the captured outputs
+                result = _structure(_shapes(func, args, kwargs, torch), alloc)
+                task = _Replay(run(func), args, kwargs, _flat(result))
             else:
                 result = _structure(_shapes(func, args, kwargs, torch), alloc)
                 outs = _flat(result)
                 overload = _find_out_overload(func)
                 if overload is not None:
                     cand, out_names = overload
-                    task = _Replay(run(cand), args, dict(kwargs, **dict(zip(out_names, outs))))
+                    functional = None if draws(func, kwargs) else (
+                        run(func), kwargs, outs, [(o.size(), o.stride(), o.storage_offset()) for o in outs])
+                    task = _Replay(run(cand), args, dict(kwargs, **dict(zip(out_names, outs))),
+                                   functional=functional)
                 else:
                     task = _Replay(run(func), args, kwargs, outs)
             try:
@@ -544,7 +609,7 @@ def begin(graph_id, pool=None):
     mode = _thread_mode(True)
     if mode is None:
         return None
-    capture = Capture(graph_id, pool)
+    capture = Capture(graph_id, pool, _C.npu.current_stream())
     mode.captures.append(capture)
     _refit(mode)
     return capture
@@ -577,10 +642,30 @@ def current_pool_key():
     return ("pool", capture.pool.id), capture.graph_id
 
 
+def _served_mode():
+    """The capturing thread's mode when this thread is torch's autograd thread running that
+    thread's backward (Note [A backward inside a capture]), else None."""
+    if _torch() is None:
+        return None
+    from torch.utils._python_dispatch import _get_current_dispatch_mode
+
+    mode = _get_current_dispatch_mode()
+    if not getattr(mode, "captures", None) or mode.owner == _get_ident() or mode.captures[-1].stream is None:
+        return None
+    return mode
+
+
+def served_capture_stream():
+    """The stream a backward run here for a capturing thread is captured on, or None: generator
+    calls of that backward (activation checkpointing's state restore) are recorded there too."""
+    mode = _served_mode()
+    return None if mode is None else mode.captures[-1].stream
+
+
 def record_drawing_task(stream, fn):
     """Records fn() as a task of the capture on `stream` that touches the generator (Note [Random
     numbers in a graph]); the graph's replays then draw in host order."""
-    mode = _thread_mode(False)
+    mode = _thread_mode(False) or _served_mode()
     capture = mode.captures[-1] if mode is not None and mode.captures else None
     if capture is None:
         raise _C.StateError("a generator call inside a capture begun on another thread is not "

@@ -12,7 +12,12 @@ contracts:
   (``self.precision``, 1e-5, when not given), compared in ``x``'s dtype (float32 for CPU half types)
   unless ``exact_dtype``; numbers likewise; sequences element by element; anything else as unittest;
 - ``SupportedDevices([...])`` runs the test: npugraph stands in for every Ascend SoC, implementing
-  the graph semantics those tests check the same way on all of them.
+  the graph semantics those tests check the same way on all of them;
+- ``_create_scaling_models_optimizers(device="npu", optimizer_ctor=SGD, optimizer_kwargs=None)`` and
+  ``_create_scaling_case(device="npu", dtype=float, ...)``: the gradient-scaling fixtures of torch's
+  ``common_cuda`` on the npu device (test/test_npu.py imports them): two ``Linear(8, 8)`` stacks with
+  equal parameters and an optimizer each (``lr=1.0`` unless the keywords say otherwise), then four
+  ``(input, target)`` pairs of 8x8 ``randn``, an ``MSELoss`` and ``skip_iter = 2``.
 """
 import contextlib
 import functools
@@ -23,7 +28,8 @@ import sys
 import unittest
 from numbers import Number
 
-__all__ = ["TestCase", "run_tests", "SupportedDevices", "freeze_rng_state"]
+__all__ = ["TestCase", "run_tests", "SupportedDevices", "freeze_rng_state",
+           "_create_scaling_models_optimizers", "_create_scaling_case"]
 
 
 def run_tests():
@@ -177,3 +183,37 @@ def freeze_rng_state():
         yield
     finally:
         torch.set_rng_state(state)
+
+
+def _create_scaling_models_optimizers(device="npu", optimizer_ctor=None, optimizer_kwargs=None):
+    """A module and optimizer that will use gradient scaling, and a control pair that will not."""
+    import torch
+
+    if optimizer_ctor is None:
+        optimizer_ctor = torch.optim.SGD
+    mod_control = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Linear(8, 8)).to(device=device)
+    mod_scaling = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Linear(8, 8)).to(device=device)
+    with torch.no_grad():
+        for c, s in zip(mod_control.parameters(), mod_scaling.parameters()):
+            s.copy_(c)
+    kwargs = {"lr": 1.0}
+    if optimizer_kwargs is not None:
+        kwargs.update(optimizer_kwargs)
+    opt_control = optimizer_ctor(mod_control.parameters(), **kwargs)
+    opt_scaling = optimizer_ctor(mod_scaling.parameters(), **kwargs)
+    return mod_control, mod_scaling, opt_control, opt_scaling
+
+
+def _create_scaling_case(device="npu", dtype=None, optimizer_ctor=None, optimizer_kwargs=None):
+    """``_create_scaling_models_optimizers``' four values, then the data, the loss and ``skip_iter``."""
+    import torch
+
+    if dtype is None:
+        dtype = torch.float
+    data = [(torch.randn((8, 8), dtype=dtype, device=device),
+             torch.randn((8, 8), dtype=dtype, device=device)) for _ in range(4)]
+    loss_fn = torch.nn.MSELoss().to(device)
+    skip_iter = 2
+    return _create_scaling_models_optimizers(
+        device=device, optimizer_ctor=optimizer_ctor, optimizer_kwargs=optimizer_kwargs,
+    ) + (data, loss_fn, skip_iter)

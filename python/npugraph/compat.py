@@ -220,6 +220,25 @@ def _wrap_record_stream(real):
     return record_stream
 
 
+def _wrap_health_check(real):
+    """torch.optim.Optimizer._cuda_graph_capture_health_check under the shim: a ``step()`` captured
+    on an npu stream needs every param group ``capturable`` (a non-capturable step reads its step
+    counter on the host), refused with torch's message for a capture, naming NPU as torch >= 2.11's
+    ``_accelerator_graph_capture_health_check`` names the accelerator; then torch's own check (CUDA)."""
+
+    @_functools.wraps(real)
+    def health_check(self):
+        from . import _C
+
+        if _C.npu.current_stream().is_capturing() and not all(
+                group.get("capturable", False) for group in self.param_groups):
+            raise RuntimeError("Attempting NPU graph capture of step() for an instance of "
+                               f"{type(self).__name__} but param_groups' capturable is False.")
+        return real(self)
+
+    return health_check
+
+
 def _testing_modules():
     """torch_npu.testing and the two modules torch_npu's test files import from it."""
     from . import _torch_npu_testing as t
@@ -230,6 +249,8 @@ def _testing_modules():
     testcase.TestCase, testcase.run_tests = t.TestCase, t.run_tests
     common = _types.ModuleType("torch_npu.testing.common_utils", t.__doc__)
     common.SupportedDevices, common.freeze_rng_state = t.SupportedDevices, t.freeze_rng_state
+    common._create_scaling_models_optimizers = t._create_scaling_models_optimizers
+    common._create_scaling_case = t._create_scaling_case
     testing.testcase, testing.common_utils = testcase, common
     return dict(zip(_TESTING, (testing, testcase, common)))
 
@@ -266,7 +287,7 @@ def install(npu_device=False):
     testing = _testing_modules()
     mod.testing = testing["torch_npu.testing"]
     _saved["modules"] = {k: _sys.modules.get(k)
-                         for k in ("torch_npu", "torch_npu.npu") + _TESTING + _NPU_SUBMODULES}
+                         for k in ("torch_npu", "torch_npu.npu", "torch_npu.npu.amp") + _TESTING + _NPU_SUBMODULES}
     _saved["torch.npu"] = getattr(torch, "npu", None)
     _saved["Tensor.npu"] = getattr(torch.Tensor, "npu", None)
     _saved["Tensor.to"] = torch.Tensor.to
@@ -284,6 +305,10 @@ def install(npu_device=False):
     _saved["compile"] = getattr(torch, "compile", None)  # torch >= 2.0
     _saved["record_stream"] = torch.Tensor.__dict__.get("record_stream")  # None: inherited (C)
     _saved["Generator"] = torch.Generator
+    import torch.optim  # noqa: F401
+
+    # None on a torch that checks through torch.accelerator (>= 2.11) or has no check
+    _saved["health_check"] = torch.optim.Optimizer.__dict__.get("_cuda_graph_capture_health_check")
     _saved["pinning"] = {n: torch.Tensor.__dict__.get(n) for n in ("pin_memory", "is_pinned")}
     import torch.utils.checkpoint  # noqa: F401  torch_npu's import makes torch.utils.checkpoint an attribute
 
@@ -292,6 +317,13 @@ def install(npu_device=False):
     _sys.modules["torch_npu.npu"] = npugraph.npu
     _sys.modules.update(testing)
     _sys.modules.update(_npu_submodules())
+    from . import _amp
+
+    amp = _amp.make_module(torch, _npu_device.enabled())  # torch_npu.npu.amp (torch >= 2.3)
+    _saved["amp"] = getattr(npugraph.npu, "amp", None)
+    if amp is not None:
+        npugraph.npu.amp = amp
+        _sys.modules["torch_npu.npu.amp"] = amp
     _sys.modules["torch_npu.atb"] = mod.atb
     torch.npu = npugraph.npu
     _saved["npu_device"] = _npu_device.enabled()
@@ -319,6 +351,8 @@ def install(npu_device=False):
     if _saved["compile"] is not None:
         torch.compile = _wrap_compile(_saved["compile"])
     torch.Tensor.record_stream = _wrap_record_stream(torch.Tensor.record_stream)
+    if _saved["health_check"] is not None:
+        torch.optim.Optimizer._cuda_graph_capture_health_check = _wrap_health_check(_saved["health_check"])
     # torch_npu's semantics: replays return once launched, and this thread's eager torch ops queue
     # behind its current stream's pending work (Note [Eager torch ops in stream order]).
     npugraph._graph_module.set_replay_blocking_default(False)
@@ -371,6 +405,8 @@ def uninstall():
             setattr(torch.Tensor, name, fn)
     if _saved["compile"] is not None:
         torch.compile = _saved["compile"]
+    if _saved["health_check"] is not None:
+        torch.optim.Optimizer._cuda_graph_capture_health_check = _saved["health_check"]
     if _saved["record_stream"] is None:
         del torch.Tensor.record_stream
     else:
@@ -378,6 +414,10 @@ def uninstall():
     import npugraph
     from . import _C
 
+    if _saved["amp"] is None:
+        npugraph.npu.__dict__.pop("amp", None)
+    else:
+        npugraph.npu.amp = _saved["amp"]
     _C.npu.synchronize()  # eager ops queued behind pending work run before the shim goes
     npugraph._graph_module.set_replay_blocking_default(True)
     _torch_capture.order_eager_ops(False)

@@ -402,3 +402,121 @@ def test_launch_host_func_errors_name_the_task_and_the_stream_stays_usable():
     assert seen == [1]
     with pytest.raises(TypeError, match=r"launch_host_func: fn = 3: expected a callable"):
         npu.launch_host_func(s, 3)
+
+
+def test_profiler_ranges_run_at_capture_and_are_not_recorded():
+    # torch.optim's step() opens a record_function range (the profiler namespace's ops): host work
+    # with no device counterpart, run at capture as on the device, never a task of the graph
+    a = torch.tensor([1.0, 2.0, 3.0])
+    g = npu.NPUGraph()
+    with npu.graph(g):
+        with torch.autograd.profiler.record_function("captured step"):
+            b = a * 2
+    assert g.num_tasks == 1  # the multiplication only
+    g.replay()
+    assert b.tolist() == [2.0, 4.0, 6.0]
+    a.fill_(-1.0)
+    g.replay()
+    assert b.tolist() == [-2.0, -2.0, -2.0]
+
+
+def test_an_op_that_writes_its_arguments_and_returns_nothing_is_captured():
+    # aten::_foreach_add_ (torch.optim's foreach steps) returns nothing (torch refuses a dispatch
+    # mode that returns something for it); each replay adds once more
+    x, y = torch.zeros(2), torch.tensor([1.0, 2.0, 3.0])
+    g = npu.NPUGraph()
+    with npu.graph(g):
+        torch._foreach_add_([x, y], 1.5)
+    assert x.tolist() == [0.0, 0.0] and y.tolist() == [1.0, 2.0, 3.0]  # nothing ran at capture
+    g.replay()
+    g.replay()
+    assert x.tolist() == [3.0, 3.0] and y.tolist() == [4.0, 5.0, 6.0]
+
+
+def test_an_op_that_writes_an_argument_and_returns_a_new_tensor_is_captured():
+    # rrelu in training writes its noise (the slope of each element) and returns a new tensor;
+    # with lower == upper the slope of a negative element is that value, of the others 1
+    x = torch.tensor([-4.0, 2.0, -1.0])
+    g = npu.NPUGraph()
+    with npu.graph(g):
+        y = torch.nn.functional.rrelu(x, lower=0.25, upper=0.25, training=True)
+    g.replay()
+    assert y.tolist() == [-1.0, 2.0, -0.25]
+    x.copy_(torch.tensor([8.0, -8.0, 0.5]))
+    g.replay()
+    assert y.tolist() == [8.0, -2.0, 0.5]
+
+
+def test_an_out_kernel_that_resizes_its_output_is_replayed_functionally():
+    # mse_loss.out computes the elementwise loss in its output first: a captured output cannot grow,
+    # so the op is replayed functionally; mean((1 - 3)^2, (2 - 5)^2) = 6.5
+    a, b = torch.tensor([1.0, 2.0]), torch.tensor([3.0, 5.0])
+    g = npu.NPUGraph()
+    with npu.graph(g):
+        loss = torch.nn.functional.mse_loss(a, b)
+    for _ in range(2):
+        g.replay()
+        npu.synchronize()
+        assert loss.shape == () and loss.item() == 6.5
+    b.copy_(torch.tensor([1.0, 4.0]))
+    g.replay()
+    npu.synchronize()
+    assert loss.item() == 2.0
+
+
+def test_graphed_callables_with_autograd_replay_forward_and_backward():
+    # d/dx sum(3 x^2) = 6 x, a graphed function; its backward graph replays on loss.backward()
+    x = torch.zeros(3, requires_grad=True)
+    f = npu.make_graphed_callables(lambda t: (3 * t * t).sum(), (x,))
+    for values in ([1.0, 2.0, 3.0], [-1.0, 0.5, 4.0]):
+        new = torch.tensor(values, requires_grad=True)
+        out = f(new)
+        assert out.item() == 3 * sum(v * v for v in values)
+        out.backward()
+        assert new.grad.tolist() == [6 * v for v in values]
+
+
+def test_graphed_module_trains_as_the_eager_one_and_runs_eagerly_in_eval():
+    torch.manual_seed(0)
+    control = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.Tanh(), torch.nn.Linear(8, 2))
+    graphed = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.Tanh(), torch.nn.Linear(8, 2))
+    graphed.load_state_dict(control.state_dict())
+    x, target = torch.randn(5, 6), torch.randn(5, 2)
+    pred = torch.randn(5, 2, requires_grad=True)
+    module, loss_fn = npu.make_graphed_callables((graphed, torch.nn.functional.mse_loss),
+                                                 ((x,), (pred, target)))
+    assert module is graphed  # a module comes back as itself
+    opts = [torch.optim.SGD(m.parameters(), lr=0.1) for m in (graphed, control)]
+    data = [(torch.randn(5, 6), torch.randn(5, 2)) for _ in range(4)]
+    for m, lf, opt in ((graphed, loss_fn, opts[0]), (control, torch.nn.functional.mse_loss, opts[1])):
+        for inp, tgt in data:
+            opt.zero_grad(set_to_none=True)
+            lf(m(inp), tgt).backward()
+            opt.step()
+    for p, q in zip(graphed.parameters(), control.parameters()):
+        assert torch.allclose(p, q, atol=1e-6), (p - q).abs().max()
+    graphed.eval()  # captured in training mode: eval runs the module's own forward
+    assert torch.equal(graphed(data[0][0]), control.eval()(data[0][0]))
+
+
+def test_graphed_callables_refuse_an_unused_input_unless_allowed():
+    x, unused = torch.ones(2, requires_grad=True), torch.ones(2, requires_grad=True)
+    with pytest.raises(RuntimeError, match="appears to not have been used in the graph"):
+        npu.make_graphed_callables(lambda a, b: (a * 2).sum(), (x, unused))
+    f = npu.make_graphed_callables(lambda a, b: (a * 2).sum(), (x, unused), allow_unused_input=True)
+    a, b = torch.ones(2, requires_grad=True), torch.ones(2, requires_grad=True)
+    f(a, b).backward()
+    assert a.grad.tolist() == [2.0, 2.0] and b.grad is None
+
+
+def test_graphed_callables_with_autograd_errors_name_the_rule():
+    lin = torch.nn.Linear(2, 2)
+    handle = lin.register_forward_hook(lambda *a: None)
+    with pytest.raises(npugraph.ArgumentError, match=r"callables\[0\] has module hooks"):
+        npu.make_graphed_callables(lin, (torch.ones(1, 2),))
+    handle.remove()
+    with pytest.raises(TypeError, match=r"sample_args\[0\] leaf 1 is a int"):
+        npu.make_graphed_callables(lambda a, b: a, (torch.ones(2, requires_grad=True), 3))
+    f = npu.make_graphed_callables(lambda a: (a * 2).sum(), (torch.ones(2, requires_grad=True),))
+    with pytest.raises(TypeError, match=r"takes 1 tensor\(s\) \(its sample_args' leaves\), got 2"):
+        f(torch.ones(2), torch.ones(2))

@@ -185,3 +185,77 @@ def test_child_processes_of_the_launcher_import_torch_npu(tmp_path):
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.startswith("npugraph-compat True"), proc.stdout[-2000:]
+
+
+def test_capturing_a_non_capturable_optimizer_step_is_refused_with_torchs_message():
+    # torch's health check names the accelerator (torch >= 2.11: "Attempting NPU graph capture of
+    # step() ..."); the shim says so for a step captured on an npu stream
+    compat.install()
+    try:
+        import torch_npu
+
+        w = torch.nn.Parameter(torch.ones(2))
+        w.grad = torch.ones(2)
+        opt = torch.optim.Adam([w], lr=0.1)  # capturable=False
+        g = torch_npu.npu.NPUGraph()
+        with pytest.raises(RuntimeError, match=r"^Attempting NPU graph capture of step\(\) for an instance "
+                                               r"of Adam but param_groups' capturable is False\.$"):
+            with torch_npu.npu.graph(g):
+                opt.step()
+        opt.step()  # outside a capture: torch's step, w - lr * sign(grad) on the first Adam step
+        assert torch.allclose(w.detach(), torch.full((2,), 0.9))
+    finally:
+        compat.uninstall()
+    from torch.optim import Optimizer
+
+    assert not hasattr(Optimizer._cuda_graph_capture_health_check, "__wrapped__")  # torch's own again
+
+
+def test_torch_npus_scaling_fixtures_under_the_shim():
+    # torch_npu.testing.common_utils' copies of torch's common_cuda gradient-scaling fixtures
+    compat.install()
+    try:
+        from torch_npu.testing.common_utils import _create_scaling_case, _create_scaling_models_optimizers
+
+        control, scaling, opt_c, opt_s, data, loss_fn, skip_iter = _create_scaling_case(device="cpu")
+        assert skip_iter == 2 and isinstance(loss_fn, torch.nn.MSELoss) and len(data) == 4
+        assert all(x.shape == (8, 8) and t.shape == (8, 8) and x.dtype == torch.float for x, t in data)
+        for c, s in zip(control.parameters(), scaling.parameters()):
+            assert torch.equal(c, s) and c is not s
+        assert [type(m) for m in control] == [torch.nn.Linear, torch.nn.Linear]
+        assert isinstance(opt_c, torch.optim.SGD) and opt_c.param_groups[0]["lr"] == 1.0
+        *_, opt = _create_scaling_models_optimizers(device="cpu", optimizer_ctor=torch.optim.Adam,
+                                                    optimizer_kwargs={"lr": 0.5})
+        assert isinstance(opt, torch.optim.Adam) and opt.param_groups[0]["lr"] == 0.5
+    finally:
+        compat.uninstall()
+
+
+def test_torch_npu_amp_grad_scaler_under_the_shim():
+    from npugraph import _amp
+
+    compat.install()
+    try:
+        import torch_npu
+
+        if not _amp.available(torch):
+            assert not hasattr(torch_npu.npu, "amp")  # torch < 2.3 has no device-generic scaler
+            return
+        w = torch.nn.Parameter(torch.ones(3))
+        opt = torch.optim.SGD([w], lr=0.5)
+        scaler = torch_npu.npu.amp.GradScaler(init_scale=8.0, growth_interval=1)
+        scaler.scale((w * torch.tensor([1.0, 2.0, 3.0])).sum()).backward()
+        assert w.grad.tolist() == [8.0, 16.0, 24.0]  # scaled by 8
+        scaler.step(opt)  # unscaled to 1, 2, 3, then w - 0.5 * grad
+        scaler.update()
+        assert w.detach().tolist() == [0.5, 0.0, -0.5] and scaler.get_scale() == 16.0  # grown after a clean step
+        opt.zero_grad()
+        scaler.scale((w * float("inf")).sum()).backward()
+        scaler.step(opt)  # an inf gradient: the step is skipped
+        scaler.update()
+        assert w.detach().tolist() == [0.5, 0.0, -0.5] and scaler.get_scale() == 8.0  # backed off
+        with pytest.raises(npugraph.UnsupportedError, match=r"dynamic=False"):
+            torch_npu.npu.amp.GradScaler(dynamic=False)
+    finally:
+        compat.uninstall()
+    assert not hasattr(npugraph.npu, "amp") and "torch_npu.npu.amp" not in sys.modules

@@ -147,3 +147,26 @@ def test_mem_pool_errors_name_the_value():
     with pytest.raises(TypeError, match=r"use_mem_pool: pool = 3: expected an npugraph.npu.MemPool"):
         with npu.use_mem_pool(3):
             pass
+
+
+def _mem_available():
+    with open("/proc/meminfo", encoding="ascii") as f:
+        for line in f:
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    raise AssertionError("no MemAvailable in /proc/meminfo")
+
+
+def test_mem_get_info_is_the_hosts_available_and_physical_memory():
+    import os
+
+    before = _mem_available()
+    free, total = npu.mem_get_info()
+    after = _mem_available()
+    assert total == os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    assert total == npu.get_device_properties(0).total_memory
+    slack = 256 << 20  # other processes allocate between the three reads
+    assert min(before, after) - slack <= free <= max(before, after) + slack and 0 < free <= total
+    assert npu.mem_get_info("npu:0")[1] == total
+    with pytest.raises(npugraph.ArgumentError, match="npu:1"):
+        npu.mem_get_info("npu:1")

@@ -189,3 +189,138 @@ def test_without_the_option_npu_stays_the_cpu_alias():
         assert torch._C._get_privateuse1_backend_name() == "privateuseone"
         print("SCENARIO OK")
     """)
+
+
+def test_an_lstm_on_the_device_computes_what_torchs_cpu_lstm_does():
+    # on a device torch runs the fused cell (_thnn_fused_lstm_cell and its backward, CUDA-only
+    # kernels); on the CPU its own unfused cell: the two must agree, forward and gradients
+    run("""
+        compat.install(npu_device=True)
+        torch.manual_seed(0)
+        cpu = torch.nn.LSTM(5, 7, 2)
+        dev = torch.nn.LSTM(5, 7, 2).npu()
+        dev.load_state_dict(cpu.state_dict())
+        x = torch.randn(4, 3, 5)
+        y_cpu, (h_cpu, c_cpu) = cpu(x)
+        y_dev, (h_dev, c_dev) = dev(x.npu())
+        assert y_dev.device.type == "npu"
+        for a, b in ((y_cpu, y_dev), (h_cpu, h_dev), (c_cpu, c_dev)):
+            assert torch.allclose(a, b.cpu(), atol=1e-6), (a - b.cpu()).abs().max()
+        (y_cpu.sum() + c_cpu.sum()).backward()
+        (y_dev.sum() + c_dev.sum()).backward()
+        for (name, p), q in zip(cpu.named_parameters(), dev.parameters()):
+            assert torch.allclose(p.grad, q.grad.cpu(), atol=1e-5), (name, (p.grad - q.grad.cpu()).abs().max())
+        g = torch.npu.NPUGraph()
+        s = torch.npu.Stream()
+        with torch.npu.stream(s):
+            g.capture_begin()
+            y_cap, _ = dev(x.npu())
+            g.capture_end()
+        g.replay()
+        torch.npu.synchronize()
+        assert torch.allclose(y_cap.cpu(), y_cpu, atol=1e-6)
+        print("SCENARIO OK")
+    """)
+
+
+def test_a_backward_inside_a_capture_is_captured():
+    # torch runs the backward on its autograd thread for the device; the capture records it on
+    # the capturing stream (Note [A backward inside a capture]): d(sum(w * x * scale))/dw = x * scale
+    run("""
+        compat.install(npu_device=True)
+        import torch_npu
+        w = torch.ones(4, device="npu", requires_grad=True)
+        x = torch.ones(4, device="npu")
+        scaler = torch_npu.npu.amp.GradScaler(init_scale=4.0)
+        s = torch_npu.npu.Stream()
+        with torch_npu.npu.stream(s):
+            scaler.scale((w.half() * x).sum()).backward()  # warm-up, eager
+        assert w.grad.cpu().tolist() == [4.0] * 4
+        w.grad = None
+        g = torch_npu.npu.NPUGraph()
+        with torch_npu.npu.stream(s):
+            g.capture_begin()
+            scaler.scale((w.half() * x).sum()).backward()
+            g.capture_end()
+        assert w.grad is not None and g.num_tasks >= 1
+        for value, want in ((5.0, 20.0), (0.5, 2.0)):
+            x.fill_(value)
+            g.replay()
+            torch_npu.npu.synchronize()
+            assert w.grad.cpu().tolist() == [want] * 4, (value, w.grad)
+        print("SCENARIO OK")
+    """)
+
+
+def test_a_checkpointed_backward_inside_a_capture_restores_the_generator_where_it_replays():
+    # activation checkpointing recomputes the forward in the backward, on torch's autograd thread,
+    # restoring the generator first: that restore is recorded too, so a replay after manual_seed(s)
+    # draws what the eager run after manual_seed(s) drew
+    run("""
+        compat.install(npu_device=True)
+        import torch.utils.checkpoint
+
+        def fn(x):
+            return x * torch.sigmoid(torch.randn(3, device="npu"))
+
+        def grad_of(x):
+            out = torch.utils.checkpoint.checkpoint(fn, x, use_reentrant=False, preserve_rng_state=True)
+            return torch.autograd.grad(out.sum(), x)[0]
+
+        fn(torch.ones(3, device="npu"))
+        torch.npu.manual_seed(7)
+        want = grad_of(torch.ones(3, device="npu", requires_grad=True)).cpu()
+        torch.npu.manual_seed(7)
+        noise = torch.randn(3)
+        assert torch.equal(want, torch.sigmoid(noise))  # d(x * sigmoid(n))/dx, the first draw after the seed
+        g = torch.npu.NPUGraph()
+        with torch.npu.graph(g):
+            got = grad_of(torch.ones(3, device="npu", requires_grad=True))
+        for _ in range(2):
+            torch.npu.manual_seed(7)
+            g.replay()
+            torch.npu.synchronize()
+            assert torch.equal(got.cpu(), want), (got, want)
+        print("SCENARIO OK")
+    """)
+
+
+def test_autocast_on_the_device_casts_as_cuda_autocast_does():
+    # Note [Autocast on the npu device]: matrix products in float16, range-hungry functions in
+    # float32, promoting ops to the promoted type, doubles left alone; the expectation is the same
+    # casts made by hand on CPU tensors
+    run("""
+        compat.install(npu_device=True)
+        import torch_npu
+        torch.manual_seed(0)
+        a, b = torch.randn(4, 4), torch.randn(4, 4)
+        na, nb = a.npu(), b.npu()
+        with torch_npu.npu.amp.autocast(False, cache_enabled=False):
+            assert (na @ nb).dtype == torch.float32 and not torch.is_autocast_enabled("npu")
+        with torch_npu.npu.amp.autocast(cache_enabled=False):
+            assert torch.is_autocast_enabled("npu") and torch.get_autocast_dtype("npu") == torch.float16
+            mm = na @ nb
+            assert mm.dtype == torch.float16 and torch.equal(mm.cpu(), a.half() @ b.half())
+            lin = torch.nn.functional.linear(na, nb)
+            assert lin.dtype == torch.float16 and torch.equal(lin.cpu(), torch.nn.functional.linear(a.half(), b.half()))
+            e = torch.exp(mm)
+            assert e.dtype == torch.float32 and torch.equal(e.cpu(), torch.exp(mm.cpu().float()))
+            p = torch.addcmul(na, mm, mm)
+            assert p.dtype == torch.float32 and torch.equal(p.cpu(), torch.addcmul(a, mm.cpu().float(), mm.cpu().float()))
+            assert (na.double() @ nb.double()).dtype == torch.float64 and (na + 1).dtype == torch.float32
+            assert (a @ b).dtype == torch.float32  # CPU tensors: not the npu's autocast
+        with torch_npu.npu.amp.autocast(dtype=torch.bfloat16, cache_enabled=False):
+            assert (na @ nb).dtype == torch.bfloat16
+        w = torch.ones(4, 4, device="npu", requires_grad=True)
+        with torch_npu.npu.amp.autocast():
+            (na @ w).float().sum().backward()  # the cast is differentiable: float32 gradients
+        assert w.grad.dtype == torch.float32 and torch.equal(w.grad.cpu(), a.half().sum(0).float()[:, None].expand(4, 4))
+        with torch_npu.npu.amp.autocast():
+            try:  # torch's rule: graphed callables cannot keep autocast's cast cache
+                torch_npu.npu.make_graphed_callables(lambda t: t * 2, (torch.ones(2, device="npu", requires_grad=True),))
+            except RuntimeError as e:
+                assert "make_graphed_callables does not support the autocast caching" in str(e), e
+            else:
+                raise AssertionError("autocast caching was accepted")
+        print("SCENARIO OK")
+    """)

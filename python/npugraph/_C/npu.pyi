@@ -21,6 +21,7 @@ from npugraph._npu_api import manual_seed
 from npugraph._npu_api import manual_seed_all
 from npugraph._npu_api import max_memory_allocated
 from npugraph._npu_api import max_memory_reserved
+from npugraph._npu_api import mem_get_info
 from npugraph._npu_api import memory_allocated
 from npugraph._npu_api import memory_reserved
 from npugraph._npu_api import memory_snapshot
@@ -42,7 +43,7 @@ from npugraph._pinned import host_memory_stats_as_nested_dict
 from npugraph._pinned import reset_accumulated_host_memory_stats
 from npugraph._pinned import reset_peak_host_memory_stats
 import typing
-__all__: list[str] = ['Event', 'ExternalEvent', 'MAX_EXTERNAL_WAIT_DEADLINE', 'MemPool', 'NPUGraph', 'NpuGraphOpHandler', 'Stream', 'current_device', 'current_stream', 'default_external_wait_deadline', 'default_stream', 'device', 'device_count', 'empty_cache', 'get_device_name', 'get_device_properties', 'get_rng_state', 'graph', 'graph_pool_handle', 'graph_task_group_begin', 'graph_task_group_end', 'graph_task_update_abort', 'graph_task_update_begin', 'graph_task_update_end', 'host_empty_cache', 'host_memory_stats', 'host_memory_stats_as_nested_dict', 'initial_seed', 'is_available', 'is_bf16_supported', 'is_current_stream_capturing', 'launch_host_func', 'make_graphed_callables', 'manual_seed', 'manual_seed_all', 'max_memory_allocated', 'max_memory_reserved', 'memory_allocated', 'memory_reserved', 'memory_snapshot', 'memory_stats', 'register_npu_graph_handler', 'reset_accumulated_host_memory_stats', 'reset_accumulated_memory_stats', 'reset_peak_host_memory_stats', 'reset_peak_memory_stats', 'seed', 'seed_all', 'set_compile_mode', 'set_default_external_wait_deadline', 'set_device', 'set_rng_state', 'set_stream', 'stream', 'synchronize', 'total_collapsed_records', 'use_mem_pool']
+__all__: list[str] = ['Event', 'ExternalEvent', 'MAX_EXTERNAL_WAIT_DEADLINE', 'MemPool', 'NPUGraph', 'NpuGraphOpHandler', 'Stream', 'current_device', 'current_stream', 'default_external_wait_deadline', 'default_stream', 'device', 'device_count', 'empty_cache', 'get_device_name', 'get_device_properties', 'get_rng_state', 'graph', 'graph_pool_handle', 'graph_task_group_begin', 'graph_task_group_end', 'graph_task_update_abort', 'graph_task_update_begin', 'graph_task_update_end', 'host_empty_cache', 'host_memory_stats', 'host_memory_stats_as_nested_dict', 'initial_seed', 'is_available', 'is_bf16_supported', 'is_current_stream_capturing', 'launch_host_func', 'make_graphed_callables', 'manual_seed', 'manual_seed_all', 'max_memory_allocated', 'max_memory_reserved', 'mem_get_info', 'memory_allocated', 'memory_reserved', 'memory_snapshot', 'memory_stats', 'register_npu_graph_handler', 'reset_accumulated_host_memory_stats', 'reset_accumulated_memory_stats', 'reset_peak_host_memory_stats', 'reset_peak_memory_stats', 'seed', 'seed_all', 'set_compile_mode', 'set_default_external_wait_deadline', 'set_device', 'set_rng_state', 'set_stream', 'stream', 'synchronize', 'total_collapsed_records', 'use_mem_pool']
 class Event:
     """
     A stream event (torch.npu.Event).
