@@ -45,21 +45,15 @@ def _autocasting(torch):
         return False
 
 
-def make_graphed_callables(callables, sample_args, num_warmup_iters, allow_unused_input, pool):
+def make_graphed_callables(single, fns, samples, num_warmup_iters, allow_unused_input, pool):
+    """npugraph.npu.make_graphed_callables with autograd; its arguments already checked there
+    (`single`: one callable was given, not a sequence)."""
     import torch
     from torch.utils._pytree import tree_flatten, tree_unflatten
 
     from . import _C
     from ._graph import graph as graph_ctx
 
-    single = callable(callables)
-    fns = (callables,) if single else tuple(callables)
-    samples = (sample_args,) if single else tuple(sample_args)
-    if len(fns) != len(samples):
-        raise _C.ArgumentError(f"make_graphed_callables: {len(fns)} callables but {len(samples)} "
-                               f"sample_args tuples: pass one tuple of arguments per callable")
-    if not isinstance(num_warmup_iters, int) or isinstance(num_warmup_iters, bool) or num_warmup_iters < 0:
-        raise TypeError(f"make_graphed_callables: num_warmup_iters = {num_warmup_iters!r}: must be an int >= 0")
     if _autocasting(torch) and torch.is_autocast_cache_enabled():
         raise RuntimeError("make_graphed_callables does not support the autocast caching. "
                            "Please set `cache_enabled=False`.")

@@ -312,13 +312,6 @@ def make_graphed_callables(callables, sample_args, num_warmup_iters=3, allow_unu
     function that copies its arguments into the captured inputs, replays, and returns the captured
     outputs (which the next call overwrites, as in torch)."""
     single = callable(callables)
-    if _needs_autograd((callables,) if single else tuple(callables),
-                       (sample_args,) if single else tuple(sample_args)):
-        from . import _graphed
-
-        return _graphed.make_graphed_callables(callables, sample_args, num_warmup_iters,
-                                               allow_unused_input, pool)
-    del allow_unused_input  # no backward graph to prune
     fns = (callables,) if single else tuple(callables)
     samples = (sample_args,) if single else tuple(sample_args)
     if len(fns) != len(samples):
@@ -326,6 +319,11 @@ def make_graphed_callables(callables, sample_args, num_warmup_iters=3, allow_unu
                                f"sample_args tuples: pass one tuple of arguments per callable")
     if not isinstance(num_warmup_iters, int) or isinstance(num_warmup_iters, bool) or num_warmup_iters < 0:
         raise TypeError(f"make_graphed_callables: num_warmup_iters = {num_warmup_iters!r}: must be an int >= 0")
+    if _needs_autograd(fns, samples):
+        from . import _graphed
+
+        return _graphed.make_graphed_callables(single, fns, samples, num_warmup_iters, allow_unused_input, pool)
+    del allow_unused_input  # no backward graph to prune
     shared_pool = pool if pool is not None else _C.npu.graph_pool_handle()
     from ._graph import graph as _graph_ctx
 

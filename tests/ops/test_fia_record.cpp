@@ -72,6 +72,12 @@ struct Recorded {
     RecordedUpdates::Update u(*records, graph, "test");
     return static_cast<FiaCall&>(u.call(0));
   }
+  // Replays on `s`, waits, and compares the output with the eager call with `o`.
+  ::testing::AssertionResult replay_equals_eager(const ng::Stream& s, const FiaOptions& o) {
+    records->replay(graph, s);
+    s.synchronize();
+    return ngtest::bitwise_equal(out, eager(o));
+  }
   ng::Tensor eager(const FiaOptions& o) const {
     const ng::ops::FiaResult r = ng::ops::fused_infer_attention_score(b.q, b.k, b.v, o);
     ng::current_stream().synchronize();
@@ -84,18 +90,12 @@ TEST(FiaRecord, AnUpdatedReplayEqualsTheEagerCallWithTheNewArgumentsAndTheyPersi
   const FiaOptions next = next_host_values(r.b);
   const ng::Stream s = ng::Stream::create();
   r.update(&next);
-  r.records->replay(r.graph, s);
-  s.synchronize();
-  EXPECT_TRUE(ngtest::bitwise_equal(r.out, r.eager(next)));
+  EXPECT_TRUE(r.replay_equals_eager(s, next));
   r.update();  // no change: the staged values stay
-  r.records->replay(r.graph, s);
-  s.synchronize();
-  EXPECT_TRUE(ngtest::bitwise_equal(r.out, r.eager(next)));
+  EXPECT_TRUE(r.replay_equals_eager(s, next));
   EXPECT_TRUE(r.call().captured_inputs());  // host values only: still the host-value re-issue
   r.update(&r.b.opt);  // and back
-  r.records->replay(r.graph, s);
-  s.synchronize();
-  EXPECT_TRUE(ngtest::bitwise_equal(r.out, r.eager(r.b.opt)));
+  EXPECT_TRUE(r.replay_equals_eager(s, r.b.opt));
 }
 
 TEST(FiaRecord, AReplayWithoutAnUpdateSinceTheLastIsRefusedAtOnce) {
@@ -132,9 +132,7 @@ TEST(FiaRecord, AFailedUpdateInstallsNothingAndRestoresTheArguments) {
   // The failed update left no mark: a replay still needs one, and then gives `next`'s result.
   EXPECT_TRUE(ngtest::throws<ng::StateError>([&] { r.records->replay(r.graph, s); }, {"none was made"}));
   r.update();
-  r.records->replay(r.graph, s);
-  s.synchronize();
-  EXPECT_TRUE(ngtest::bitwise_equal(r.out, r.eager(next)));
+  EXPECT_TRUE(r.replay_equals_eager(s, next));
 }
 
 TEST(FiaRecord, AnUpdateMadeWhileThePreviousReplayIsHeldBackLandsAfterIt) {
