@@ -3,7 +3,9 @@
 // Timeline: between start_trace() and stop_trace(), every task a stream runs is recorded — eager
 // kernels and built-in tasks, each task of a replayed graph (with its graph id, task number and
 // task group), ExternalEvent waits (their names, and how long they blocked), stream-ordered update
-// installs, and on the host: replay launches and task updates. stop_trace() gives Chrome's trace
+// installs, on the host: replay launches and task updates, and the cpu compute pool's joins (a
+// parallel kernel's owner waiting for helpers, category "join") and helpers' work (category
+// "helper", one lane per helper). stop_trace() gives Chrome's trace
 // event JSON (one lane per stream; open it in https://ui.perfetto.dev or chrome://tracing).
 // Recording costs one clock read and one append per task while on, one relaxed load while off.
 // At most kMaxTraceEvents are kept (later ones are counted in the "dropped" metadata).

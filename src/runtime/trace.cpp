@@ -53,6 +53,11 @@ void json_string(std::ostringstream& os, const std::string& s) {
   os << '"';
 }
 
+std::string lane_name(std::uint64_t lane) {
+  if (lane >= kHelperLane) return "cpu compute helper " + std::to_string(lane - kHelperLane);
+  return lane == 0 ? std::string("cpu default stream") : "cpu stream " + std::to_string(lane);
+}
+
 std::string to_json(const std::vector<TraceEvent>& events, std::uint64_t dropped, std::int64_t origin) {
   std::ostringstream os;
   os.precision(3);
@@ -63,8 +68,7 @@ std::string to_json(const std::vector<TraceEvent>& events, std::uint64_t dropped
   for (const TraceEvent& e : events) lanes.insert(e.stream);
   for (std::uint64_t lane : lanes)
     os << ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":" << lane
-       << ",\"args\":{\"name\":\"" << (lane == 0 ? std::string("cpu default stream") : "cpu stream " + std::to_string(lane))
-       << "\"}}";
+       << ",\"args\":{\"name\":\"" << lane_name(lane) << "\"}}";
   for (const TraceEvent& e : events) {
     os << ",\n{\"name\":";
     json_string(os, e.name);

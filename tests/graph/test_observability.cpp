@@ -2,8 +2,14 @@
 // ExternalEvent names; Graph::groups(); the Chrome-trace timeline; the log switch.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
+#include <set>
 #include <string>
+#include <thread>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "npugraph/npugraph.hpp"
 #include "support/captured_fia.hpp"
@@ -101,6 +107,54 @@ TEST(Observability, TheTraceRecordsEagerTasksReplayedTasksUpdatesAndWaits) {
   c.replay();
   ng::start_trace();
   EXPECT_FALSE(contains(ng::stop_trace(), "fused_infer_attention_score"));
+}
+
+// Two chunks that each wait (with a deadline) until both have started: the kernel's owner and a
+// helper of the compute pool run one each, whatever the machine's load.
+std::atomic<int> g_entered{0};
+void two_threads(const void*, std::size_t, const ng::ExecContext& ctx) {
+  ctx.parallel_for(2, 1, [](std::int64_t, std::int64_t) {
+    g_entered.fetch_add(1);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (g_entered.load() < 2 && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+  });
+}
+const ng::KernelDef kTwoThreads{.name = "two_threads", .cpu = &two_threads};
+
+// Note [Pool events in the trace]: a parallel kernel's join nests in the kernel's event on its
+// stream's lane; the helper's chunk is a "help" event on the helper's lane.
+TEST(Observability, TheTraceShowsAParallelKernelsJoinAndItsHelper) {
+  if (std::thread::hardware_concurrency() < 2) GTEST_SKIP() << "one core: the compute pool has no helper";
+  const ng::Stream s = ng::Stream::create(ng::Device::cpu(), {.num_threads = 2});
+  g_entered = 0;
+  ng::start_trace();
+  ng::launch(s, kTwoThreads, {});
+  s.synchronize();
+  const nlohmann::json trace = nlohmann::json::parse(ng::stop_trace());
+  ASSERT_EQ(g_entered.load(), 2);
+  const nlohmann::json* kernel = nullptr;
+  std::vector<const nlohmann::json*> joins, helps;
+  std::set<std::string> lane_names;
+  for (const auto& e : trace["traceEvents"]) {
+    if (e["ph"] == "M" && e["name"] == "thread_name") lane_names.insert(e["args"]["name"].get<std::string>());
+    if (e["ph"] != "X") continue;
+    if (e["name"] == "two_threads") kernel = &e;
+    if (e["cat"] == "join") joins.push_back(&e);
+    if (e["cat"] == "helper") helps.push_back(&e);
+  }
+  ASSERT_NE(kernel, nullptr) << trace.dump();
+  ASSERT_EQ(joins.size(), 1u) << trace.dump();
+  const auto& join = *joins.front();
+  EXPECT_EQ(join["name"], "join");
+  EXPECT_EQ(join["tid"], (*kernel)["tid"]);  // the kernel's lane
+  const double k0 = (*kernel)["ts"], k1 = k0 + (*kernel)["dur"].get<double>();
+  const double j0 = join["ts"], j1 = j0 + join["dur"].get<double>();
+  EXPECT_LE(k0, j0 + 1e-3);  // nested (the JSON keeps nanoseconds to 3 decimals of a microsecond)
+  EXPECT_LE(j1, k1 + 1e-3);
+  ASSERT_GE(helps.size(), 1u) << trace.dump();
+  EXPECT_EQ((*helps.front())["name"], "help");
+  EXPECT_NE((*helps.front())["tid"], (*kernel)["tid"]);
+  EXPECT_TRUE(lane_names.count("cpu compute helper 0")) << trace.dump();
 }
 
 TEST(Observability, TheLogSwitchReportsCapturesAndUpdates) {

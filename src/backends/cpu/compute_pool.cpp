@@ -4,6 +4,7 @@
 
 #include "backends/cpu/spin_wait.hpp"
 #include "npugraph/kernel.hpp"
+#include "runtime/trace.hpp"
 
 namespace npugraph::detail {
 
@@ -20,7 +21,7 @@ ComputePool& compute_pool() {
 
 ComputePool::ComputePool(int helpers) {
   threads_.reserve(static_cast<std::size_t>(std::max(0, helpers)));
-  for (int i = 0; i < helpers; ++i) threads_.emplace_back([this] { helper_loop(); });
+  for (int i = 0; i < helpers; ++i) threads_.emplace_back([this, i] { helper_loop(i); });
 }
 
 ComputePool::~ComputePool() {
@@ -63,6 +64,17 @@ void ComputePool::poke() {
 // `active_`; both sides seq_cst, so one of them sees the other). The pool's mutex is taken with
 // lock_spinning() on these paths: glibc's mutex sleeps at once when contended.
 void ComputePool::retire(Job* job) {
+  if (tracing_on()) {  // the join as an event of its own (Note [Pool events in the trace])
+    const std::int64_t start = trace_now_ns();
+    retire_untraced(job);
+    trace_event({.name = "join", .category = "join", .start_ns = start, .duration_ns = trace_now_ns() - start,
+                 .stream = t_trace_lane});
+    return;
+  }
+  retire_untraced(job);
+}
+
+void ComputePool::retire_untraced(Job* job) {
   {
     std::unique_lock lock(mu_, std::defer_lock);
     lock_spinning(lock);
@@ -78,7 +90,7 @@ void ComputePool::retire(Job* job) {
   retiring_.fetch_sub(1, std::memory_order_relaxed);
 }
 
-void ComputePool::helper_loop() {
+void ComputePool::helper_loop(int index) {
   std::unique_lock lock(mu_);
   for (;;) {
     Job* job = nullptr;
@@ -108,7 +120,14 @@ void ComputePool::helper_loop() {
     }
     job->active_.fetch_add(1, std::memory_order_relaxed);
     lock.unlock();
-    job->help();
+    if (tracing_on()) {  // Note [Pool events in the trace]
+      const std::int64_t start = trace_now_ns();
+      job->help();
+      trace_event({.name = "help", .category = "helper", .start_ns = start, .duration_ns = trace_now_ns() - start,
+                   .stream = kHelperLane + static_cast<std::uint64_t>(index)});
+    } else {
+      job->help();
+    }
     // The last touch of `job`: its owner may return from retire() and free it right after.
     if (job->active_.fetch_sub(1, std::memory_order_seq_cst) == 1 &&
         retiring_.load(std::memory_order_seq_cst) > 0) {

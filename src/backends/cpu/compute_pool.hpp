@@ -50,14 +50,16 @@ class ComputePool final : public ChunkRunner {
   void post(Job* job, int max_helpers);
   // Tells idle helpers that a posted job has new work.
   void poke();
-  // Withdraws `job` and waits until no helper is inside it.
+  // Withdraws `job` and waits until no helper is inside it (while tracing, the wait is a "join"
+  // event: Note [Pool events in the trace] in src/runtime/trace.hpp).
   void retire(Job* job);
 
   // Runs fn(obj, begin, end) over chunks of `grain`, the caller included, on up to `threads` threads.
   void run_chunks(std::int64_t n, std::int64_t grain, int threads, ChunkFn fn, void* obj) override;
 
  private:
-  void helper_loop();
+  void helper_loop(int index);
+  void retire_untraced(Job* job);
 
   std::mutex mu_;
   std::condition_variable work_cv_;

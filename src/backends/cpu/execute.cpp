@@ -90,10 +90,11 @@ void trace_task(const char* name, TaskKind kind, const void* object, std::int64_
 }
 
 void execute_task(Task& task, StreamState& stream, ComputePool& pool) {
-  const bool traced = tracing_on();
-  const std::int64_t start = traced ? trace_now_ns() : 0;
+  if (!tracing_on()) return execute_untraced(task, stream, pool);
+  const TraceLaneScope lane(stream.id);  // a parallel kernel's join event goes to its lane
+  const std::int64_t start = trace_now_ns();
   execute_untraced(task, stream, pool);
-  if (traced) trace_task(task_name(task), task.kind, task.object.get(), start, stream.id, 0, -1, -1);
+  trace_task(task_name(task), task.kind, task.object.get(), start, stream.id, 0, -1, -1);
 }
 
 void execute_untraced(Task& task, StreamState& stream, ComputePool& pool) {

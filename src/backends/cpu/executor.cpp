@@ -78,12 +78,12 @@ void RunState::run_node(std::uint32_t id) {
   // A cancelled replay (Note [Stalls]) skips what is left; the walk goes on so that it ends.
   if (cancelled.load(std::memory_order_relaxed)) return;
   const ExecNode& node = graph->nodes[id];
-  const bool traced = tracing_on();
-  const std::int64_t start = traced ? trace_now_ns() : 0;
+  if (!tracing_on()) return run_node_untraced(id, node);
+  const TraceLaneScope lane(stream->id);  // a parallel kernel's join event goes to its lane
+  const std::int64_t start = trace_now_ns();
   run_node_untraced(id, node);
-  if (traced)
-    trace_task(graph->names[id], node.kind, node.object, start, stream->id, graph->graph_id,
-               static_cast<std::int32_t>(id), node.group);
+  trace_task(graph->names[id], node.kind, node.object, start, stream->id, graph->graph_id,
+             static_cast<std::int32_t>(id), node.group);
 }
 
 void RunState::run_node_untraced(std::uint32_t id, const ExecNode& node) {
