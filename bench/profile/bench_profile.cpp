@@ -27,6 +27,12 @@
 //     gemv_GOPS_nojoin, ..._frac_nojoin   the same over their time minus their joins
 //     head_GOPS, head_int8_frac        the output projection likewise
 //     rows                             mean decode rows per traced step (b unless a request ended)
+//     weight_MB, kv_MB, kv_length      what a step reads: the weights (the embedding table one row),
+//                                      and rows × kv_length × layers × 2 × kv_dim float32 of KV
+//                                      (kv_length: the rows' mean over the traced steps)
+//     prefill_tps                      prompt tokens / prefill seconds (RunStats) of this iteration's
+//                                      prompts, on the engine warmed up (prefill runs the same ops
+//                                      in both modes: eager, in chunks; only decode steps replay)
 //
 // Models: $NPUGRAPH_MODEL_DIR (else ~/.cache/npugraph/models): SmolLM2-135M-Instruct Q4_1 and
 // Gemma 3 270M Q4_K_M, as tools/fetch_model.py fetches them; a missing file is a skipped case
@@ -90,12 +96,15 @@ void BM_int8_peak(benchmark::State& state) {
 // int8 multiply-adds per token: the layers' weight matrices, and the output projection.
 struct LinearWork {
   double layers = 0, head = 0;
+  double bytes = 0;  // every weight a step reads (the embedding table: one row per token)
 };
 
 LinearWork linear_work(const llm::Model& m) {
   LinearWork w;
   const llm::ModelConfig& c = m.config();
   for (const llm::GgufTensorInfo& t : m.file().tensors()) {
+    const bool embedding_only = t.name == "token_embd.weight" && !c.tied_embeddings;
+    w.bytes += embedding_only ? static_cast<double>(t.row_bytes()) : static_cast<double>(t.n_bytes);
     if (t.dims.size() != 2) continue;  // norms and biases
     const auto n = static_cast<double>(t.n_elements);
     if (t.name.rfind("blk.", 0) == 0) w.layers += n;
@@ -196,20 +205,27 @@ void BM_profile(benchmark::State& state, const std::string& model, llm::StepMode
   engine.generate(std::vector<llm::Request>(static_cast<std::size_t>(batch),
                                             llm::Request{.prompt = kPrompt, .max_tokens = 8, .chat = false}));
   Profile p;
-  double untraced = 0, untraced_cpu = 0, traced = 0, rows = 0;
+  double untraced = 0, untraced_cpu = 0, traced = 0, rows = 0, prefill_tps = 0, kv_length = 0;
   llm::RunStats stats;
   for (auto _ : state) {
+    engine.reset_stats();
     for (std::int64_t i = 0; i < batch; ++i)
       engine.submit({.prompt = kPrompt, .max_tokens = 2 * kSteps + 96, .chat = false});  // outlasts the prefill steps
-    std::map<llm::RequestId, std::int64_t> generated;
-    while (static_cast<std::int64_t>(generated.size()) < batch)  // every prompt prefilled
-      for (const llm::StepOutput& o : engine.step())
-        if (o.completion_tokens > 0) generated[o.id] = o.completion_tokens;
+    std::map<llm::RequestId, std::int64_t> length;  // each request's tokens so far (its KV length)
+    auto note = [&](const std::vector<llm::StepOutput>& outs) {
+      for (const llm::StepOutput& o : outs)
+        if (o.completion_tokens > 0) length[o.id] = o.prompt_tokens + o.completion_tokens;
+    };
+    while (static_cast<std::int64_t>(length.size()) < batch) note(engine.step());  // every prompt prefilled
+    prefill_tps = engine.stats().prefill_tokens / engine.stats().prefill_seconds;
     const auto t0 = std::chrono::steady_clock::now();
     const double cpu0 = process_cpu_seconds();
-    for (std::int64_t s = 0; s < kSteps; ++s) engine.step();
+    for (std::int64_t s = 0; s < kSteps; ++s) note(engine.step());
     untraced = seconds_since(t0) / kSteps;
     untraced_cpu = (process_cpu_seconds() - cpu0) / kSteps;
+    kv_length = 0;
+    for (const auto& [id, n] : length) kv_length += static_cast<double>(n) / static_cast<double>(length.size());
+    kv_length += kSteps / 2.0;  // the traced steps' mean
     engine.reset_stats();
     npugraph::start_trace();
     const auto t1 = std::chrono::steady_clock::now();
@@ -236,7 +252,13 @@ void BM_profile(benchmark::State& state, const std::string& model, llm::StepMode
   c["helper_frac"] = p.helper_lanes ? p.helpers / (1e6 * traced * n * p.helper_lanes) : 0;
   for (const auto& [name, us] : p.kernel_us) c["k:" + name + "_us"] = us / n;
   for (const auto& [name, us] : p.join_us) c["j:" + name + "_us"] = us / n;
+  // What a step reads: every weight once, and each row's K and V (float32) in every layer.
+  const llm::ModelConfig& mc = engine.model().config();
+  c["weight_MB"] = work.bytes / 1e6;
+  c["kv_MB"] = rows * kv_length * static_cast<double>(mc.layers * 2 * mc.kv_dim()) * 4 / 1e6;
+  c["kv_length"] = kv_length;
   c["rows"] = rows;
+  c["prefill_tps"] = prefill_tps;
   c["threads"] = threads;
   // The GEMVs' int8 work against the peak (x is quantised to int8 on the cpu: Note [Q8 activations]).
   double layer_us = 0, layer_join = 0;
