@@ -9,11 +9,13 @@ JOBS ?= $(shell nproc)
 BUILD ?= build
 ASAN_BUILD ?= build-asan
 CMAKE_FLAGS ?=
+# chromium + chromium-driver: the chat page's test in a headless browser (tests/python/serve/test_chat_browser.py)
 PACKAGES := cmake make g++ libgtest-dev libgmock-dev libbenchmark-dev \
             python3-dev python3-pybind11 python3-numpy python3-pytest python3-torch \
             libhwy-dev libtbb-dev libopenblas0-pthread \
             clang-16 libclang-rt-16-dev python3-venv graphviz \
-            openmpi-bin libopenmpi-dev python3-mpi4py libboost-dev nlohmann-json3-dev pkg-config
+            openmpi-bin libopenmpi-dev python3-mpi4py libboost-dev nlohmann-json3-dev pkg-config \
+            chromium chromium-driver
 PYTHON := /usr/bin/python3
 # The project venv (PEP 668: Debian's Python takes no pip installs): Debian's torch, numpy and
 # pybind11 stay visible; the pinned test packages of tools/requirements-test.txt go into it.

@@ -70,6 +70,9 @@ bool iequals(std::string_view a, std::string_view b) {
 const boost::system::error_category& beast_category() { return bhttp::make_error_code(bhttp::error::bad_method).category(); }
 std::string str(beast::string_view v) { return std::string(v.data(), v.size()); }
 
+// 204 and 304 answers have no body, nor a Content-Length or Transfer-Encoding (RFC 9110 6.4.1, 8.6).
+bool bodiless(int status) { return status == 204 || status == 304; }
+
 constexpr std::chrono::seconds kLinger{2};
 constexpr std::size_t kLingerBytes = 1 << 20;
 
@@ -374,8 +377,10 @@ std::string Session::head(int status, const std::string& content_type, const Hea
   std::string h = std::string(http10_ ? "HTTP/1.0 " : "HTTP/1.1 ") + std::to_string(status) + ' ' +
                   std::string(reason.data(), reason.size()) + "\r\nServer: npugraph-serve\r\n";
   if (!content_type.empty()) h += "Content-Type: " + content_type + "\r\n";
-  if (length) h += "Content-Length: " + std::to_string(*length) + "\r\n";
-  else if (!http10_) h += "Transfer-Encoding: chunked\r\n";
+  if (!bodiless(status)) {
+    if (length) h += "Content-Length: " + std::to_string(*length) + "\r\n";
+    else if (!http10_) h += "Transfer-Encoding: chunked\r\n";
+  }
   h += keep_alive ? (http10_ ? "Connection: keep-alive\r\n" : "") : "Connection: close\r\n";
   for (const auto& [k, v] : headers) h += k + ": " + v + "\r\n";
   return h + "\r\n";
@@ -387,7 +392,7 @@ void Session::respond(std::uint64_t answer, Response r) {
   head_sent_ = done_ = true;
   probe_.cancel();
   std::string bytes = head(r.status, r.content_type, r.headers, r.body.size(), !close_after_);
-  queue(std::move(bytes) + r.body);
+  queue(std::move(bytes) + (bodiless(r.status) ? "" : r.body));
 }
 
 void Session::start_stream(std::uint64_t answer, std::string content_type, Headers headers, std::string keepalive) {

@@ -68,7 +68,7 @@ int serve_until_drained(const serve::Options& o) {
                          metrics);
   asio::thread_pool workers(static_cast<std::size_t>(o.workers));
   serve::RouteContext context{.host = host, .metrics = metrics, .model_id = o.model_id,
-                              .created = std::time(nullptr), .metrics_auth = o.metrics_auth,
+                              .created = std::time(nullptr), .metrics_auth = o.metrics_auth, .webui = o.webui,
                               .work = [&workers](std::function<void()> f) { asio::post(workers, std::move(f)); }};
   serve::http::Server server(
       io,

@@ -16,8 +16,8 @@ using Flag = apps::Flag<Options>;
 
 constexpr const char* kAbout =
     "  An OpenAI-compatible server: POST /v1/chat/completions, /v1/completions (stream or not),\n"
-    "  GET /v1/models, /health, /metrics (Prometheus). SIGTERM/SIGINT drain, then exit 0; a second\n"
-    "  signal exits at once.\n";
+    "  GET /v1/models, /health, /metrics (Prometheus), and a chat page at / (see --no-webui).\n"
+    "  SIGTERM/SIGINT drain, then exit 0; a second signal exits at once.\n";
 
 std::vector<Flag> flags() {
   constexpr std::int64_t kBig = std::int64_t{1} << 40;
@@ -36,6 +36,8 @@ std::vector<Flag> flags() {
          if (v != "key" && v != "none") throw UsageError("--metrics-auth = '" + v + "': must be key or none");
          o.metrics_auth = v == "key";
        }},
+      {"--no-webui", "", "no chat page at / (then 404); the API is unchanged",
+       [](Options& o, const std::string&) { o.webui = false; }},
       {"--threads", "N", "compute threads (default: the machine's cores)",
        [](Options& o, const std::string& v) { o.threads = static_cast<int>(integer_flag("--threads", v, 0, 4096)); }},
       {"--workers", "N", "threads that parse and tokenise requests (default 2)",

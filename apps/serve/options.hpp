@@ -16,6 +16,7 @@ struct Options {
   int port = 8000;
   std::string api_key;
   bool metrics_auth = true;  // --metrics-auth key|none
+  bool webui = true;         // --no-webui: false
   int threads = 0, workers = 2;
   std::int64_t max_batch = 16, max_context = 0, max_waiting = 64;
   std::string mode = "graph";

@@ -14,6 +14,7 @@
 #include <optional>
 
 #include "npugraph/llm/model.hpp"
+#include "serve/chat_page.hpp"
 #include "serve/logprobs_json.hpp"
 
 namespace npugraph::serve {
@@ -141,7 +142,7 @@ http::Response error_response(const ApiError& e) {
 std::vector<http::Route> routes(RouteContext& c) {
   using http::Auth;
   const Auth metrics_auth = c.metrics_auth ? Auth::key : Auth::none;
-  return {
+  std::vector<http::Route> table{
       {"POST", "/v1/chat/completions", Auth::key,
        [&c](http::Request r, std::shared_ptr<http::Exchange> ex) { completion(c, Endpoint::chat, std::move(r), ex); }},
       {"POST", "/v1/completions", Auth::key,
@@ -165,6 +166,11 @@ std::vector<http::Route> routes(RouteContext& c) {
                       .body = c.metrics.text(c.host.load(), std::chrono::steady_clock::now())});
        }},
   };
+  if (c.webui)  // public: the page's own API calls carry the key (Note [Chat page])
+    for (const char* path : {"/", "/index.html"})
+      table.push_back({"GET", path, Auth::none,
+                       [](http::Request r, std::shared_ptr<http::Exchange> ex) { ex->respond(chat_page(r)); }});
+  return table;
 }
 
 }  // namespace npugraph::serve

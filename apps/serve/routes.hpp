@@ -1,5 +1,5 @@
-// npugraph-serve's routes: the OpenAI endpoints, /health and /metrics, as one table
-// (Note [Routes]). A new generation endpoint is a parser in openai_api and one row here.
+// npugraph-serve's routes: the OpenAI endpoints, /health, /metrics and the chat page at /, as one
+// table (Note [Routes]). A new generation endpoint is a parser in openai_api and one row here.
 #pragma once
 
 #include <ctime>
@@ -20,6 +20,7 @@ struct RouteContext {
   std::string model_id;
   std::time_t created = 0;
   bool metrics_auth = true;  // /metrics needs the API key (when there is one)
+  bool webui = true;         // the chat page at / (Note [Chat page])
   // Runs work off the I/O thread (parsing, tokenising): the server's worker pool.
   std::function<void(std::function<void()>)> work;
 };
