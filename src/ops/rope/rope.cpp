@@ -2,6 +2,8 @@
 #include "npugraph/ops/rope.hpp"
 
 #include <cmath>
+#include <cstring>
+#include <vector>
 
 #include "npugraph/memory.hpp"
 #include "npugraph/stream.hpp"
@@ -16,21 +18,69 @@ using namespace detail_llm;
 using rope_impl::kMaxHeadDim;
 using rope_impl::RopeParams;
 
+// Note [RoPE angle cache]
+// A position's cos and sin (float64 trig, rounded to float) were once computed for every call:
+// the decode step's q and k of every layer share the step's positions, and for Gemma 3's 128
+// pairs per token the trig was most of the op (1 ms of a 55 ms B8 step; bench_profile). Each
+// thread now keeps the last rows it computed, 64 slots chosen by position, each tagged with the
+// position and everything the angles depend on (rot, theta, freq_scale, the frequency factors'
+// values, hashed and compared through the hash): a hit reads the same floats the computation
+// gives, so results are bitwise what they were, and a miss (a new position, other parameters, two
+// positions on one slot) computes them as before. The cache is the thread's own: no locks.
+struct AngleKey {
+  std::int64_t rot = -1;
+  double theta = 0, freq_scale = 0;
+  std::uint64_t factors = 0;  // FNV-1a of the factors' bits; 0: none
+  bool operator==(const AngleKey&) const = default;
+};
+
+struct AngleRow {
+  std::int64_t position = -1;
+  AngleKey key;
+  std::vector<float> cs;  // cos of pairs 0..half-1, then their sin
+};
+
+AngleKey angle_key(const RopeParams& p) {
+  AngleKey k{.rot = p.rot, .theta = p.theta, .freq_scale = p.freq_scale};
+  if (p.freq_factors != nullptr) {
+    std::uint64_t h = 1469598103934665603ull;
+    for (std::int64_t i = 0; i < p.rot / 2; ++i) {
+      std::uint32_t bits;
+      std::memcpy(&bits, &p.freq_factors[i], sizeof bits);
+      h = (h ^ bits) * 1099511628211ull;
+    }
+    k.factors = h | 1;  // never 0
+  }
+  return k;
+}
+
+// The cos and sin of every pair at `position` (Note [RoPE angle cache]).
+const float* angles(const RopeParams& p, const AngleKey& key, std::int64_t position) {
+  constexpr std::size_t kSlots = 64;
+  thread_local std::vector<AngleRow> cache(kSlots);
+  AngleRow& row = cache[static_cast<std::size_t>(position) % kSlots];
+  const std::int64_t half = p.rot / 2;
+  if (row.position == position && row.key == key) return row.cs.data();
+  row.cs.resize(static_cast<std::size_t>(2 * half));
+  const auto pos = static_cast<double>(position);
+  for (std::int64_t i = 0; i < half; ++i) {
+    const double a = pos * rope_impl::inv_freq(p, i);
+    row.cs[static_cast<std::size_t>(i)] = static_cast<float>(std::cos(a));
+    row.cs[static_cast<std::size_t>(half + i)] = static_cast<float>(std::sin(a));
+  }
+  row.position = position;
+  row.key = key;
+  return row.cs.data();
+}
+
 template <class TX, class TO>
 void rope_tokens(const RopeParams& p, std::int64_t t0, std::int64_t t1) {
   const std::int64_t half = p.rot / 2;
-  double inv_freq[kMaxHeadDim / 2];
-  for (std::int64_t i = 0; i < half; ++i)
-    inv_freq[i] = rope_impl::inv_freq(p, i);
-  float c[kMaxHeadDim / 2], s[kMaxHeadDim / 2];
+  const AngleKey key = angle_key(p);
   const bool in_place = p.x == p.out;
   for (std::int64_t t = t0; t < t1; ++t) {
-    const double pos = p.positions[t];
-    for (std::int64_t i = 0; i < half; ++i) {
-      const double a = pos * inv_freq[i];
-      c[i] = static_cast<float>(std::cos(a));
-      s[i] = static_cast<float>(std::sin(a));
-    }
+    const float* c = angles(p, key, p.positions[t]);
+    const float* s = c + half;
     for (std::int64_t h = 0; h < p.heads; ++h) {
       const std::int64_t base = (t * p.heads + h) * p.D;
       for (std::int64_t i = 0; i < half; ++i) {

@@ -86,6 +86,34 @@ TEST(Rope, ScalingAndFrequencyFactorsMatchTheReference) {
     }
 }
 
+// Note [RoPE angle cache]: the same positions again, with every parameter the angles depend on
+// changed in turn (theta, rotary_dim, freq_scale, the factors' values rewritten in place), match
+// the reference each time; the same call twice (the second from the cache) gives the same bits.
+TEST(Rope, TheAngleCacheFollowsEveryParameterAtTheSamePositions) {
+  const std::int64_t T = 5, heads = 3, D = 64;
+  std::vector<std::int32_t> pos = {0, 7, 71, 135, 4000};  // 7, 71 and 135 share a slot
+  const Tensor positions = int_tensor(pos, {T});
+  const Tensor x = random_tensor({T, heads, D}, 77);
+  std::vector<float> ffv(D / 2, 2.0f);
+  const Tensor ff = make_tensor(ffv, {D / 2});
+  auto check = [&](const RopeOptions& o, const char* what) {
+    const Tensor y = ng::ops::rotary_embedding(positions, x, o);
+    const Tensor again = ng::ops::rotary_embedding(positions, x, o);
+    ng::device_synchronize();
+    const auto ref = reference(floats(x), pos, heads, D, o);
+    for (std::int64_t i = 0; i < y.numel(); ++i)
+      ASSERT_NEAR(at(y, i), ref[i], 2e-6 * (1 + std::fabs(ref[i]))) << what << " i=" << i;
+    EXPECT_TRUE(ngtest::bitwise_equal(y, again)) << what;
+  };
+  check({.theta = 10000.0}, "theta 1e4");
+  check({.theta = 500000.0}, "theta 5e5");
+  check({.theta = 500000.0, .rotary_dim = 32}, "rotary_dim 32");
+  check({.theta = 500000.0, .freq_scale = 0.25}, "freq_scale 0.25");
+  check({.theta = 500000.0, .freq_factors = ff}, "factors 2");
+  std::fill_n(ff.data_ptr<float>(), D / 2, 8.0f);  // the same tensor, new values
+  check({.theta = 500000.0, .freq_factors = ff}, "factors 8");
+}
+
 TEST(Rope, NormRotatesAdjacentPairsNeoxHalves) {
   // D = 4, position 1, theta 1: pair i rotates by angle theta^(-2i/4) = 1 for both pairs.
   const std::vector<float> x = {1, 2, 3, 4};
