@@ -10,4 +10,11 @@ namespace npugraph::ops::sampling_impl {
 
 void exp_weights(const float* x, std::int64_t n, float max, float inv_t, float* w);
 
+// argmax's vectorised pass (sampling.cpp's argmax_row): when every x[0, n) is finite (n > 0),
+// the first index of the largest value in *index, and true; false otherwise (a NaN or an
+// infinity somewhere: the caller's exact scan decides). One pass: each lane keeps its largest
+// value and that value's first index, and the lowest index among the lanes holding the maximum
+// is the row's first.
+bool argmax_finite(const float* x, std::int64_t n, std::int32_t* index);
+
 }  // namespace npugraph::ops::sampling_impl

@@ -78,6 +78,43 @@ TEST(Sampling, ArgmaxTiesAndNaN) {
     EXPECT_EQ(ints(o)[b], std::max_element(v.begin() + b * 49152, v.begin() + (b + 1) * 49152) - (v.begin() + b * 49152));
 }
 
+// argmax_row's lanes: the maximum repeated at indices in different lanes and blocks, and in the
+// tail, each row's answer its first index; an infinity or a NaN anywhere (the exact rescan); rows
+// against std::max_element / a scan for the first NaN.
+TEST(Sampling, ArgmaxFindsTheFirstOfRepeatedMaximaInAnyLane) {
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  const std::int64_t V = 1000 * 16 + 7;  // 16-lane blocks and a tail of 7
+  const std::vector<std::vector<std::int64_t>> places = {
+      {37, 1000, 9999}, {9999, 1000, 37}, {16 * 500 + 15, 16 * 500 + 1}, {V - 1, V - 3}, {V - 3, 20}, {0, V - 1}, {5}};
+  std::vector<float> rows;
+  std::vector<std::int32_t> want;
+  std::uint32_t state = 12345;
+  auto next = [&] { return (state = state * 1664525u + 1013904223u) >> 8; };
+  for (const auto& at : places) {
+    std::vector<float> r(static_cast<std::size_t>(V));
+    for (float& v : r) v = static_cast<float>(next() % 20000) / 1000.0f - 10.0f;  // [-10, 10)
+    for (std::int64_t i : at) r[static_cast<std::size_t>(i)] = 11.0f;
+    want.push_back(static_cast<std::int32_t>(*std::min_element(at.begin(), at.end())));
+    rows.insert(rows.end(), r.begin(), r.end());
+  }
+  // An infinity late, a NaN after an infinity, and -inf everywhere but one NaN.
+  for (const auto& [edits, answer] : std::vector<std::pair<std::vector<std::pair<std::int64_t, float>>, std::int32_t>>{
+           {{{12000, inf}, {15000, inf}}, 12000}, {{{3, inf}, {8000, nan}}, 8000}}) {
+    std::vector<float> r(static_cast<std::size_t>(V), 1.0f);
+    for (const auto& [i, v] : edits) r[static_cast<std::size_t>(i)] = v;
+    rows.insert(rows.end(), r.begin(), r.end());
+    want.push_back(answer);
+  }
+  std::vector<float> r(static_cast<std::size_t>(V), -inf);
+  r[4321] = nan;
+  rows.insert(rows.end(), r.begin(), r.end());
+  want.push_back(4321);
+  const auto B = static_cast<std::int64_t>(want.size());
+  const Tensor out = ng::ops::argmax(make_tensor(rows, {B, V}));
+  ng::device_synchronize();
+  EXPECT_EQ(ints(out), want);
+}
+
 // The header's definition, written independently but for the exp itself (the kernel's vectorised
 // weights, element-wise): every token sorted by (logit desc, index asc) with std::stable_sort; the
 // top-k prefix, its top-p prefix (masses in double, in that order); the kept tokens walked in
