@@ -20,6 +20,7 @@ struct Options {
   std::int64_t max_batch = 16, max_context = 0, max_waiting = 64;
   std::string mode = "graph";
   npugraph::DType kv_dtype = npugraph::DType::f32;
+  bool prefix_cache = true;  // --no-prefix-cache
   std::int64_t max_seconds = 0;  // 0: until a signal
   std::int64_t drain_seconds = 30;
   std::int64_t min_step_ms = 0;
