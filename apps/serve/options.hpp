@@ -17,7 +17,7 @@ struct Options {
   std::string api_key;
   bool metrics_auth = true;  // --metrics-auth key|none
   int threads = 0, workers = 2;
-  std::int64_t max_batch = 16, max_context = 0, max_waiting = 64;
+  std::int64_t max_batch = 16, max_context = 0, max_waiting = 64, prefill_chunk = 256;
   std::string mode = "graph";
   npugraph::DType kv_dtype = npugraph::DType::f32;
   bool prefix_cache = true;  // --no-prefix-cache
