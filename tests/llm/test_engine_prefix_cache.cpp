@@ -5,7 +5,8 @@
 // several prefill chunks, through Gemma 3's sliding window too; a prompt-logprobs request
 // computes its whole prompt; a cancelled request's published blocks stay cached and nothing is
 // used when idle; under pressure the least recently used prefix is evicted; copies prefilled side
-// by side end as one cached prefix.
+// by side end as one cached prefix; on SmolLM2 (when its file is there), a chat's second turn
+// served from the first's blocks gets the cold bits.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -13,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "llm/model_path.hpp"
 #include "llm/tiny_model.hpp"
 #include "npugraph/llm/engine.hpp"
 
@@ -258,6 +260,24 @@ TEST(LlmEnginePrefixCache, SixteenCopiesPrefilledSideBySideEndAsOneCachedPrefixW
   }
   EXPECT_EQ(e.load().kv_blocks_cached, 3);
   EXPECT_EQ(e.load().kv_blocks_used, 0);
+}
+
+TEST(LlmEnginePrefixCache, SmolLm2SecondChatTurnFromCachedBlocksGetsTheColdBits) {
+  NGTEST_REQUIRE_MODEL(path);
+  std::string history;
+  while (history.size() < 1400) history += "A graph is captured once and replayed while its tasks are updated. ";
+  std::vector<llm::ChatMessage> chat{{"user", history + "What is this about?"}};
+  const llm::EngineOptions o{.model = path, .max_batch = 1, .max_context = 1024, .prefill_chunk = 128};
+  llm::Engine warm = engine(true, o), cold = engine(false, o);
+  const Served first = serve(warm, {.messages = chat, .max_tokens = 8});
+  chat.push_back({"assistant", first.result.text});
+  chat.push_back({"user", "Shorter, please."});
+  llm::Request second{.messages = chat, .max_tokens = 8, .logprobs = 5};
+  const Served hot = serve(warm, second);
+  const auto prompt = static_cast<std::int64_t>(first.result.prompt_tokens.size());
+  EXPECT_EQ(hot.cached_tokens, prompt / 128 * 128) << "the first turn's full chunks";
+  ASSERT_GT(hot.cached_tokens, 0);
+  expect_bitwise(hot.result, serve(cold, second).result, "SmolLM2, second turn");
 }
 
 }  // namespace
