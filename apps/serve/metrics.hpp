@@ -72,7 +72,17 @@ class Metrics {
     gauge("npugraph_requests_running", "Requests in a batch row (prefilling or decoding).", static_cast<double>(load.running));
     gauge("npugraph_requests_waiting", "Requests queued for a batch row.", static_cast<double>(load.waiting));
     gauge("npugraph_kv_blocks_used", "KV cache blocks held by requests.", static_cast<double>(load.kv_blocks_used));
-    gauge("npugraph_kv_blocks_free", "KV cache blocks free.", static_cast<double>(load.kv_blocks_total - load.kv_blocks_used));
+    gauge("npugraph_kv_blocks_free", "KV cache blocks free (the cached ones among them).",
+          static_cast<double>(load.kv_blocks_total - load.kv_blocks_used));
+    gauge("npugraph_kv_blocks_cached", "Free KV cache blocks holding a cached prompt prefix, kept until evicted.",
+          static_cast<double>(load.kv_blocks_cached));
+    auto counter = [&](const char* name, const char* help, std::int64_t v) {
+      o << "# HELP " << name << ' ' << help << "\n# TYPE " << name << " counter\n" << name << ' ' << v << '\n';
+    };
+    counter("npugraph_prefix_cache_queries_total", "Prompt tokens looked up in the prefix cache.",
+            load.prefix_cache_queries);
+    counter("npugraph_prefix_cache_hits_total", "Prompt tokens taken from the prefix cache (of those looked up).",
+            load.prefix_cache_hits);
     while (!window_.empty() && now - window_.front().first > std::chrono::seconds(10)) window_.pop_front();
     std::int64_t recent = 0;
     for (const auto& [t, n] : window_) recent += n;

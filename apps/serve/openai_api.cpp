@@ -289,7 +289,8 @@ std::string response_id(Endpoint endpoint, llm::RequestId id) {
 
 ResponseJson usage(const llm::StepOutput& last) {
   return ResponseJson{{"prompt_tokens", last.prompt_tokens}, {"completion_tokens", last.completion_tokens},
-              {"total_tokens", last.prompt_tokens + last.completion_tokens}};
+                      {"total_tokens", last.prompt_tokens + last.completion_tokens},
+                      {"prompt_tokens_details", {{"cached_tokens", last.cached_tokens}}}};
 }
 
 ResponseJson completion_body(Endpoint endpoint, const ResponseIds& ids, const std::string& text, const llm::StepOutput& last,

@@ -59,6 +59,12 @@ std::vector<Flag> flags() {
          if (!dt) throw UsageError("--kv-dtype = '" + v + "': must be " + apps::kKvDtypeNames);
          o.kv_dtype = *dt;
        }},
+      {"--prefill-chunk", "N", "prompt tokens per prefill pass (default 256; prefix cache hits come in steps of "
+                               "lcm(128, N) tokens)",
+       [](Options& o, const std::string& v) { o.prefill_chunk = integer_flag("--prefill-chunk", v, 1, 2048); }},
+      {"--no-prefix-cache", "", "prefill every prompt whole: no KV blocks kept for later prompts with the same start "
+                                "(the cache is on by default; its hits give the same tokens and logprobs, bitwise)",
+       [](Options& o, const std::string&) { o.prefix_cache = false; }},
       {"--max-connections", "N", "open connections at most (default 512): at the bound a new one closes the "
                                  "oldest idle one, or gets 503 when all are answering",
        [](Options& o, const std::string& v) {

@@ -18,9 +18,10 @@ struct Options {
   bool metrics_auth = true;  // --metrics-auth key|none
   bool webui = true;         // --no-webui: false
   int threads = 0, workers = 2;
-  std::int64_t max_batch = 16, max_context = 0, max_waiting = 64;
+  std::int64_t max_batch = 16, max_context = 0, max_waiting = 64, prefill_chunk = 256;
   std::string mode = "graph";
   npugraph::DType kv_dtype = npugraph::DType::f32;
+  bool prefix_cache = true;  // --no-prefix-cache
   std::int64_t max_seconds = 0;  // 0: until a signal
   std::int64_t drain_seconds = 30;
   std::int64_t min_step_ms = 0;

@@ -22,6 +22,7 @@ struct RequestState {
   std::int64_t max_tokens = 0;
   std::vector<std::string> stop;
   std::size_t emitted = 0;  // bytes of result.text handed out in StepOutputs
+  std::int64_t prefix_hit = 0;  // prompt tokens taken from the prefix cache (Note [Prefix cache])
   bool prefilled = false;   // its prompt's KV is cached and its first token taken
   bool cut = false;         // a stop string ended it (its text is final)
 };

@@ -99,7 +99,7 @@ ModelRunner::ModelRunner(std::shared_ptr<const Model> model, const EngineOptions
       stream_(device_.is_cpu() ? Stream::create(device_, {.num_threads = options.threads}) : Stream::create(device_)),
       update_stream_(Stream::create(device_)),
       blocks_(options.max_batch * ((options.max_context + options.block_size - 1) / options.block_size),
-              options.block_size) {
+              options.block_size, options.prefix_cache) {
   const ModelConfig& c = model_->config();
   const std::int64_t nb = blocks_.num_blocks(), bs = options.block_size;
   const Device d = device_;

@@ -91,6 +91,7 @@ struct Sequence {
   std::vector<std::int32_t> tokens;  // prompt + generated so far
   std::int64_t cached = 0;           // tokens whose KV is in the cache
   std::vector<std::int32_t> blocks;  // its KV cache blocks, in token order
+  PrefixChain prefix;                // its blocks published so far (Note [Prefix cache])
   std::uint64_t seed = 0;
   std::int64_t generated = 0;
   // Its sampling settings (the step's per-row buffers: ops::sample_rows_out).

@@ -30,7 +30,11 @@ bool Scheduler::idle() const {
 
 EngineLoad Scheduler::load(std::int64_t kv_blocks_total) const {
   const std::lock_guard lock(mu_);
-  return {.running = running_, .waiting = waiting_, .kv_blocks_used = kv_used_, .kv_blocks_total = kv_blocks_total};
+  EngineLoad l = kv_;
+  l.running = running_;
+  l.waiting = waiting_;
+  l.kv_blocks_total = kv_blocks_total;
+  return l;
 }
 
 std::unique_lock<std::mutex> Scheduler::begin_step() {
@@ -39,7 +43,7 @@ std::unique_lock<std::mutex> Scheduler::begin_step() {
   return stepping;
 }
 
-StepPlan Scheduler::schedule() {
+StepPlan Scheduler::schedule(const std::function<void(RequestState&)>& admit) {
   StepPlan plan;
   std::set<RequestId> cancels;
   {
@@ -60,6 +64,7 @@ StepPlan Scheduler::schedule() {
   while (!queue_.empty() && static_cast<std::int64_t>(active_.size()) < max_batch_) {
     active_.push_back(std::move(queue_.front()));
     queue_.pop_front();
+    if (admit) admit(*active_.back());
   }
   // 3. Prefill chunks: while others decode, a quarter of the budget (their inter-token latency
   // bounded, joiners still admitted every step). A chunk is always [k * prefill_chunk, (k + 1) *
@@ -84,13 +89,13 @@ StepPlan Scheduler::schedule() {
 
 void Scheduler::retire() { std::erase_if(active_, [](const auto& a) { return !a; }); }
 
-void Scheduler::publish(const std::vector<StepOutput>& outputs, std::int64_t kv_blocks_used) {
+void Scheduler::publish(const std::vector<StepOutput>& outputs, const EngineLoad& kv) {
   const std::lock_guard lock(mu_);
   for (const StepOutput& o : outputs)
     if (o.finish != FinishReason::none) live_.erase(o.id);
   running_ = static_cast<std::int64_t>(active_.size());
   waiting_ = static_cast<std::int64_t>(queue_.size() + incoming_.size());
-  kv_used_ = kv_blocks_used;
+  kv_ = kv;
 }
 
 }  // namespace npugraph::llm

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -46,14 +47,17 @@ class Scheduler {
   // The stepping thread's: held through step() (a second concurrent step() is refused).
   std::unique_lock<std::mutex> begin_step();
   // Takes the submits and cancels; ends cancelled requests (into the plan), admits waiting ones
-  // into free batch rows, plans prefill chunks (prefill_chunk tokens in all, a quarter of that
-  // while others decode, at least one token, in admission order) and names the decode rows.
-  StepPlan schedule();
+  // into free batch rows (`admit` sees each as it joins, before its chunks are planned: the
+  // prefix cache may set its cached length), plans prefill chunks (prefill_chunk tokens in all, a
+  // quarter of that while others decode, at least one token, in admission order) and names the
+  // decode rows.
+  StepPlan schedule(const std::function<void(RequestState&)>& admit = {});
   // Running requests, in admission order; a finished one is reset to null, then retire() drops it.
   std::vector<std::unique_ptr<RequestState>>& active() { return active_; }
   void retire();
-  // After a step: finished requests leave `live`; the gauges load() reports.
-  void publish(const std::vector<StepOutput>& outputs, std::int64_t kv_blocks_used);
+  // After a step: finished requests leave `live`; the KV gauges and prefix cache counts load()
+  // reports (the fields of `kv` other than running, waiting and kv_blocks_total).
+  void publish(const std::vector<StepOutput>& outputs, const EngineLoad& kv);
   // Requests a failed step ended, reported by the next step.
   std::vector<StepOutput> take_failed() { return std::move(failed_); }
   void set_failed(std::vector<StepOutput> failed) { failed_ = std::move(failed); }
@@ -66,7 +70,8 @@ class Scheduler {
   std::set<RequestId> live_;                            // submitted and not yet reported finished
   std::set<RequestId> cancels_;                         // cancel() asked, step() not yet done it
   RequestId next_id_ = 1;
-  std::int64_t running_ = 0, waiting_ = 0, kv_used_ = 0;  // as the last step() left them (+ submits)
+  std::int64_t running_ = 0, waiting_ = 0;  // as the last step() left them (+ submits)
+  EngineLoad kv_;                           // the KV fields, as the last step() left them
   std::mutex stepping_;
   // The stepping thread's.
   std::deque<std::unique_ptr<RequestState>> queue_;    // waiting for a batch row

@@ -83,6 +83,12 @@ struct EngineOptions {
   // reads per step, as llama.cpp's default float16 cache; each key and value rounded once as it is
   // written, attention computing in float32 on the widened values). cpu only for the half types.
   DType kv_dtype = DType::f32;
+  // Prefix caching (Note [Prefix cache] in src/llm/prefix_cache.hpp): full KV blocks of finished
+  // and running prompts stay cached, keyed by their token prefix; a later prompt starting with the
+  // same tokens takes them and prefills only the rest, with the same logits bitwise as without.
+  // Hits come in steps of lcm(block_size, prefill_chunk) tokens. Cached blocks no request holds
+  // count as free (EngineLoad::kv_blocks_cached) and are evicted least recently used.
+  bool prefix_cache = false;
 };
 
 // Host time of decode steps, split as the summary shows it.
@@ -172,6 +178,9 @@ class Engine {
   std::shared_ptr<const Model> model_;
   std::unique_ptr<ModelRunner> runner_;
   RunStats stats_;
+  struct PrefixCounts {
+    std::int64_t queries = 0, hits = 0;  // prompt tokens looked up, taken (the stepping thread's)
+  } prefix_;
   // The requests from submit() to their end, and each step's plan (src/llm/scheduler.hpp).
   std::unique_ptr<Scheduler> sched_;
   // A checked, tokenised request (errors name `label`'s fields), and its queueing.

@@ -100,13 +100,20 @@ struct StepOutput {
   std::vector<TokenLogprob> prompt_logprobs;  // with Request::prompt_logprobs: in the first output
   FinishReason finish = FinishReason::none;  // none: it goes on
   std::int64_t prompt_tokens = 0, completion_tokens = 0;  // so far
+  std::int64_t cached_tokens = 0;  // of the prompt's, taken from the prefix cache (EngineOptions::prefix_cache)
   std::optional<Result> result{};     // the whole result, once finished
 };
 
 // A snapshot of the engine's load (any thread).
 struct EngineLoad {
   std::int64_t running = 0, waiting = 0;        // requests decoding or prefilling / queued
-  std::int64_t kv_blocks_used = 0, kv_blocks_total = 0;
+  std::int64_t kv_blocks_used = 0, kv_blocks_total = 0;  // used: held by requests
+  // Of the blocks free (total - used): those holding a cached prefix (EngineOptions::prefix_cache),
+  // kept for a later prompt until evicted.
+  std::int64_t kv_blocks_cached = 0;
+  // Since the engine started, in tokens (vLLM's prefix_cache_queries / _hits): the prompt tokens
+  // looked up in the prefix cache, and those of them taken from it.
+  std::int64_t prefix_cache_queries = 0, prefix_cache_hits = 0;
 };
 
 }  // namespace npugraph::llm
