@@ -85,8 +85,9 @@ std::string quant_type_names();
 
 // How a QuantWeight's blocks are ordered.
 //   rows    ggml's: row after row, each row's blocks in order (what GGUF files hold).
-//   rows16  for weight_quant_linear on the cpu: groups of 16 rows, block by block, each block's 16
-//           scales (and minimums) together and its quants interleaved so that one 32-bit SIMD lane
+//   rows16  for weight_quant_linear on the cpu (Q4_0, Q4_1, Q5_0, Q8_0): groups of 16 rows, block by
+//           block, each block's 16 scales (and minimums, or Q5_0's fifth bits) together and its
+//           quants interleaved so that one 32-bit SIMD lane
 //           holds one row (Note [Packed weights] in src/ops/linear/linear_packed_simd.cpp); the
 //           last group padded with zero rows, so ceil(rows / 16) * 16 rows of bytes. Made by
 //           pack_rows16, read back by unpack_rows and dequantize_rows.

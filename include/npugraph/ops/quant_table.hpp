@@ -96,6 +96,7 @@ constexpr QuantTraits sized(GgmlType type, std::string_view name, std::int64_t b
 constexpr QuantKernels kFloat{.linear = true, .cuda = true};              // F32, F16, BF16
 constexpr QuantKernels kCpu{.linear = true, .q8 = true};                  // SIMD + q8 GEMV
 constexpr QuantKernels kAll{.linear = true, .q8 = true, .rows16 = true, .cuda = true};
+constexpr QuantKernels kCpuRows16{.linear = true, .q8 = true, .rows16 = true};  // Q5_0: no cuda kernel
 
 constexpr std::array<QuantTraits, kGgmlTypeCount> make_table() {
   using G = GgmlType;
@@ -105,7 +106,7 @@ constexpr std::array<QuantTraits, kGgmlTypeCount> make_table() {
       row<BlockBF16>("BF16", kFloat),
       row<BlockQ4_0>("Q4_0", kAll),
       row<BlockQ4_1>("Q4_1", kAll),
-      row<BlockQ5_0>("Q5_0", kCpu),
+      row<BlockQ5_0>("Q5_0", kCpuRows16),
       row<BlockQ5_1>("Q5_1"),
       row<BlockQ8_0>("Q8_0", kAll),
       row<BlockQ2_K>("Q2_K"),

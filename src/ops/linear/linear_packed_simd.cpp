@@ -3,10 +3,15 @@
 //
 // Note [Packed weights]
 // A rows16 weight (ops::pack_rows16) stores each group of 16 rows block by block: for block b of
-// rows 16g..16g+15, the 16 rows' scales (Q4_1: then their minimums), each a run of 16 halves, then
+// rows 16g..16g+15, the 16 rows' scales (Q4_1: then their minimums), each a run of 16 halves
+// (Q5_0: then their fifth bits, the 4 bytes of qh, row r at bytes 4r..4r+3 of a 64-byte vector), then
 // their quants as vectors of 64 bytes, vector j holding bytes 4j..4j+3 of every row's qs, row r at
-// bytes 4r..4r+3 (Q4 formats: j < 4, the bytes' low nibbles are elements 4j.., the high ones
-// 16 + 4j..; Q8_0: j < 8). A group takes 16 rows' bytes of the ggml layout; rows past the last are
+// bytes 4r..4r+3 (Q4 formats and Q5_0: j < 4, the bytes' low nibbles are elements 4j.., the high
+// ones 16 + 4j..; Q8_0: j < 8). Q5_0's values n + 16 h (0..31; h the element's bit of qh) are
+// unpacked like a Q4 format's nibbles, each vector's 4 fifth bits of a lane spread to its bytes by
+// one multiply (FifthBits), and its -16 rides in the record's start integer as Q4_0's -8 does (on
+// targets without VNNI, pmaddubsw's int16 sums take 4 products at a time, not 8: 2 * 31 * 127 per
+// pair). A group takes 16 rows' bytes of the ggml layout; rows past the last are
 // zero. So one 32-bit lane of a vector is one row, and a SIMD register of L lanes holds L rows:
 // the integer dot product of x's block with L rows is pmaddubsw (weight nibbles or |w| against x's
 // quants broadcast 4 at a time) summed in int16 — 8 products of at most 2 * 15 * 127 = 3810 stay
@@ -25,7 +30,7 @@
 // Note [Packed x records]
 // x's quantised blocks are laid out for the tiles (issue 45): block-major, one 48-byte record per
 // (block b, row t) at (b T + t) 48 — the 32 quants, then d, float(S) * d and the integer the block's
-// dot product starts from (Q4_0: -8 S; Q8_0 on AVX3_DL: -128 S, the w + 128 bytes' correction;
+// dot product starts from (Q4_0: -8 S; Q5_0: -16 S; Q8_0 on AVX3_DL: -128 S, the w + 128 bytes' correction;
 // otherwise 0) — so a tile reads every row's block through one pointer and fixed offsets, and the
 // correction is a broadcast load instead of arithmetic per block and row. The integers and floats
 // are those above, in the same order; only where they are read from moved. (The first layout, row-
@@ -45,6 +50,7 @@
 // the row layout's bit for bit): with x's blocks quantised as Note [Q8 activations] says
 // (quants q, scale d, S = sum of the block's quants), per row n, over the blocks in ascending order,
 //     Q4_0  acc = fma(float(sum n_j q_j - 8 S) * d, d_w, acc)
+//     Q5_0  acc = fma(float(sum (n_j + 16 h_j) q_j - 16 S) * d, d_w, acc)
 //     Q4_1  acc = fma(float(sum n_j q_j) * d, d_w, acc);  acc = fma(float(S) * d, m_w, acc)
 //     Q8_0  acc = fma(float(sum w_j q_j) * d, d_w, acc)
 // y[t, n] = acc (+ bias): whole-block integer sums, one float32 chain per output, no lanes. fma is
@@ -193,14 +199,27 @@ HWY_INLINE VI DotQuad(VI acc, VU8 u, const std::int8_t* q, int j) {
 
 // The L rows' block (quants at qs: vector j at qs + 64 j + 4 L s for sub-group s) as unsigned
 // bytes: Q4: lo[j] the low nibbles, hi[j] the high ones; Q8_0: the signed bytes in lo[0..8).
+// Q5_0's fifth bits for one vector of quants: lane bits [k0, k0 + 4) of qh (bit k0 + i: the
+// element in byte i of the lane) as 16 in those bytes. The multiply puts bit i of the 4-bit value
+// at bits 8 i + 4 (shifts 4, 11, 18, 25: bit i lands at 8 i + 4 from the i-th only), the mask
+// keeps those (Note [Packed weights]).
+HWY_INLINE VU8 FifthBits(VI qh, int k0) {
+  const DI di;
+  const VI four = hn::And(hn::ShiftRightSame(qh, k0), hn::Set(di, 0xF));
+  return hn::BitCast(DU8(), hn::And(hn::Mul(four, hn::Set(di, 0x02040810)), hn::Set(di, 0x10101010)));
+}
+
 template <GgmlType F>
 struct Unpacked {
   static constexpr int kVecs = F == GgmlType::Q8_0 ? 8 : 4;
   VU8 lo[kVecs];
   VU8 hi[F == GgmlType::Q8_0 ? 1 : 4];
 
-  HWY_INLINE explicit Unpacked(const std::uint8_t* qs) {
+  // qh: Q5_0's fifth bits, one 32-bit lane per row (null otherwise).
+  HWY_INLINE explicit Unpacked(const std::uint8_t* qs, const std::uint8_t* qh = nullptr) {
     const DU8 d8;
+    [[maybe_unused]] VI bits = hn::Zero(DI());
+    if constexpr (F == GgmlType::Q5_0) bits = hn::LoadU(DI(), reinterpret_cast<const std::int32_t*>(qh));
     for (int j = 0; j < kVecs; ++j) {
       const VU8 v = hn::LoadU(d8, qs + 64 * j);
       if constexpr (F == GgmlType::Q8_0) {
@@ -212,6 +231,10 @@ struct Unpacked {
       } else {
         lo[j] = hn::And(v, hn::Set(d8, 0x0F));
         hi[j] = hn::And(hn::BitCast(d8, hn::ShiftRight<4>(hn::BitCast(DU16(), v))), hn::Set(d8, 0x0F));
+        if constexpr (F == GgmlType::Q5_0) {  // elements 4j.. and 16 + 4j..: 0..31
+          lo[j] = hn::Or(lo[j], FifthBits(bits, 4 * j));
+          hi[j] = hn::Or(hi[j], FifthBits(bits, 16 + 4 * j));
+        }
       }
     }
   }
@@ -266,6 +289,18 @@ struct Unpacked {
         acc = hn::Add(acc, PairSums(Maddubs(hn::BitCast(DU8(), hn::Abs(w)), SignOf(Quad(q, j), w))));
       }
       return acc;
+    } else if constexpr (F == GgmlType::Q5_0) {
+      // Values up to 31: a pmaddubsw pair is at most 2 * 31 * 127 = 7874, so 4 of them per int16
+      // sum (31496 < 2^15) before pmaddwd, twice.
+      VI dot = hn::Set(DI(), rec_i32(init, 0));
+      for (int h = 0; h < 2; ++h) {
+        VI16 s = Maddubs(lo[2 * h], Quad(q, 2 * h));
+        s = hn::Add(s, Maddubs(hi[2 * h], Quad(q, 4 + 2 * h)));
+        s = hn::Add(s, Maddubs(lo[2 * h + 1], Quad(q, 2 * h + 1)));
+        s = hn::Add(s, Maddubs(hi[2 * h + 1], Quad(q, 5 + 2 * h)));
+        dot = hn::Add(dot, PairSums(s));
+      }
+      return dot;
     } else {
       VI16 s = Maddubs(lo[0], Quad(q, 0));
       s = hn::Add(s, Maddubs(hi[0], Quad(q, 4)));
@@ -299,7 +334,8 @@ HWY_INLINE void SubGroup(const LinearParams& p, const PackedGeometry& geo, const
     const VF dw = hn::PromoteTo(df, hn::LoadU(dh, scales));
     VF mw;
     if constexpr (F == GgmlType::Q4_1) mw = hn::PromoteTo(df, hn::LoadU(dh, scales + kPackRows));
-    const Unpacked<F> w(reinterpret_cast<const std::uint8_t*>(gb + geo.quants_offset) + sub * 4 * kL);
+    const auto* qh = reinterpret_cast<const std::uint8_t*>(gb + 2 * kPackRows) + sub * 4 * kL;  // Q5_0
+    const Unpacked<F> w(reinterpret_cast<const std::uint8_t*>(gb + geo.quants_offset) + sub * 4 * kL, qh);
     // With VNNI and 4 rows or more, the rows' chains interleaved (DotRows); fewer rows: 2 chains each.
 #ifdef NPUGRAPH_PACKED_VNNI
     constexpr bool kRows = TB >= 4;
@@ -375,14 +411,18 @@ HWY_INLINE void Group(const LinearParams& p, const PackedGeometry& geo, const XR
         const auto* qs = reinterpret_cast<const std::uint8_t*>(gb + geo.quants_offset);
         const std::byte* rec = xr.at(b, t);
         const auto* q = reinterpret_cast<const std::int8_t*>(rec);
-        std::int32_t dot = rec_i32(rec, kRecInit);  // Q4_0: -8 S; otherwise 0 here
+        std::int32_t dot = rec_i32(rec, kRecInit);  // Q4_0: -8 S; Q5_0: -16 S; otherwise 0 here
+        std::uint32_t qh = 0;  // Q5_0's fifth bits, row r's lane after the scales
+        if constexpr (F == GgmlType::Q5_0) std::memcpy(&qh, gb + 2 * kPackRows + 4 * r, 4);
         if constexpr (F == GgmlType::Q8_0) {
           for (int i = 0; i < 32; ++i)
             dot += static_cast<std::int8_t>(qs[64 * (i / 4) + 4 * r + i % 4]) * q[i];
         } else {
           for (int i = 0; i < 16; ++i) {
             const std::uint8_t byte = qs[64 * (i / 4) + 4 * r + i % 4];
-            dot += (byte & 15) * q[i] + (byte >> 4) * q[i + 16];
+            const int lo = (byte & 15) | static_cast<int>((qh >> i) & 1) << 4;
+            const int hi = (byte >> 4) | static_cast<int>((qh >> (16 + i)) & 1) << 4;
+            dot += lo * q[i] + hi * q[i + 16];
           }
         }
         acc = std::fma(static_cast<float>(dot) * rec_f32(rec, kRecD), table[dh], acc);
@@ -436,9 +476,12 @@ void RunPackedQ8(const LinearParams& p, const ExecContext& ctx) {
   linear_impl::quantize_rows_q8(p.x, p.T, p.K, p.x_stride, xq);
   // The start integer of a block's dot product, per unit of S (Note [Packed x records]).
 #ifdef NPUGRAPH_PACKED_VNNI
-  const std::int32_t init_per_s = p.type == GgmlType::Q4_0 ? -8 : p.type == GgmlType::Q8_0 ? -128 : 0;
+  const std::int32_t init_per_s = p.type == GgmlType::Q4_0   ? -8
+                                  : p.type == GgmlType::Q5_0 ? -16
+                                  : p.type == GgmlType::Q8_0 ? -128
+                                                             : 0;
 #else
-  const std::int32_t init_per_s = p.type == GgmlType::Q4_0 ? -8 : 0;
+  const std::int32_t init_per_s = p.type == GgmlType::Q4_0 ? -8 : p.type == GgmlType::Q5_0 ? -16 : 0;
 #endif
   const XRecords xr{records.data(), p.T};
   for (std::int64_t t = 0; t < p.T; ++t)

@@ -9,7 +9,7 @@ namespace {
 
 struct Geometry {
   std::int64_t block;       // bytes of one ggml block
-  std::int64_t qs_offset;   // where its quants start (after d, and m for Q4_1)
+  std::int64_t qs_offset;   // where its quants start (after d, and m for Q4_1 or qh for Q5_0)
   std::int64_t qs_bytes;    // how many quant bytes
   std::int64_t nb;          // blocks per row
 };
@@ -33,7 +33,8 @@ void for_each_piece(const Geometry& g, std::int64_t n, F&& f) {
     constexpr std::integral_constant<std::size_t, 2> two;
     constexpr std::integral_constant<std::size_t, 4> four;
     f(src, dst + 2 * r, two);                                    // d
-    if (g.qs_offset == 4) f(src + 2, dst + 2 * P + 2 * r, two);  // m (Q4_1)
+    if (g.qs_offset == 4) f(src + 2, dst + 2 * P + 2 * r, two);   // m (Q4_1)
+    if (g.qs_offset == 6) f(src + 2, dst + 2 * P + 4 * r, four);  // qh (Q5_0): a vector, row r's lane
     const std::int64_t quants = dst + g.qs_offset * P;
     for (std::int64_t j = 0; j < g.qs_bytes / 4; ++j)
       f(src + g.qs_offset + 4 * j, quants + 64 * j + 4 * r, four);

@@ -28,7 +28,7 @@ using ng::ops::QuantLayout;
 using ng::ops::QuantType;
 using ng::ops::QuantWeight;
 const ng::ops::QuantLinearOptions kQ8{.activations = Activations::q8};
-constexpr QuantType kTypes[] = {QuantType::q4_0, QuantType::q4_1, QuantType::q8_0};
+constexpr QuantType kTypes[] = {QuantType::q4_0, QuantType::q4_1, QuantType::q5_0, QuantType::q8_0};
 
 const std::byte* row_block(const QuantWeight& w, std::int64_t n, std::int64_t b) {
   return w.data() + n * w.row_bytes() + b * static_cast<std::int64_t>(ng::ops::quant_block_bytes(w.type()));
@@ -41,7 +41,7 @@ TEST(LinearQuantPacked, EveryByteIsWhereTheNoteSays) {
     const QuantWeight p = ng::ops::pack_rows16(w);
     EXPECT_EQ(p.layout(), QuantLayout::rows16);
     const auto bb = static_cast<std::int64_t>(ng::ops::quant_block_bytes(type));
-    const std::int64_t hdr = type == QuantType::q4_1 ? 4 : 2, qbytes = bb - hdr;
+    const std::int64_t hdr = type == QuantType::q4_1 ? 4 : type == QuantType::q5_0 ? 6 : 2, qbytes = bb - hdr;
     ASSERT_EQ(p.bytes().nbytes(), static_cast<std::size_t>(48 * nb * bb)) << "three whole groups";
     const auto* pb = p.data();
     for (std::int64_t n = 0; n < 48; ++n)
@@ -57,6 +57,7 @@ TEST(LinearQuantPacked, EveryByteIsWhereTheNoteSays) {
         };
         expect(gb + 2 * r, 0, 2, "d");
         if (type == QuantType::q4_1) expect(gb + 32 + 2 * r, 2, 2, "m");
+        if (type == QuantType::q5_0) expect(gb + 32 + 4 * r, 2, 4, "qh");  // a vector, row r's lane
         for (std::int64_t j = 0; j < qbytes / 4; ++j)
           expect(gb + 16 * hdr + 64 * j + 4 * r, hdr + 4 * j, 4, "quants");
       }
@@ -100,9 +101,15 @@ Want formula(const std::vector<float>& x, std::int64_t T, const QuantWeight& w) 
         if (w.type() == QuantType::q8_0) {
           for (int j = 0; j < 32; ++j) dot += static_cast<std::int8_t>(blk[2 + j]) * xq[j];
         } else {
-          const std::uint8_t* qs = blk + (w.type() == QuantType::q4_1 ? 4 : 2);
-          for (int j = 0; j < 16; ++j) dot += (qs[j] & 15) * xq[j] + (qs[j] >> 4) * xq[j + 16];
+          const bool q5 = w.type() == QuantType::q5_0;
+          const std::uint8_t* qs = blk + (w.type() == QuantType::q4_1 ? 4 : q5 ? 6 : 2);
+          std::uint32_t qh = 0;  // Q5_0: element j's fifth bit is bit j
+          if (q5) std::memcpy(&qh, blk + 2, 4);
+          for (int j = 0; j < 16; ++j)
+            dot += ((qs[j] & 15) + 16 * static_cast<int>((qh >> j) & 1)) * xq[j] +
+                   ((qs[j] >> 4) + 16 * static_cast<int>((qh >> (16 + j)) & 1)) * xq[j + 16];
           if (w.type() == QuantType::q4_0) dot -= 8 * S;
+          if (q5) dot -= 16 * S;
         }
         const float dx = d[static_cast<std::size_t>(t * nb + b)];
         acc = std::fma(static_cast<float>(dot) * dx, dw, acc);
