@@ -1,6 +1,7 @@
 """torch.cuda's memory API on npugraph's allocator: memory_stats with torch's keys (checked against
 the sizes the allocator documents: blocks round up to 512 B under 1 MiB and to 64 KiB above,
 torch's small pool is under 1 MiB), memory_snapshot in torch's shape, MemPool and use_mem_pool."""
+import gc
 import threading
 
 import numpy as np
@@ -64,12 +65,21 @@ def test_an_allocation_counts_in_its_pool_type(nbytes, pool):
 def test_empty_cache_returns_the_cached_segments():
     x = npugraph.empty(12345, dtype="float32")
     del x
-    before = npu.memory_stats()
-    cached = [s for s in npu.memory_snapshot() if s["blocks"][0]["state"] == "inactive"
-              and s["segment_pool_id"] == (0, 0)]
-    assert cached
-    npu.empty_cache()
-    after = npu.memory_stats()
+    # Earlier tests' tensors that queued work or a garbage cycle still holds become free blocks only
+    # when that work ends or the collector runs, and empty_cache synchronizes first: settle both
+    # before counting what is cached, and keep the collector out of the count.
+    gc.collect()
+    npu.synchronize()
+    gc.disable()
+    try:
+        before = npu.memory_stats()
+        cached = [s for s in npu.memory_snapshot() if s["blocks"][0]["state"] == "inactive"
+                  and s["segment_pool_id"] == (0, 0)]
+        assert cached
+        npu.empty_cache()
+        after = npu.memory_stats()
+    finally:
+        gc.enable()
     assert delta(after, before, "num_sync_all_streams") == 1
     assert delta(after, before, "num_device_free") == len(cached)
     assert delta(after, before, "reserved_bytes.all.freed") == sum(s["total_size"] for s in cached)
