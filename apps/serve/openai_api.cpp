@@ -193,9 +193,13 @@ std::variant<ParsedRequest, ApiError> parse_request(Endpoint endpoint, const std
       }
     }
     // Accepted only at their neutral values.
-    if (body.contains("n") && !body["n"].is_null() && integer(body, "n", 1, 1 << 20) != 1)
-      return bad("n", "'n' = " + body["n"].dump() + ": npugraph-serve generates one choice per request (n = 1)",
-                 "unsupported_value");
+    if (body.contains("n") && !body["n"].is_null()) {
+      const std::int64_t n = integer(body, "n", 1, 1 << 20);
+      if (n > kMaxChoices)
+        return bad("n", "'n' = " + body["n"].dump() + ": at most " + std::to_string(kMaxChoices) +
+                            " choices per request", "unsupported_value");
+      out.n = n;
+    }
     if (body.contains("best_of") && !body["best_of"].is_null() && integer(body, "best_of", 1, 1 << 20) != 1)
       return bad("best_of", "'best_of' = " + body["best_of"].dump() + ": only 1 is supported", "unsupported_value");
     // Penalties and biases (Note [Logit adjustments] in src/llm/logit_adjust.hpp).
@@ -287,48 +291,57 @@ std::string response_id(Endpoint endpoint, llm::RequestId id) {
   return (endpoint == Endpoint::chat ? "chatcmpl-" : "cmpl-") + std::to_string(id);
 }
 
-ResponseJson usage(const llm::StepOutput& last) {
-  return ResponseJson{{"prompt_tokens", last.prompt_tokens}, {"completion_tokens", last.completion_tokens},
-                      {"total_tokens", last.prompt_tokens + last.completion_tokens},
-                      {"prompt_tokens_details", {{"cached_tokens", last.cached_tokens}}}};
+ResponseJson usage(const std::vector<llm::StepOutput>& lasts) {
+  std::int64_t completion = 0;
+  for (const llm::StepOutput& o : lasts) completion += o.completion_tokens;
+  const std::int64_t prompt = lasts.empty() ? 0 : lasts.front().prompt_tokens;
+  const std::int64_t cached = lasts.empty() ? 0 : lasts.front().cached_tokens;
+  return ResponseJson{{"prompt_tokens", prompt}, {"completion_tokens", completion},
+                      {"total_tokens", prompt + completion}, {"prompt_tokens_details", {{"cached_tokens", cached}}}};
 }
 
-ResponseJson completion_body(Endpoint endpoint, const ResponseIds& ids, const std::string& text, const llm::StepOutput& last,
-                     ResponseJson logprobs) {
+ResponseJson choice_body(Endpoint endpoint, std::int64_t index, const std::string& text, llm::FinishReason reason,
+                         ResponseJson logprobs) {
+  const std::string r = llm::finish_reason_name(reason);
+  return endpoint == Endpoint::chat
+             ? ResponseJson{{"index", index}, {"message", {{"role", "assistant"}, {"content", text}}},
+                            {"finish_reason", r}, {"logprobs", std::move(logprobs)}}
+             : ResponseJson{{"index", index}, {"text", text}, {"finish_reason", r}, {"logprobs", std::move(logprobs)}};
+}
+
+ResponseJson completion_body(Endpoint endpoint, const ResponseIds& ids, ResponseJson choices, ResponseJson usage) {
   const bool chat = endpoint == Endpoint::chat;
-  const std::string reason = llm::finish_reason_name(last.finish);
-  ResponseJson choice = chat ? ResponseJson{{"index", 0}, {"message", {{"role", "assistant"}, {"content", text}}},
-                            {"finish_reason", reason}, {"logprobs", std::move(logprobs)}}
-                     : ResponseJson{{"index", 0}, {"text", text}, {"finish_reason", reason}, {"logprobs", std::move(logprobs)}};
   return ResponseJson{{"id", ids.id}, {"object", chat ? "chat.completion" : "text_completion"}, {"created", ids.created},
-              {"model", ids.model}, {"choices", ResponseJson::array({choice})}, {"usage", usage(last)}};
+                      {"model", ids.model}, {"choices", std::move(choices)}, {"usage", std::move(usage)}};
 }
 
-std::string event_role(const ResponseIds& ids) {
+std::string event_role(const ResponseIds& ids, std::int64_t index) {
   return event(chunk(Endpoint::chat, ids,
-                     {{"index", 0}, {"delta", {{"role", "assistant"}, {"content", ""}}}, {"finish_reason", nullptr}}));
+                     {{"index", index}, {"delta", {{"role", "assistant"}, {"content", ""}}}, {"finish_reason", nullptr}}));
 }
 
-std::string event_text(Endpoint endpoint, const ResponseIds& ids, const std::string& text, ResponseJson logprobs) {
+std::string event_text(Endpoint endpoint, const ResponseIds& ids, std::int64_t index, const std::string& text,
+                       ResponseJson logprobs) {
   ResponseJson choice = endpoint == Endpoint::chat
-                    ? ResponseJson{{"index", 0}, {"delta", {{"content", text}}}, {"finish_reason", nullptr}}
-                    : ResponseJson{{"index", 0}, {"text", text}, {"finish_reason", nullptr}};
+                            ? ResponseJson{{"index", index}, {"delta", {{"content", text}}}, {"finish_reason", nullptr}}
+                            : ResponseJson{{"index", index}, {"text", text}, {"finish_reason", nullptr}};
   if (!logprobs.is_null()) choice["logprobs"] = std::move(logprobs);
   return event(chunk(endpoint, ids, std::move(choice)));
 }
 
-std::string event_finish(Endpoint endpoint, const ResponseIds& ids, llm::FinishReason reason) {
+std::string event_finish(Endpoint endpoint, const ResponseIds& ids, std::int64_t index, llm::FinishReason reason) {
   const std::string r = reason == llm::FinishReason::stop || reason == llm::FinishReason::length
                             ? llm::finish_reason_name(reason)
                             : "error";
   return event(chunk(endpoint, ids,
-                     endpoint == Endpoint::chat ? ResponseJson{{"index", 0}, {"delta", ResponseJson::object()}, {"finish_reason", r}}
-                                                : ResponseJson{{"index", 0}, {"text", ""}, {"finish_reason", r}}));
+                     endpoint == Endpoint::chat
+                         ? ResponseJson{{"index", index}, {"delta", ResponseJson::object()}, {"finish_reason", r}}
+                         : ResponseJson{{"index", index}, {"text", ""}, {"finish_reason", r}}));
 }
 
-std::string event_usage(Endpoint endpoint, const ResponseIds& ids, const llm::StepOutput& last) {
+std::string event_usage(Endpoint endpoint, const ResponseIds& ids, ResponseJson usage) {
   ResponseJson u = chunk(endpoint, ids, nullptr);
-  u["usage"] = usage(last);
+  u["usage"] = std::move(usage);
   return event(u);
 }
 

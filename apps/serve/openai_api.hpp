@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 #include <variant>
 
 #include <nlohmann/json.hpp>
@@ -36,8 +37,14 @@ std::string to_text(const Json& j) {
 
 enum class Endpoint { chat, completion };
 
+// Choices per request at most (n).
+inline constexpr std::int64_t kMaxChoices = 16;
+
 struct ParsedRequest {
   llm::Request request;
+  // Choices: n requests of the same prompt, choice i with seed + i (so sampled choices differ; with
+  // temperature 0 they are the same greedy text).
+  std::int64_t n = 1;
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
   bool echo = false;           // completions: the prompt before the completion (and its logprobs)
@@ -45,7 +52,7 @@ struct ParsedRequest {
 
 // Parses /v1/chat/completions (chat) or /v1/completions (completion) bodies. `model` is the served
 // model's id (another is a 404 model_not_found); `vocab` its vocabulary (logit_bias's token ids).
-// Fields OpenAI defines that npugraph does not implement (n > 1, echo, tools, ...) and unknown
+// Fields OpenAI defines that npugraph does not implement (best_of > 1, tools, ...) and unknown
 // fields are 400s naming them.
 std::variant<ParsedRequest, ApiError> parse_request(Endpoint endpoint, const std::string& body,
                                                     const std::string& model, std::int64_t max_context,
@@ -57,19 +64,24 @@ struct ResponseIds {
   std::int64_t created = 0;
 };
 std::string response_id(Endpoint endpoint, llm::RequestId id);
-ResponseJson usage(const llm::StepOutput& last);
-// The whole answer: the text, the finish reason and the usage of the request's last output;
-// `logprobs`: the choice's (logprobs_json.hpp), null when not asked for.
-ResponseJson completion_body(Endpoint endpoint, const ResponseIds& ids, const std::string& text,
-                             const llm::StepOutput& last, ResponseJson logprobs = nullptr);
-// Server-sent events: the chat stream's opening (role) chunk, a text piece, the finishing chunk,
-// the usage chunk (stream_options.include_usage), each as "data: {...}\n\n"; then kStreamDone.
-std::string event_role(const ResponseIds& ids);
+// The usage of an answer's choices: the prompt once (each choice's last output has the same
+// prompt_tokens and its own cached_tokens: the first choice's are reported), completions summed.
+ResponseJson usage(const std::vector<llm::StepOutput>& lasts);
+// Choice `index` of a whole answer: its text and finish reason; `logprobs`: the choice's
+// (logprobs_json.hpp), null when not asked for.
+ResponseJson choice_body(Endpoint endpoint, std::int64_t index, const std::string& text, llm::FinishReason reason,
+                         ResponseJson logprobs = nullptr);
+// The whole answer: its choices (choice_body's, in index order) and usage.
+ResponseJson completion_body(Endpoint endpoint, const ResponseIds& ids, ResponseJson choices, ResponseJson usage);
+// Server-sent events of choice `index`: the chat stream's opening (role) chunk, a text piece, the
+// finishing chunk; then the usage chunk (stream_options.include_usage) once every choice finished,
+// each as "data: {...}\n\n"; then kStreamDone.
+std::string event_role(const ResponseIds& ids, std::int64_t index);
 // `logprobs`: the piece's tokens' (null when not asked for).
-std::string event_text(Endpoint endpoint, const ResponseIds& ids, const std::string& text,
+std::string event_text(Endpoint endpoint, const ResponseIds& ids, std::int64_t index, const std::string& text,
                        ResponseJson logprobs = nullptr);
-std::string event_finish(Endpoint endpoint, const ResponseIds& ids, llm::FinishReason reason);
-std::string event_usage(Endpoint endpoint, const ResponseIds& ids, const llm::StepOutput& last);
+std::string event_finish(Endpoint endpoint, const ResponseIds& ids, std::int64_t index, llm::FinishReason reason);
+std::string event_usage(Endpoint endpoint, const ResponseIds& ids, ResponseJson usage);
 inline constexpr const char* kStreamDone = "data: [DONE]\n\n";
 inline constexpr const char* kStreamKeepalive = ": keepalive\n\n";  // an SSE comment: clients skip it
 

@@ -22,74 +22,113 @@ namespace {
 
 using nlohmann::json;
 
-// One completion request, from submit to its last output.
+// One completion request, from submit to its last output: its n choices, one engine request each.
 struct Answer {
+  struct Choice {
+    std::optional<llm::RequestId> id;
+    std::int64_t offset = 0;          // completions' text_offset: characters so far
+    std::optional<std::string> echo;  // completions' echo: the prompt, until it is sent
+    std::string text;                 // whole answers: the text so far
+    ResponseJson body;                // whole answers: choice_body, once finished
+    llm::StepOutput last;             // its finishing output's counts (usage)
+  };
   Answer(std::shared_ptr<http::Exchange> exchange_, Endpoint endpoint_, bool stream_, bool include_usage_,
-         const llm::Tokenizer& tok_, bool logprobs_)
+         const llm::Tokenizer& tok_, bool logprobs_, std::int64_t n, EngineHost& host_)
       : exchange(std::move(exchange_)), endpoint(endpoint_), stream(stream_), include_usage(include_usage_),
-        tok(tok_), logprobs(logprobs_) {}
+        tok(tok_), logprobs(logprobs_), host(host_), choices(static_cast<std::size_t>(n)) {}
   std::shared_ptr<http::Exchange> exchange;
   Endpoint endpoint;
   bool stream, include_usage;
   const llm::Tokenizer& tok;
-  bool logprobs;             // the request asked for them
-  std::int64_t offset = 0;   // completions' text_offset: characters so far
-  std::optional<std::string> echo;  // completions' echo: the prompt, until it is sent
+  bool logprobs;  // the request asked for them
+  EngineHost& host;
   ResponseIds ids;
   std::mutex mu;
-  std::optional<llm::RequestId> id;
+  std::vector<Choice> choices;
+  std::int64_t finished = 0;
   bool gone = false, started = false;
-  std::deque<llm::StepOutput> early;  // outputs before the stream's head was sent
-  std::string text;
+  bool closed = false;  // answered (a refusal, a failed choice): later outputs are dropped
+  std::deque<std::pair<std::size_t, llm::StepOutput>> early;  // outputs before the stream's head was sent
 
-  void output(llm::StepOutput o) {
+  void output(std::size_t i, llm::StepOutput o) {
     const std::lock_guard lock(mu);
-    if (stream && !started) return early.push_back(std::move(o));
-    emit(std::move(o));
+    if (closed) return;
+    if (stream && !started) {
+      early.emplace_back(i, std::move(o));
+      return;
+    }
+    emit(i, std::move(o));
   }
   // The stream's head, then what arrived before it.
   void start() {
     const std::lock_guard lock(mu);
+    if (closed) return;
     exchange->start_stream("text/event-stream", {{"Cache-Control", "no-cache"}}, kStreamKeepalive);
-    if (endpoint == Endpoint::chat) exchange->write(event_role(ids));
+    if (endpoint == Endpoint::chat)
+      for (std::size_t i = 0; i < choices.size(); ++i) exchange->write(event_role(ids, static_cast<std::int64_t>(i)));
     started = true;
-    for (auto& o : early) emit(std::move(o));
+    for (auto& [i, o] : early) emit(i, std::move(o));
     early.clear();
+  }
+  // Cancels every choice submitted (under mu).
+  void cancel_all() {
+    for (const Choice& c : choices)
+      if (c.id) host.cancel(*c.id);
   }
   // A generated token the text shows: not the end-of-generation token that ended it, which
   // OpenAI's logprobs leave out as its text does.
   bool in_text(const llm::TokenLogprob& t) const { return !tok.is_end_of_generation(t.token); }
-  ResponseJson logprobs_of(const std::vector<llm::TokenLogprob>& tokens) {
+  ResponseJson logprobs_of(Choice& c, const std::vector<llm::TokenLogprob>& tokens) {
     if (!logprobs) return nullptr;
-    return endpoint == Endpoint::chat ? chat_logprobs(tok, tokens) : completion_logprobs(tok, tokens, offset);
+    return endpoint == Endpoint::chat ? chat_logprobs(tok, tokens) : completion_logprobs(tok, tokens, c.offset);
   }
-  void emit(llm::StepOutput o) {  // under mu
+  ResponseJson total_usage() const {
+    std::vector<llm::StepOutput> lasts;
+    for (const Choice& c : choices) lasts.push_back(c.last);
+    return usage(lasts);
+  }
+  void emit(std::size_t i, llm::StepOutput o) {  // under mu
+    Choice& c = choices[i];
+    const auto index = static_cast<std::int64_t>(i);
     const bool last = o.finish != llm::FinishReason::none;
+    if (last) {
+      c.last.prompt_tokens = o.prompt_tokens;
+      c.last.completion_tokens = o.completion_tokens;
+      c.last.cached_tokens = o.cached_tokens;
+    }
     if (!stream) {
-      text += o.text;
+      c.text += o.text;
       if (!last) return;
-      if (o.finish == llm::FinishReason::error || o.finish == llm::FinishReason::cancelled)
+      if (o.finish == llm::FinishReason::error || o.finish == llm::FinishReason::cancelled) {
+        closed = true;  // one failed choice fails the answer; the others stop
+        cancel_all();
         return exchange->respond(error_response({.status = 500, .message = "generation failed", .type = "server_error"}));
+      }
       std::vector<llm::TokenLogprob> all;
-      if (echo) {  // the prompt first
-        text = *echo + text;
+      if (c.echo) {  // the prompt first
+        c.text = *c.echo + c.text;
         all = std::move(o.result->prompt_logprobs);
       }
       for (llm::TokenLogprob& t : o.result->logprobs)
         if (in_text(t)) all.push_back(std::move(t));
-      return exchange->respond({.body = to_text(completion_body(endpoint, ids, text, o, logprobs_of(all)))});
+      c.body = choice_body(endpoint, index, c.text, o.finish, logprobs_of(c, all));
+      if (++finished < static_cast<std::int64_t>(choices.size())) return;
+      ResponseJson bodies = ResponseJson::array();
+      for (Choice& k : choices) bodies.push_back(std::move(k.body));
+      return exchange->respond({.body = to_text(completion_body(endpoint, ids, std::move(bodies), total_usage()))});
     }
-    if (echo) {  // the prompt as the stream's first piece, with its tokens' logprobs
-      exchange->write(event_text(endpoint, ids, *echo, logprobs_of(o.prompt_logprobs)));
-      echo.reset();
+    if (c.echo) {  // the prompt as the choice's first piece, with its tokens' logprobs
+      exchange->write(event_text(endpoint, ids, index, *c.echo, logprobs_of(c, o.prompt_logprobs)));
+      c.echo.reset();
     }
     // Each piece with its tokens' logprobs (a step's tokens may add no text yet: still sent).
     std::erase_if(o.logprobs, [&](const llm::TokenLogprob& t) { return !in_text(t); });
     if (!o.text.empty() || (logprobs && !o.logprobs.empty()))
-      exchange->write(event_text(endpoint, ids, o.text, logprobs_of(o.logprobs)));
+      exchange->write(event_text(endpoint, ids, index, o.text, logprobs_of(c, o.logprobs)));
     if (!last) return;
-    exchange->write(event_finish(endpoint, ids, o.finish));
-    if (include_usage) exchange->write(event_usage(endpoint, ids, o));
+    exchange->write(event_finish(endpoint, ids, index, o.finish));
+    if (++finished < static_cast<std::int64_t>(choices.size())) return;
+    if (include_usage) exchange->write(event_usage(endpoint, ids, total_usage()));
     exchange->write(kStreamDone);
     exchange->end();
   }
@@ -109,23 +148,31 @@ void completion(RouteContext& c, Endpoint endpoint, http::Request req, std::shar
     if (auto* e = std::get_if<ApiError>(&parsed)) return refuse(c, ex, *e);
     const ParsedRequest& p = std::get<ParsedRequest>(parsed);
     auto a = std::make_shared<Answer>(ex, endpoint, p.stream, p.include_usage, engine.model().tokenizer(),
-                                      p.request.logprobs.has_value());
-    if (p.echo) a->echo = p.request.prompt;
+                                      p.request.logprobs.has_value(), p.n, c.host);
+    if (p.echo)
+      for (Answer::Choice& k : a->choices) k.echo = p.request.prompt;
     a->ids.model = c.model_id;
     a->ids.created = c.created;
-    ex->on_gone([a, &c] {
+    ex->on_gone([a] {
       const std::lock_guard lock(a->mu);
       a->gone = true;
-      if (a->id) c.host.cancel(*a->id);
+      a->cancel_all();
     });
-    auto submitted = c.host.submit(p.request, endpoint == Endpoint::chat ? "messages" : "prompt",
-                                   [a](llm::StepOutput o) { a->output(std::move(o)); });
-    if (auto* e = std::get_if<ApiError>(&submitted)) return refuse(c, ex, *e);
-    {
+    // n requests of the prompt, choice i with seed + i; a refusal of any cancels those queued.
+    for (std::size_t i = 0; i < a->choices.size(); ++i) {
+      llm::Request r = p.request;
+      r.seed += i;
+      auto submitted = c.host.submit(r, endpoint == Endpoint::chat ? "messages" : "prompt",
+                                     [a, i](llm::StepOutput o) { a->output(i, std::move(o)); });
       const std::lock_guard lock(a->mu);
-      a->id = std::get<llm::RequestId>(submitted);
-      a->ids.id = response_id(endpoint, *a->id);
-      if (a->gone) c.host.cancel(*a->id);
+      if (auto* e = std::get_if<ApiError>(&submitted)) {
+        a->closed = true;
+        a->cancel_all();
+        return refuse(c, ex, *e);
+      }
+      a->choices[i].id = std::get<llm::RequestId>(submitted);
+      if (i == 0) a->ids.id = response_id(endpoint, *a->choices[0].id);
+      if (a->gone) c.host.cancel(*a->choices[i].id);
     }
     if (p.stream) a->start();
   });
