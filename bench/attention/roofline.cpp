@@ -65,6 +65,7 @@ HWY_AFTER_NAMESPACE();
 #include <time.h>
 #include <vector>
 
+#include <benchmark/benchmark.h>
 #include <hwy/aligned_allocator.h>
 
 #include "attention/roofline.hpp"
@@ -261,6 +262,16 @@ void note_int8_peak(double ops_per_s) { g_int8.push_back(ops_per_s); }
 double int8_peak() {
   if (g_int8.empty()) note_int8_peak(best_int8_peak());
   return median(g_int8);
+}
+
+void int8_peak_benchmark(benchmark::State& state) {
+  double best = 0, cpu_time = 0;
+  for (auto _ : state) best = best_int8_peak(&cpu_time);
+  note_int8_peak(best);
+  state.counters["GOPS"] = best / 1e9;
+  state.counters["GOPS_cpu_time"] = cpu_time / 1e9;
+  state.counters["threads"] = roofline_threads();
+  if (best == 0) state.SetLabel("no AVX512-VNNI");
 }
 
 void note_read_bandwidth(double bytes_per_s) { g_read.push_back(bytes_per_s); }

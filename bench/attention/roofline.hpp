@@ -4,6 +4,10 @@
 
 #include <cstddef>
 
+namespace benchmark {
+class State;
+}
+
 namespace npugraph_bench {
 
 struct Roofline {
@@ -31,10 +35,12 @@ double best_fma_peak();
 double measure_int8_peak(double seconds, int threads, double* cpu_time_rate = nullptr);
 // Best of 3 passes of 0.1 s (and the best CPU-time rate); int8_peak() is the median of the wall
 // figures noted (measured once itself when none were), as roofline() keeps the others. Not part of
-// roofline(): only bench_linear pays for it.
+// roofline(): only bench_linear and bench_profile pay for it.
 double best_int8_peak(double* cpu_time_rate = nullptr);
 void note_int8_peak(double ops_per_s);
 double int8_peak();
+// The roofline/int8_vnni case of those benchmarks: best_int8_peak noted, as GOPS and GOPS_cpu_time.
+void int8_peak_benchmark(benchmark::State& state);
 
 // The roofline benchmarks note one figure per repetition; roofline() is the median of those noted
 // (the figure the report shows), measuring once itself when the roofline benchmarks were filtered

@@ -71,16 +71,6 @@ void BM_fma_peak(benchmark::State& state) {
   state.counters["threads"] = roofline_threads();
 }
 
-void BM_int8_peak(benchmark::State& state) {
-  double best = 0, cpu_time = 0;
-  for (auto _ : state) best = best_int8_peak(&cpu_time);
-  note_int8_peak(best);
-  state.counters["GOPS"] = best / 1e9;
-  state.counters["GOPS_cpu_time"] = cpu_time / 1e9;
-  state.counters["threads"] = roofline_threads();
-  if (best == 0) state.SetLabel("no AVX512-VNNI");
-}
-
 struct Spec {
   const char* fmt;  // a quantisation table type ("Q4_1", "Q4_K", ...) or "F16"
   std::int64_t N, K;
@@ -242,7 +232,7 @@ const bool registered = [] {
       ->Unit(benchmark::kMillisecond);
   benchmark::RegisterBenchmark("roofline/fma_f32", BM_fma_peak)->Iterations(1)->UseRealTime()
       ->Unit(benchmark::kMillisecond);
-  benchmark::RegisterBenchmark("roofline/int8_vnni", BM_int8_peak)->Iterations(1)->UseRealTime()
+  benchmark::RegisterBenchmark("roofline/int8_vnni", int8_peak_benchmark)->Iterations(1)->UseRealTime()
       ->Unit(benchmark::kMillisecond);
   // SmolLM2-135M's decode GEMVs: gate/up [1536, 576], down [576, 1536], the tied output projection
   // [49152, 576] in Q8_0; q/o [576, 576] and k/v [192, 576]; a float16 weight for the plain linear.

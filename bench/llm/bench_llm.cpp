@@ -49,6 +49,7 @@
 #include <vector>
 
 #include "attention/roofline.hpp"
+#include "llm_models.hpp"
 #include "npugraph/error.hpp"
 #include "npugraph/llm/engine.hpp"
 #include "npugraph/llm/model.hpp"
@@ -72,16 +73,7 @@ constexpr std::size_t kProbeBytes = std::size_t{1} << 30;
 
 std::filesystem::path model_path() {
   if (const char* m = std::getenv("NPUGRAPH_MODEL"); m && *m) return m;
-  std::filesystem::path dir;
-  if (const char* d = std::getenv("NPUGRAPH_MODEL_DIR"); d && *d) {
-    dir = d;
-  } else {
-    const char* xdg = std::getenv("XDG_CACHE_HOME");
-    const char* home = std::getenv("HOME");
-    dir = std::filesystem::path(xdg && *xdg ? std::string(xdg) : std::string(home ? home : "") + "/.cache") /
-          "npugraph" / "models";
-  }
-  return dir / "SmolLM2-135M-Instruct.Q4_1.gguf";
+  return model_dir() / kSmolLm2File;
 }
 
 bool model_or_skip(benchmark::State& state) {

@@ -53,6 +53,7 @@
 #include <time.h>
 
 #include "attention/roofline.hpp"
+#include "llm_models.hpp"
 #include "npugraph/llm/engine.hpp"
 #include "npugraph/llm/model.hpp"
 #include "npugraph/trace.hpp"
@@ -74,24 +75,6 @@ constexpr const char* kPrompt =
     "people who had never left their villages could now travel hundreds of miles in a single day. The "
     "first passenger line opened in 1830, and by the end of the century trains carried millions of people "
     "and goods across every continent. In the years that followed,";
-
-std::filesystem::path model_dir() {
-  if (const char* d = std::getenv("NPUGRAPH_MODEL_DIR"); d && *d) return d;
-  const char* xdg = std::getenv("XDG_CACHE_HOME");
-  const char* home = std::getenv("HOME");
-  return std::filesystem::path(xdg && *xdg ? std::string(xdg) : std::string(home ? home : "") + "/.cache") /
-         "npugraph" / "models";
-}
-
-void BM_int8_peak(benchmark::State& state) {
-  double best = 0, cpu_time = 0;
-  for (auto _ : state) best = best_int8_peak(&cpu_time);
-  note_int8_peak(best);
-  state.counters["GOPS"] = best / 1e9;
-  state.counters["GOPS_cpu_time"] = cpu_time / 1e9;
-  state.counters["threads"] = roofline_threads();
-  if (best == 0) state.SetLabel("no AVX512-VNNI");
-}
 
 // int8 multiply-adds per token: the layers' weight matrices, and the output projection.
 struct LinearWork {
@@ -178,7 +161,7 @@ Profile profile_of(const std::string& trace_json) {
 }
 
 std::filesystem::path model_file(const std::string& model) {
-  return model_dir() / (model == "gemma3" ? "gemma-3-270m-q4_k_m.gguf" : "SmolLM2-135M-Instruct.Q4_1.gguf");
+  return model_dir() / (model == "gemma3" ? kGemma3File : kSmolLm2File);
 }
 
 double process_cpu_seconds() {
@@ -282,7 +265,7 @@ void BM_profile(benchmark::State& state, const std::string& model, llm::StepMode
 }
 
 const bool registered = [] {
-  benchmark::RegisterBenchmark("roofline/int8_vnni", BM_int8_peak)->Iterations(1)->UseRealTime()
+  benchmark::RegisterBenchmark("roofline/int8_vnni", int8_peak_benchmark)->Iterations(1)->UseRealTime()
       ->Unit(benchmark::kMillisecond);
   for (const char* model : {"smollm2", "gemma3"})
     for (llm::StepMode mode : {llm::StepMode::graph, llm::StepMode::eager})

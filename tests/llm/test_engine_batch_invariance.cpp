@@ -6,11 +6,11 @@
 // depended on the whole batch's lengths, and 0 of 16 copies kept their lone bits (issue 46, item 5).
 #include <gtest/gtest.h>
 
-#include <cstring>
 #include <map>
 #include <string>
 #include <vector>
 
+#include "llm/bitwise_results.hpp"
 #include "llm/tiny_model.hpp"
 #include "npugraph/llm/engine.hpp"
 
@@ -54,17 +54,7 @@ std::vector<llm::Result> together(llm::Engine& e, const std::vector<llm::Request
   return out;
 }
 
-void expect_bitwise(const llm::Result& got, const llm::Result& want, const std::string& what) {
-  EXPECT_EQ(got.prompt_tokens, want.prompt_tokens) << what;
-  EXPECT_EQ(got.tokens, want.tokens) << what;
-  EXPECT_EQ(got.logits_hashes, want.logits_hashes) << what;
-  ASSERT_EQ(got.logits.size(), want.logits.size()) << what;
-  std::size_t differ = 0;
-  for (std::size_t i = 0; i < got.logits.size(); ++i)  // bits, not values: -0 vs 0 and NaNs count
-    differ += std::memcmp(&got.logits[i], &want.logits[i], sizeof(float)) != 0;
-  EXPECT_EQ(differ, 0u) << what << ": logits that differ in their bits, of " << got.logits.size();
-  EXPECT_EQ(got.text, want.text) << what;
-}
+using ngtest::expect_bitwise;
 
 TEST(LlmEngineBatchInvariance, SixteenCopiesOfAThreeChunkPromptGetTheirLoneBits) {
   const llm::Request r{.prompt = prompt(300), .max_tokens = 12, .chat = false};

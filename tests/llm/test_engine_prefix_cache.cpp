@@ -9,11 +9,11 @@
 // served from the first's blocks gets the cold bits.
 #include <gtest/gtest.h>
 
-#include <cstring>
 #include <map>
 #include <string>
 #include <vector>
 
+#include "llm/bitwise_results.hpp"
 #include "llm/model_path.hpp"
 #include "llm/tiny_model.hpp"
 #include "npugraph/llm/engine.hpp"
@@ -72,37 +72,7 @@ std::vector<Served> serve(llm::Engine& e, const std::vector<llm::Request>& reque
 }
 Served serve(llm::Engine& e, const llm::Request& r) { return std::move(serve(e, std::vector{r})[0]); }
 
-template <class T>
-bool same_bits(const T& a, const T& b) {
-  return std::memcmp(&a, &b, sizeof(T)) == 0;
-}
-
-void expect_same_logprobs(const std::vector<llm::TokenLogprob>& got, const std::vector<llm::TokenLogprob>& want,
-                          const std::string& what) {
-  ASSERT_EQ(got.size(), want.size()) << what;
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    EXPECT_EQ(got[i].token, want[i].token) << what << " #" << i;
-    EXPECT_TRUE(same_bits(got[i].logprob, want[i].logprob)) << what << " #" << i;
-    ASSERT_EQ(got[i].top.size(), want[i].top.size()) << what << " #" << i;
-    for (std::size_t k = 0; k < got[i].top.size(); ++k) {
-      EXPECT_EQ(got[i].top[k].first, want[i].top[k].first) << what << " #" << i;
-      EXPECT_TRUE(same_bits(got[i].top[k].second, want[i].top[k].second)) << what << " #" << i;
-    }
-  }
-}
-
-void expect_bitwise(const llm::Result& got, const llm::Result& want, const std::string& what) {
-  EXPECT_EQ(got.prompt_tokens, want.prompt_tokens) << what;
-  EXPECT_EQ(got.tokens, want.tokens) << what;
-  EXPECT_EQ(got.logits_hashes, want.logits_hashes) << what;
-  ASSERT_EQ(got.logits.size(), want.logits.size()) << what;
-  std::size_t differ = 0;
-  for (std::size_t i = 0; i < got.logits.size(); ++i) differ += !same_bits(got.logits[i], want.logits[i]);
-  EXPECT_EQ(differ, 0u) << what << ": logits that differ in their bits, of " << got.logits.size();
-  EXPECT_EQ(got.text, want.text) << what;
-  expect_same_logprobs(got.logprobs, want.logprobs, what + " (logprobs)");
-  expect_same_logprobs(got.prompt_logprobs, want.prompt_logprobs, what + " (prompt logprobs)");
-}
+using ngtest::expect_bitwise;
 
 TEST(LlmEnginePrefixCache, ASecondPromptOfThreeAndAHalfBlocksTakesExactlyThreeBlocks) {
   llm::Engine e = engine(true, {.max_batch = 2, .prefill_chunk = 128});  // blocks of 128 tokens

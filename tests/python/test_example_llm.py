@@ -15,20 +15,12 @@ npugraph = pytest.importorskip("npugraph")
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "llm" / "decode.py"
-
-
-def model_path():
-    if os.environ.get("NPUGRAPH_MODEL"):
-        return pathlib.Path(os.environ["NPUGRAPH_MODEL"])
-    d = os.environ.get("NPUGRAPH_MODEL_DIR")
-    if d:
-        return pathlib.Path(d).expanduser() / "SmolLM2-135M-Instruct.Q4_1.gguf"
-    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return pathlib.Path(cache) / "npugraph" / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"
+sys.path.insert(0, str(EXAMPLE.parent))
+from decode import default_model  # noqa: E402 - the example's model lookup (tools/fetch_model.py's)
 
 
 def test_python_decode_step_graph_equals_eager_bitwise_on_smollm2():
-    model = model_path()
+    model = default_model()
     if not model.is_file():
         pytest.skip(f"model not fetched ({model}): run /usr/bin/python3 tools/fetch_model.py")
     package_root = pathlib.Path(npugraph.__file__).resolve().parents[1]

@@ -8,7 +8,6 @@ left afterwards. The tiny model's draws are too peaked to tell seeds apart: Smol
 shows sampled choices that differ, each its seed's single request.
 """
 import json
-import os
 import pathlib
 import sys
 
@@ -18,7 +17,10 @@ pytest.importorskip("openai")
 httpx = pytest.importorskip("httpx")
 pytest.importorskip("gguf")
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+HERE = pathlib.Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parents[2] / "examples" / "llm"))
+from decode import default_model  # noqa: E402 - the example's model lookup (tools/fetch_model.py's)
 from test_server import MODEL_ID, Server, error_of, post, wait_for, write_tiny_model  # noqa: E402
 
 
@@ -120,18 +122,8 @@ def test_bad_n_is_a_400_naming_it(server, n, words):
     assert e["param"] == "n" and words in e["message"], e
 
 
-def smollm2():
-    if os.environ.get("NPUGRAPH_MODEL"):
-        return pathlib.Path(os.environ["NPUGRAPH_MODEL"])
-    d = os.environ.get("NPUGRAPH_MODEL_DIR")
-    if d:
-        return pathlib.Path(d).expanduser() / "SmolLM2-135M-Instruct.Q4_1.gguf"
-    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return pathlib.Path(cache) / "npugraph" / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"
-
-
 def test_sampled_choices_differ_and_each_is_its_seeds_single_request():
-    model = smollm2()
+    model = default_model()
     if not model.is_file():
         pytest.skip(f"model not fetched ({model}): run /usr/bin/python3 tools/fetch_model.py")
     s = Server(model, "--max-batch", "4", "--threads", "2")
