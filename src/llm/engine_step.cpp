@@ -118,6 +118,8 @@ std::unique_ptr<RequestState> Engine::make_state(const Request& r, const std::st
                        !r.logit_bias.empty();
   NG_CHECK_AS(UnsupportedError, !adjusts || options_.device.is_cpu(), label, ": penalties and logit_bias on ",
               options_.device.str(), ": the CUDA sampler applies none yet (cpu only)");
+  NG_CHECK_AS(UnsupportedError, !r.constraint || options_.device.is_cpu(), label, ": a constraint (structured output) on ",
+              options_.device.str(), ": the CUDA sampler applies no token masks yet (cpu only)");
   for (std::size_t i = 0; i < r.stop.size(); ++i)
     NG_CHECK_ARG(!r.stop[i].empty(), label, ".stop[", i, "] is empty: a stop string needs at least one character");
   if (!options_.device.is_cpu() && temperature > 0)
@@ -155,6 +157,10 @@ std::unique_ptr<RequestState> Engine::make_state(const Request& r, const std::st
   a->seq.logprobs = r.logprobs.value_or(-1);
   a->seq.prompt_logprobs = r.prompt_logprobs.value_or(-1);
   a->seq.adjust = LogitAdjust(r, a->seq.tokens);
+  if (r.constraint) {
+    a->seq.constraint = r.constraint();
+    NG_CHECK_ARG(a->seq.constraint != nullptr, label, ".constraint: the factory made no constraint (null)");
+  }
   a->max_tokens = r.max_tokens;
   a->stop = r.stop;
   a->result.prompt_tokens = a->seq.tokens;

@@ -59,6 +59,10 @@ bool OutputProcessor::take(RequestState& a, std::int32_t id, const float* logits
     out.logprobs.push_back(a.result.logprobs.back());
   }
   a.seq.adjust.take(id);
+  if (a.seq.constraint && !a.seq.constraint->accept(id)) {  // Note [Token constraints]: cannot happen
+    a.result.finish = FinishReason::error;
+    return true;
+  }
   if (tok_.is_end_of_generation(id)) {
     a.result.stopped = true;
     a.result.finish = FinishReason::stop;
@@ -67,6 +71,11 @@ bool OutputProcessor::take(RequestState& a, std::int32_t id, const float* logits
   a.result.text += a.decoder->push(id);
   if (cut_at_stop(a.result.text, a.emitted, a.stop)) {
     a.result.stopped = a.cut = true;
+    a.result.finish = FinishReason::stop;
+    return true;
+  }
+  if (a.seq.constraint && a.seq.constraint->finished()) {
+    a.result.stopped = true;
     a.result.finish = FinishReason::stop;
     return true;
   }

@@ -157,6 +157,9 @@ ModelRunner::ModelRunner(std::shared_ptr<const Model> model, const EngineOptions
       {"adjust_tokens", &adjust_tokens_, DType::i32, {B, C}, adjusts},
       {"adjust_scale", &adjust_scale_, DType::f32, {B, C}, adjusts},
       {"adjust_add", &adjust_add_, DType::f32, {B, C}, adjusts},
+      // The token masks (Note [Token constraints]): likewise the cpu's sampler only.
+      {"mask_on", &mask_on_, DType::i32, {B}, adjusts},
+      {"mask_bits", &mask_bits_, DType::i32, {B, (c.vocab + 31) / 32}, adjusts},
       {"next_ids", &next_ids_, DType::i32, {B}, Staged::read_back},
   };
   for (const StepInput& in : inputs_) {
@@ -253,6 +256,15 @@ void ModelRunner::write_sampling(std::int64_t b, const Sequence* s) {
       s ? s->adjust.write(host<std::int32_t>(adjust_tokens_.host) + at, host<float>(adjust_scale_.host) + at,
                           host<float>(adjust_add_.host) + at, adjust_capacity_)
         : 0;
+  const bool masked = s && s->constraint;
+  host<std::int32_t>(mask_on_.host)[b] = masked ? 1 : 0;
+  if (masked) {
+    const std::int64_t words = mask_bits_.host.size(1);
+    const std::span<std::uint32_t> row(reinterpret_cast<std::uint32_t*>(host<std::int32_t>(mask_bits_.host) + b * words),
+                                       static_cast<std::size_t>(words));
+    std::fill(row.begin(), row.end(), 0u);
+    s->constraint->allowed(row);
+  }
 }
 
 void ModelRunner::read_back(std::int64_t n, bool logits) {
@@ -356,6 +368,7 @@ void ModelRunner::issue_sampling(std::int64_t n, const Tensor& logits) {
   if (adjust_count_.device.defined())
     r.adjust = {.count = rows(adjust_count_.device, n), .tokens = rows(adjust_tokens_.device, n),
                 .scale = rows(adjust_scale_.device, n), .add = rows(adjust_add_.device, n)};
+  if (mask_on_.device.defined()) r.mask = {.on = rows(mask_on_.device, n), .bits = rows(mask_bits_.device, n)};
   ops::sample_rows_out(logits, rows(seeds_.device, n), rows(steps_.device, n), r, rows(next_ids_.device, n));
 }
 

@@ -77,6 +77,7 @@
 #include "llm/logit_adjust.hpp"
 #include "npugraph/external_event.hpp"
 #include "npugraph/graph.hpp"
+#include "npugraph/llm/constraint.hpp"
 #include "npugraph/llm/engine.hpp"
 #include "npugraph/llm/model.hpp"
 #include "npugraph/ops/fia.hpp"
@@ -99,6 +100,8 @@ struct Sequence {
   std::int64_t top_k = 0;
   // Its penalties and biases (the step's adjustment lists: Note [Logit adjustments]).
   LogitAdjust adjust;
+  // Its constraint (Request::constraint; null: none), writing its row of the step's token masks.
+  std::unique_ptr<TokenConstraint> constraint;
   std::int64_t logprobs = -1;  // top alternatives per token (Request::logprobs); -1: none
   // Request::prompt_logprobs (-1: none), and those of prompt tokens 1.. prefilled so far.
   std::int64_t prompt_logprobs = -1;
@@ -197,7 +200,8 @@ class ModelRunner {
     Staged staged;
   };
   StepBuffer ids_, positions_, slots_, block_table_, prefill_table_, window_table_, window_mask_, seeds_, steps_,
-      temperature_, top_k_, top_p_, adjust_count_, adjust_tokens_, adjust_scale_, adjust_add_, next_ids_;
+      temperature_, top_k_, top_p_, adjust_count_, adjust_tokens_, adjust_scale_, adjust_add_, mask_on_, mask_bits_,
+      next_ids_;
   std::int64_t adjust_capacity_ = 0;  // entries per row of the adjustment lists (Note [Logit adjustments])
   std::vector<StepInput> inputs_;
   Tensor logits_h_;  // the logits rows read back (the logits themselves on the cpu)

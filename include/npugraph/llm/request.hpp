@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "npugraph/error.hpp"
+#include "npugraph/llm/constraint.hpp"
 #include "npugraph/llm/tokenizer.hpp"
 
 namespace npugraph::llm {
@@ -50,6 +51,11 @@ struct Request {
   // biases in [-100, 100], at most kMaxLogitBias of them, each a token of the vocabulary.
   double presence_penalty = 0, frequency_penalty = 0, repetition_penalty = 1;
   std::map<std::int32_t, double> logit_bias{};
+  // Constrained decoding (Note [Token constraints] in npugraph/llm/constraint.hpp): when set, called
+  // once as the request is prepared; each generated token is drawn from those its constraint allows
+  // (after the penalties and biases), and the request stops when the constraint says it is finished.
+  // cpu only (an UnsupportedError on cuda).
+  TokenConstraintFactory constraint{};
 };
 
 inline constexpr std::int64_t kMaxTopLogprobs = 20;

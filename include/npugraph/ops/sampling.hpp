@@ -70,12 +70,24 @@ struct LogitAdjustRows {
   Tensor scale;   // float32 [B, C]
   Tensor add;     // float32 [B, C]
 };
+// Token masks (optional; cpu only): a row b with on[b] != 0 may draw only tokens t whose bit
+// (bits[b, t / 32] >> (t % 32)) & 1 is set; the others read as -inf, after the adjustment lists,
+// in the same copy (the logits tensor is left as it is). bits has ceil(V / 32) words per row (bit
+// order: xgrammar's and vLLM's token bitmask). A row whose allowed tokens are all -inf or NaN
+// (or that allows none) is drawn as a row of nothing finite is: its argmax over the masked copy,
+// the lowest token id. Constrained decoding (grammars, JSON schemas) as per-row buffers: Note
+// [Token constraints] in include/npugraph/llm/constraint.hpp.
+struct TokenMaskRows {
+  Tensor on;    // int32 [B]
+  Tensor bits;  // int32 [B, ceil(V / 32)]
+};
 struct SamplingRows {
   Tensor temperature;  // float32 [B]
   Tensor top_k;        // int64 [B], or undefined
   Tensor top_p;        // float32 [B], or undefined
   bool advance_steps = false;
   LogitAdjustRows adjust{};  // undefined count: none
+  TokenMaskRows mask{};      // undefined on: none
 };
 void sample_rows_out(const Tensor& logits, const Tensor& seeds, const Tensor& steps, const SamplingRows& rows,
                      const Tensor& out);

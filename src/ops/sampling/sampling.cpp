@@ -121,13 +121,13 @@ float max_of(const float* x, std::int64_t V) {
 }
 
 // One row of `sample` (the header's definition).
-// Row `row`'s logits with its adjustment list applied (the header's definition), in s.adjusted;
-// or the row itself when it has none.
+// Row `row`'s logits with its adjustment list and then its token mask applied (the header's
+// definitions), in s.adjusted; or the row itself when it has neither.
 const float* adjusted_row(const SampleParams& p, std::int64_t row, Scratch& s) {
   const float* x = p.logits + row * p.V;
-  if (!p.adjust_count) return x;
-  const std::int64_t n = std::clamp<std::int64_t>(p.adjust_count[row], 0, p.adjust_capacity);
-  if (n == 0) return x;
+  const std::int64_t n = p.adjust_count ? std::clamp<std::int64_t>(p.adjust_count[row], 0, p.adjust_capacity) : 0;
+  const bool masked = p.mask_on && p.mask_on[row] != 0;
+  if (n == 0 && !masked) return x;
   s.adjusted.assign(x, x + p.V);
   const std::int64_t at = row * p.adjust_capacity;
   for (std::int64_t i = 0; i < n; ++i) {
@@ -136,6 +136,16 @@ const float* adjusted_row(const SampleParams& p, std::int64_t row, Scratch& s) {
     float& z = s.adjusted[static_cast<std::size_t>(t)];
     const float scale = p.adjust_scale[at + i];
     z = (z > 0 ? z / scale : z * scale) + p.adjust_add[at + i];
+  }
+  if (masked) {
+    const std::uint32_t* bits = p.mask_bits + row * p.mask_words;
+    for (std::int64_t w = 0; w < p.mask_words; ++w) {
+      const std::uint32_t word = bits[w];
+      if (word == 0xffffffffu) continue;
+      const std::int64_t end = std::min<std::int64_t>(p.V, (w + 1) * 32);
+      for (std::int64_t t = w * 32; t < end; ++t)
+        if (!((word >> (t & 31)) & 1u)) s.adjusted[static_cast<std::size_t>(t)] = -std::numeric_limits<float>::infinity();
+    }
   }
   return s.adjusted.data();
 }
@@ -396,6 +406,21 @@ void sample_rows_out(const Tensor& logits, const Tensor& seeds, const Tensor& st
     NG_CHECK_AS(UnsupportedError, logits.device().type() != DeviceType::cuda, op, " on ", logits.device().str(),
                 ": adjustment lists (penalties, logit biases) are not supported on the CUDA backend yet");
   }
+  const TokenMaskRows& m = rows.mask;
+  const std::int64_t words = (logits.size(1) + 31) / 32;
+  if (m.on.defined()) {
+    check_row_tensor(op, "mask.on", m.on, DType::i32, logits);
+    const bool shaped = m.bits.defined() && m.bits.dim() == 2 && m.bits.size(0) == logits.size(0) &&
+                        m.bits.size(1) == words;
+    NG_CHECK_ARG(shaped && m.bits.dtype() == DType::i32 && m.bits.is_contiguous(),
+                 op, ": mask.bits = ", m.bits.str(), ": must be a contiguous int32 [", logits.size(0), ", ", words,
+                 "] (ceil(vocab / 32) words of allowed-token bits per row of logits)");
+    check_same_device(op, "mask.bits", m.bits, logits);
+    NG_CHECK_AS(UnsupportedError, logits.device().type() != DeviceType::cuda, op, " on ", logits.device().str(),
+                ": token masks (structured output) are not supported on the CUDA backend yet");
+  } else {
+    NG_CHECK_ARG(!m.bits.defined(), op, ": mask.bits is given without mask.on (which rows are masked)");
+  }
   check_out(op, out, logits);
   if (logits.device().type() == DeviceType::cuda)
     NG_CHECK_AS(UnsupportedError, !rows.top_k.defined() && !rows.top_p.defined(), op, " on ",
@@ -414,8 +439,13 @@ void sample_rows_out(const Tensor& logits, const Tensor& seeds, const Tensor& st
     p.adjust_add = a.add.data_ptr<float>();
     p.adjust_capacity = a.tokens.size(1);
   }
+  if (m.on.defined()) {
+    p.mask_on = m.on.data_ptr<std::int32_t>();
+    p.mask_bits = reinterpret_cast<const std::uint32_t*>(m.bits.data_ptr<std::int32_t>());
+    p.mask_words = words;
+  }
   const Tensor* uses[] = {&logits, &seeds, &steps, &rows.temperature, &rows.top_k, &rows.top_p,
-                          &a.count, &a.tokens, &a.scale, &a.add, &out};  // undefined skipped
+                          &a.count, &a.tokens, &a.scale, &a.add, &m.on, &m.bits, &out};  // undefined skipped
   launch(stream, kSample, p, uses);
 }
 

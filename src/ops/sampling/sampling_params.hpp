@@ -35,6 +35,10 @@ struct SampleParams {
   const float* adjust_scale = nullptr;
   const float* adjust_add = nullptr;
   std::int64_t adjust_capacity = 0;
+  // sample_rows_out's token masks (ops::TokenMaskRows; null: none): row r's mask_words words.
+  const std::int32_t* mask_on = nullptr;
+  const std::uint32_t* mask_bits = nullptr;
+  std::int64_t mask_words = 0;
 };
 
 // Row r's parameters as the kernels use them. Per row, values a device buffer may hold that the
