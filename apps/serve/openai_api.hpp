@@ -40,8 +40,18 @@ enum class Endpoint { chat, completion };
 // Choices per request at most (n).
 inline constexpr std::int64_t kMaxChoices = 16;
 
+// response_format: text (none), json_object, or json_schema with its schema (JSON text) and name
+// (Note [Structured output] in serve/grammar.hpp turns it into the request's constraint).
+struct ResponseFormat {
+  enum class Kind { text, json_object, json_schema };
+  Kind kind = Kind::text;
+  std::string name;    // json_schema.name
+  std::string schema;  // json_schema.schema, as JSON text ("{}" when not given: any JSON value)
+  bool strict = false;
+};
 struct ParsedRequest {
   llm::Request request;
+  ResponseFormat format;  // the constraint is made from it by the server (it needs the vocabulary)
   // Choices: n requests of the same prompt, choice i with seed + i (so sampled choices differ; with
   // temperature 0 they are the same greedy text).
   std::int64_t n = 1;

@@ -146,7 +146,12 @@ void completion(RouteContext& c, Endpoint endpoint, http::Request req, std::shar
     const llm::Engine& engine = c.host.engine();
     auto parsed = parse_request(endpoint, req.body, c.model_id, engine.options().max_context, engine.vocab());
     if (auto* e = std::get_if<ApiError>(&parsed)) return refuse(c, ex, *e);
-    const ParsedRequest& p = std::get<ParsedRequest>(parsed);
+    ParsedRequest& p = std::get<ParsedRequest>(parsed);
+    if (p.format.kind != ResponseFormat::Kind::text) {  // Note [Structured output]
+      auto made = c.grammars.constraint(p.format);
+      if (auto* e = std::get_if<ApiError>(&made)) return refuse(c, ex, *e);
+      p.request.constraint = std::move(std::get<llm::TokenConstraintFactory>(made));
+    }
     auto a = std::make_shared<Answer>(ex, endpoint, p.stream, p.include_usage, engine.model().tokenizer(),
                                       p.request.logprobs.has_value(), p.n, c.host);
     if (p.echo)

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "serve/engine_host.hpp"
+#include "serve/grammar.hpp"
 #include "serve/http.hpp"
 #include "serve/metrics.hpp"
 #include "serve/openai_api.hpp"
@@ -23,6 +24,8 @@ struct RouteContext {
   bool webui = true;         // the chat page at / (Note [Chat page])
   // Runs work off the I/O thread (parsing, tokenising): the server's worker pool.
   std::function<void(std::function<void()>)> work;
+  // response_format's grammars (Note [Structured output]).
+  Grammars& grammars;
 };
 
 // An OpenAI-shaped error as an HTTP response (503s carry Retry-After).
