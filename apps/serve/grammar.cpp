@@ -14,11 +14,11 @@
 namespace npugraph::serve {
 namespace {
 
-[[maybe_unused]] ApiError unavailable() {
-  return ApiError{.message = "'response_format' json_object and json_schema need structured output, which this "
+[[maybe_unused]] ApiError unavailable(const char* param) {
+  return ApiError{.message = std::string("'") + param + "' needs structured output (a grammar), which this "
                              "npugraph-serve was built without (xgrammar's source was missing at build time: "
                              "python3 tools/fetch_source.py xgrammar, then rebuild)",
-                  .param = "response_format",
+                  .param = param,
                   .code = "unsupported_value"};
 }
 
@@ -82,12 +82,24 @@ Grammars::~Grammars() = default;
 bool Grammars::available() noexcept { return NPUGRAPH_SERVE_XGRAMMAR != 0; }
 
 std::variant<llm::TokenConstraintFactory, ApiError> Grammars::constraint(const ResponseFormat& format) {
-#if NPUGRAPH_SERVE_XGRAMMAR
   const bool object = format.kind == ResponseFormat::Kind::json_object;
   const std::string schema = object ? R"({"type": "object", "additionalProperties": true})" : format.schema;
+  return compile(object ? "response_format" : "response_format.json_schema.schema", [&](auto& c) {
+    return c.CompileJSONSchema(schema, /*any_whitespace=*/false, /*indent=*/std::nullopt, /*separators=*/std::nullopt,
+                               /*strict_mode=*/true);
+  });
+}
+
+std::variant<llm::TokenConstraintFactory, ApiError> Grammars::constraint(const Tools& tools) {
+  const std::string tag = tools_structural_tag(tools);
+  return compile("tools", [&](auto& c) { return c.CompileStructuralTag(tag); });
+}
+
+template <class Compile>
+std::variant<llm::TokenConstraintFactory, ApiError> Grammars::compile(const char* param, Compile&& how) {
+#if NPUGRAPH_SERVE_XGRAMMAR
   try {
-    auto grammar = std::make_shared<const xgrammar::CompiledGrammar>(state_->get().CompileJSONSchema(
-        schema, /*any_whitespace=*/false, /*indent=*/std::nullopt, /*separators=*/std::nullopt, /*strict_mode=*/true));
+    auto grammar = std::make_shared<const xgrammar::CompiledGrammar>(how(state_->get()));
     return llm::TokenConstraintFactory([grammar] { return std::make_unique<Matcher>(*grammar); });
   } catch (const std::exception& e) {
     // xgrammar's message, without its "[time] file.cc:line: " prefix.
@@ -95,13 +107,11 @@ std::variant<llm::TokenConstraintFactory, ApiError> Grammars::constraint(const R
     if (const auto at = why.find(".cc:"); at != std::string::npos)
       if (const auto colon = why.find(": ", at); colon != std::string::npos) why.erase(0, colon + 2);
     while (!why.empty() && (why.back() == '\n' || why.back() == ' ')) why.pop_back();
-    const char* param = object ? "response_format" : "response_format.json_schema.schema";
-    return ApiError{.message = std::string("'") + param + "' cannot be compiled into a grammar: " + why,
-                    .param = param};
+    return ApiError{.message = std::string("'") + param + "' cannot be compiled into a grammar: " + why, .param = param};
   }
 #else
-  (void)format;
-  return unavailable();
+  (void)how;
+  return unavailable(param);
 #endif
 }
 

@@ -51,8 +51,12 @@ class Grammars {
   static bool available() noexcept;
   // The constraint factory of a json_object or json_schema format, or the 400 that says why not.
   std::variant<llm::TokenConstraintFactory, ApiError> constraint(const ResponseFormat& format);
+  // The constraint factory of an active request's tool calls (Note [Tool calls] in serve/tools.hpp).
+  std::variant<llm::TokenConstraintFactory, ApiError> constraint(const Tools& tools);
 
  private:
+  template <class Compile>
+  std::variant<llm::TokenConstraintFactory, ApiError> compile(const char* param, Compile&& how);
   struct State;
   std::unique_ptr<State> state_;
 };

@@ -203,9 +203,27 @@ std::variant<ParsedRequest, ApiError> parse_request(Endpoint endpoint, const std
         if (!m.is_object()) return bad(p, "'" + p + "' must be an object with 'role' and 'content'");
         if (!m.contains("role") || !m["role"].is_string()) return bad(p + ".role", "'" + p + ".role' must be a string");
         const std::string role = m["role"].get<std::string>();
-        if (role != "system" && role != "user" && role != "assistant" && role != "developer")
-          return bad(p + ".role", "'" + p + ".role' = '" + role + "': must be 'system', 'developer', 'user' or 'assistant'");
-        r.messages.push_back({role == "developer" ? "system" : role, content_of(m, i)});
+        if (role != "system" && role != "user" && role != "assistant" && role != "developer" && role != "tool")
+          return bad(p + ".role", "'" + p + ".role' = '" + role +
+                                      "': must be 'system', 'developer', 'user', 'assistant' or 'tool'");
+        if (role == "tool") {  // a tool's result: a user turn (Note [Tool calls]), consecutive ones in one
+          if (!m.contains("tool_call_id") || !m["tool_call_id"].is_string())
+            return bad(p + ".tool_call_id", "'" + p + ".tool_call_id' is required with role 'tool': a string");
+          const std::string response = tool_response_text(content_of(m, i));
+          if (i > 0 && ms[i - 1].is_object() && ms[i - 1].value("role", json()) == "tool")
+            r.messages.back().content += "\n" + response;
+          else
+            r.messages.push_back({"user", response});
+          continue;
+        }
+        const bool calls = role == "assistant" && m.contains("tool_calls") && !m["tool_calls"].is_null();
+        std::string content = calls && (!m.contains("content") || m["content"].is_null()) ? "" : content_of(m, i);
+        if (calls) {
+          std::string calls_text;
+          if (auto e = tool_calls_text(m["tool_calls"], i, calls_text)) return *e;
+          content += (content.empty() ? "" : "\n") + calls_text;
+        }
+        r.messages.push_back({role == "developer" ? "system" : role, std::move(content)});
       }
     } else {
       if (!body.contains("prompt")) return bad("prompt", "'prompt' is required");
@@ -322,15 +340,19 @@ std::variant<ParsedRequest, ApiError> parse_request(Endpoint endpoint, const std
     }
     if (body.contains("suffix") && !body["suffix"].is_null())
       return bad("suffix", "'suffix' is not supported", "unsupported_value");
-    for (const char* key : {"tools", "tool_choice", "parallel_tool_calls"})
-      if (body.contains(key) && !body[key].is_null())
-        return bad(key, std::string("'") + key + "' is not supported (no tool calling)", "unsupported_value");
+    if (chat && (body.contains("tools") || body.contains("tool_choice") || body.contains("parallel_tool_calls"))) {
+      const bool has = body.contains("tools") && !body["tools"].is_null();
+      if (auto e = parse_tools(body, has ? ResponseJson::parse(text) : ResponseJson(), out.tools)) return *e;
+    }
     if (body.contains("response_format") && !body["response_format"].is_null()) {
       out.format = response_format(body["response_format"]);
       // The schema's keys in the order the client wrote them (the body's map sorts them; a schema's
       // properties are generated in its order): the schema dumped again from an order-keeping parse.
       if (out.format.kind == ResponseFormat::Kind::json_schema && out.format.schema != "{}")
         out.format.schema = ResponseJson::parse(text)["response_format"]["json_schema"]["schema"].dump();
+      if (out.format.kind != ResponseFormat::Kind::text && out.tools.active())
+        return bad("response_format", "'response_format' " + body["response_format"]["type"].get<std::string>() +
+                                          " cannot be combined with 'tools' (unless 'tool_choice' is 'none')");
     }
     if (body.contains("user") && !body["user"].is_null() && !body["user"].is_string())
       return bad("user", "'user' must be a string, got " + kind(body["user"]));
@@ -369,12 +391,34 @@ ResponseJson usage(const std::vector<llm::StepOutput>& lasts) {
 }
 
 ResponseJson choice_body(Endpoint endpoint, std::int64_t index, const std::string& text, llm::FinishReason reason,
-                         ResponseJson logprobs) {
-  const std::string r = llm::finish_reason_name(reason);
-  return endpoint == Endpoint::chat
-             ? ResponseJson{{"index", index}, {"message", {{"role", "assistant"}, {"content", text}}},
-                            {"finish_reason", r}, {"logprobs", std::move(logprobs)}}
-             : ResponseJson{{"index", index}, {"text", text}, {"finish_reason", r}, {"logprobs", std::move(logprobs)}};
+                         ResponseJson logprobs, ResponseJson tool_calls) {
+  const bool calls = tool_calls.is_array() && !tool_calls.empty();
+  const std::string r = calls && reason == llm::FinishReason::stop ? "tool_calls" : llm::finish_reason_name(reason);
+  if (endpoint != Endpoint::chat)
+    return ResponseJson{{"index", index}, {"text", text}, {"finish_reason", r}, {"logprobs", std::move(logprobs)}};
+  ResponseJson message{{"role", "assistant"}, {"content", calls && text.empty() ? ResponseJson(nullptr) : ResponseJson(text)}};
+  if (calls) message["tool_calls"] = std::move(tool_calls);
+  return ResponseJson{{"index", index}, {"message", std::move(message)}, {"finish_reason", r},
+                      {"logprobs", std::move(logprobs)}};
+}
+
+ResponseJson tool_calls_json(llm::RequestId request, std::int64_t first, const std::vector<ToolCall>& calls, bool delta) {
+  ResponseJson out = ResponseJson::array();
+  for (std::size_t k = 0; k < calls.size(); ++k) {
+    const std::int64_t n = first + static_cast<std::int64_t>(k);
+    ResponseJson c;
+    if (delta) c["index"] = n;
+    c["id"] = "call_" + std::to_string(request) + "_" + std::to_string(n);
+    c["type"] = "function";
+    c["function"] = {{"name", calls[k].name}, {"arguments", calls[k].arguments}};
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+std::string event_tool_calls(const ResponseIds& ids, std::int64_t index, ResponseJson calls) {
+  return event(chunk(Endpoint::chat, ids,
+                     {{"index", index}, {"delta", {{"tool_calls", std::move(calls)}}}, {"finish_reason", nullptr}}));
 }
 
 ResponseJson completion_body(Endpoint endpoint, const ResponseIds& ids, ResponseJson choices, ResponseJson usage) {
@@ -397,10 +441,11 @@ std::string event_text(Endpoint endpoint, const ResponseIds& ids, std::int64_t i
   return event(chunk(endpoint, ids, std::move(choice)));
 }
 
-std::string event_finish(Endpoint endpoint, const ResponseIds& ids, std::int64_t index, llm::FinishReason reason) {
-  const std::string r = reason == llm::FinishReason::stop || reason == llm::FinishReason::length
-                            ? llm::finish_reason_name(reason)
-                            : "error";
+std::string event_finish(Endpoint endpoint, const ResponseIds& ids, std::int64_t index, llm::FinishReason reason,
+                         bool tool_calls) {
+  const std::string r = tool_calls && reason == llm::FinishReason::stop                          ? "tool_calls"
+                        : reason == llm::FinishReason::stop || reason == llm::FinishReason::length ? llm::finish_reason_name(reason)
+                                                                                                   : "error";
   return event(chunk(endpoint, ids,
                      endpoint == Endpoint::chat
                          ? ResponseJson{{"index", index}, {"delta", ResponseJson::object()}, {"finish_reason", r}}

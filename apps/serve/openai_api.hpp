@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "npugraph/llm/engine.hpp"
+#include "serve/tools.hpp"
 
 namespace npugraph::serve {
 
@@ -52,6 +53,7 @@ struct ResponseFormat {
 struct ParsedRequest {
   llm::Request request;
   ResponseFormat format;  // the constraint is made from it by the server (it needs the vocabulary)
+  Tools tools;            // chat: tools, tool_choice, parallel_tool_calls (Note [Tool calls])
   // Choices: n requests of the same prompt, choice i with seed + i (so sampled choices differ; with
   // temperature 0 they are the same greedy text).
   std::int64_t n = 1;
@@ -79,8 +81,13 @@ std::string response_id(Endpoint endpoint, llm::RequestId id);
 ResponseJson usage(const std::vector<llm::StepOutput>& lasts);
 // Choice `index` of a whole answer: its text and finish reason; `logprobs`: the choice's
 // (logprobs_json.hpp), null when not asked for.
+// `tool_calls` (chat, a request with tools: tool_calls_json's): the message's calls; with calls its
+// content is null when empty and a stop is finish_reason "tool_calls".
 ResponseJson choice_body(Endpoint endpoint, std::int64_t index, const std::string& text, llm::FinishReason reason,
-                         ResponseJson logprobs = nullptr);
+                         ResponseJson logprobs = nullptr, ResponseJson tool_calls = nullptr);
+// Calls first.. of a choice's engine request `request` in OpenAI's shape (ids "call_<request>_<k>";
+// `delta`: each with its "index", as a stream's delta lists them).
+ResponseJson tool_calls_json(llm::RequestId request, std::int64_t first, const std::vector<ToolCall>& calls, bool delta);
 // The whole answer: its choices (choice_body's, in index order) and usage.
 ResponseJson completion_body(Endpoint endpoint, const ResponseIds& ids, ResponseJson choices, ResponseJson usage);
 // Server-sent events of choice `index`: the chat stream's opening (role) chunk, a text piece, the
@@ -90,7 +97,11 @@ std::string event_role(const ResponseIds& ids, std::int64_t index);
 // `logprobs`: the piece's tokens' (null when not asked for).
 std::string event_text(Endpoint endpoint, const ResponseIds& ids, std::int64_t index, const std::string& text,
                        ResponseJson logprobs = nullptr);
-std::string event_finish(Endpoint endpoint, const ResponseIds& ids, std::int64_t index, llm::FinishReason reason);
+// A chat stream's tool calls (tool_calls_json's with delta).
+std::string event_tool_calls(const ResponseIds& ids, std::int64_t index, ResponseJson calls);
+// `tool_calls`: the choice made calls (a stop is then "tool_calls").
+std::string event_finish(Endpoint endpoint, const ResponseIds& ids, std::int64_t index, llm::FinishReason reason,
+                         bool tool_calls = false);
 std::string event_usage(Endpoint endpoint, const ResponseIds& ids, ResponseJson usage);
 inline constexpr const char* kStreamDone = "data: [DONE]\n\n";
 inline constexpr const char* kStreamKeepalive = ": keepalive\n\n";  // an SSE comment: clients skip it

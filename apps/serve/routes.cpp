@@ -31,6 +31,7 @@ struct Answer {
     std::string text;                 // whole answers: the text so far
     ResponseJson body;                // whole answers: choice_body, once finished
     llm::StepOutput last;             // its finishing output's counts (usage)
+    std::optional<ToolCallParser> tools;  // a request with tools (Note [Tool calls])
   };
   Answer(std::shared_ptr<http::Exchange> exchange_, Endpoint endpoint_, bool stream_, bool include_usage_,
          const llm::Tokenizer& tok_, bool logprobs_, std::int64_t n, EngineHost& host_)
@@ -111,7 +112,14 @@ struct Answer {
       }
       for (llm::TokenLogprob& t : o.result->logprobs)
         if (in_text(t)) all.push_back(std::move(t));
-      c.body = choice_body(endpoint, index, c.text, o.finish, logprobs_of(c, all));
+      ResponseJson calls = nullptr;
+      if (c.tools) {  // the text outside the calls, and the calls
+        ToolCallParser::Piece a = c.tools->feed(c.text), b = c.tools->finish();
+        a.calls.insert(a.calls.end(), b.calls.begin(), b.calls.end());
+        c.text = a.text + b.text;
+        calls = tool_calls_json(*c.id, 0, a.calls, /*delta=*/false);
+      }
+      c.body = choice_body(endpoint, index, c.text, o.finish, logprobs_of(c, all), std::move(calls));
       if (++finished < static_cast<std::int64_t>(choices.size())) return;
       ResponseJson bodies = ResponseJson::array();
       for (Choice& k : choices) bodies.push_back(std::move(k.body));
@@ -123,16 +131,48 @@ struct Answer {
     }
     // Each piece with its tokens' logprobs (a step's tokens may add no text yet: still sent).
     std::erase_if(o.logprobs, [&](const llm::TokenLogprob& t) { return !in_text(t); });
+    std::vector<ToolCall> calls;
+    const std::int64_t first_call = c.tools ? c.tools->calls() : 0;
+    if (c.tools) {  // Note [Tool calls]: text held back until it is not the start of a call
+      ToolCallParser::Piece piece = c.tools->feed(o.text);
+      if (last) {
+        ToolCallParser::Piece rest = c.tools->finish();
+        piece.text += rest.text;
+        piece.calls.insert(piece.calls.end(), rest.calls.begin(), rest.calls.end());
+      }
+      o.text = std::move(piece.text);
+      calls = std::move(piece.calls);
+    }
     if (!o.text.empty() || (logprobs && !o.logprobs.empty()))
       exchange->write(event_text(endpoint, ids, index, o.text, logprobs_of(c, o.logprobs)));
+    if (!calls.empty())
+      exchange->write(event_tool_calls(ids, index, tool_calls_json(*c.id, first_call, calls, /*delta=*/true)));
     if (!last) return;
-    exchange->write(event_finish(endpoint, ids, index, o.finish));
+    exchange->write(event_finish(endpoint, ids, index, o.finish, c.tools && c.tools->calls() > 0));
     if (++finished < static_cast<std::int64_t>(choices.size())) return;
     if (include_usage) exchange->write(event_usage(endpoint, ids, total_usage()));
     exchange->write(kStreamDone);
     exchange->end();
   }
 };
+
+// The tools' section of the system message (Note [Tool calls]): appended to the conversation's
+// system message, or a system message of its own — after the template's default one, which a
+// system message of the conversation's would have replaced.
+void with_tools(const llm::Tokenizer& tok, const Tools& tools, std::vector<llm::ChatMessage>& messages) {
+  const std::string text = tools_system_text(tools.list);
+  if (!messages.empty() && messages.front().role == "system") {
+    messages.front().content += "\n\n" + text;
+    return;
+  }
+  std::string system = text;
+  try {
+    const llm::ChatTemplate& t = tok.chat_template();
+    if (t.kind() == llm::ChatTemplate::Kind::chatml_default_system) system = t.default_system() + "\n\n" + text;
+  } catch (const ArgumentError&) {  // no template: the engine refuses the request with its reason
+  }
+  messages.insert(messages.begin(), {"system", std::move(system)});
+}
 
 void refuse(RouteContext& c, const std::shared_ptr<http::Exchange>& ex, const ApiError& e) {
   c.metrics.rejected(e.status);
@@ -152,10 +192,18 @@ void completion(RouteContext& c, Endpoint endpoint, http::Request req, std::shar
       if (auto* e = std::get_if<ApiError>(&made)) return refuse(c, ex, *e);
       p.request.constraint = std::move(std::get<llm::TokenConstraintFactory>(made));
     }
+    if (p.tools.active()) {  // Note [Tool calls]: the tools in the system message, the calls constrained
+      with_tools(engine.model().tokenizer(), p.tools, p.request.messages);
+      auto made = c.grammars.constraint(p.tools);
+      if (auto* e = std::get_if<ApiError>(&made)) return refuse(c, ex, *e);
+      p.request.constraint = std::move(std::get<llm::TokenConstraintFactory>(made));
+    }
     auto a = std::make_shared<Answer>(ex, endpoint, p.stream, p.include_usage, engine.model().tokenizer(),
                                       p.request.logprobs.has_value(), p.n, c.host);
     if (p.echo)
       for (Answer::Choice& k : a->choices) k.echo = p.request.prompt;
+    if (p.tools.active())
+      for (Answer::Choice& k : a->choices) k.tools.emplace();
     a->ids.model = c.model_id;
     a->ids.created = c.created;
     ex->on_gone([a] {

@@ -211,7 +211,7 @@ def error_of(r):
     ("/v1/chat/completions", {"model": MODEL_ID, "messages": [{"role": "user", "content": "hi"}], "top_p": 0},
      400, "top_p", "'top_p' = 0"),
     ("/v1/chat/completions", {"model": MODEL_ID, "messages": [{"role": "user", "content": "hi"}], "tools": []},
-     400, "tools", "not supported"),
+     400, "tools", "must be a non-empty array"),
     ("/v1/chat/completions", {"model": MODEL_ID, "messages": [{"role": "user", "content": "hi"}], "frobnicate": 1},
      400, "frobnicate", "not a field"),
     ("/v1/chat/completions", {"model": MODEL_ID, "messages": [{"role": "wizard", "content": "hi"}]},
