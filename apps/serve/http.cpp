@@ -10,7 +10,8 @@
 // What one connection goes through (all of it on the one I/O thread, so no locks):
 //   header  the request line and headers, within header_timeout as a whole (not per read: a client
 //           trickling bytes is cut at the deadline) and max_header_bytes / max_headers (431); the
-//           route (404, 405) and its key (401) are decided here; a declared Content-Length over
+//           route (404, 405; HEAD takes a GET route, answered with its head alone, RFC 9110) and
+//           its key (401) are decided here; a declared Content-Length over
 //           max_body_bytes is a 413 before any body byte is read;
 //   body    within body_timeout as a whole (408) and max_body_bytes however it is encoded (413);
 //   answer  the route's handler answers through an Exchange from any thread; meanwhile the
@@ -174,6 +175,7 @@ class Session : public std::enable_shared_from_this<Session> {
   std::uint64_t answer_ = 0;
   bool counted_ = false, keep_alive_ = true, http10_ = false, head_sent_ = false, streaming_ = false, done_ = false;
   bool close_after_ = false, peer_eof_ = false, watching_ = false, next_after_watch_ = false;
+  bool head_only_ = false;  // a HEAD request: the GET route's head, no body
   std::string keepalive_;
   std::chrono::milliseconds probe_every_{100};
   std::function<void()> gone_;
@@ -200,6 +202,7 @@ void Session::arm(asio::steady_timer& t, std::chrono::milliseconds d) {
 
 void Session::read_header() {
   phase_ = Phase::header;
+  head_only_ = false;
   since_ = Clock::now();
   parser_.emplace();
   parser_->header_limit(static_cast<std::uint32_t>(std::min<std::size_t>(limits().max_header_bytes, UINT32_MAX)));
@@ -228,10 +231,12 @@ void Session::on_header(error_code ec) {
   const std::string_view method(h.method_string().data(), h.method_string().size());
   const Route* route = nullptr;
   std::string allow;
+  // HEAD is a GET without its body (RFC 9110 9.3.2): a GET route answers both.
+  head_only_ = method == "HEAD";
   for (const Route& r : server_->routes) {
     if (r.path != path) continue;
-    if (r.method == method) route = &r;
-    allow += (allow.empty() ? "" : ", ") + r.method;
+    if (r.method == method || (head_only_ && r.method == "GET")) route = &r;
+    allow += (allow.empty() ? "" : ", ") + r.method + (r.method == "GET" ? ", HEAD" : "");
   }
   if (!route && allow.empty()) return refuse(404, "no such endpoint: '" + std::string(path) + "'", "not_found");
   if (!route)
@@ -392,7 +397,7 @@ void Session::respond(std::uint64_t answer, Response r) {
   head_sent_ = done_ = true;
   probe_.cancel();
   std::string bytes = head(r.status, r.content_type, r.headers, r.body.size(), !close_after_);
-  queue(std::move(bytes) + (bodiless(r.status) ? "" : r.body));
+  queue(std::move(bytes) + (bodiless(r.status) || head_only_ ? "" : r.body));
 }
 
 void Session::start_stream(std::uint64_t answer, std::string content_type, Headers headers, std::string keepalive) {
@@ -511,7 +516,7 @@ void Session::refuse(int status, const std::string& message, const std::string& 
   done_ = head_sent_ = close_after_ = true;
   streaming_ = false;
   http10_ = parser_ && parser_->get().version() < 11;
-  queue(head(r.status, r.content_type, r.headers, r.body.size(), false) + r.body);
+  queue(head(r.status, r.content_type, r.headers, r.body.size(), false) + (head_only_ ? "" : r.body));
 }
 
 // Exchange: carried to the I/O thread.

@@ -1,8 +1,9 @@
 """npugraph-serve's chat page at / over HTTP (Note [Chat page]): the page served is the source file,
 byte for byte, with its type, a CSP that allows exactly its own inline script and style (by their
 SHA-256) and nothing from elsewhere, and an ETag that a revalidation answers with a bodiless 304 on
-a connection that stays usable; the page is public while /v1/* keep the key; HEAD and POST on / are
-refused as on every route; --no-webui gives 404. The page itself fetches nothing from outside and
+a connection that stays usable; the page is public while /v1/* keep the key; HEAD on every GET route
+is the GET's head without its body; POST and PUT on / are refused as on every route; --no-webui
+gives 404. The page itself fetches nothing from outside and
 never writes model text as markup. tests/python/serve/test_chat_browser.py drives it in Chromium.
 """
 import base64
@@ -82,13 +83,29 @@ def test_revalidation_is_a_bodiless_304_and_the_connection_goes_on(keyed):
 
 
 def test_other_methods_on_the_page_are_405_as_on_every_route(keyed):
-    for method in ("HEAD", "POST", "PUT"):
-        page = httpx.request(method, keyed.url + "/", content=b"{}" if method != "HEAD" else None)
-        health = httpx.request(method, keyed.url + "/health", content=b"{}" if method != "HEAD" else None)
+    for method in ("POST", "PUT"):
+        page = httpx.request(method, keyed.url + "/", content=b"{}")
+        health = httpx.request(method, keyed.url + "/health", content=b"{}")
         assert page.status_code == health.status_code == 405, (method, page.status_code, health.status_code)
-        assert page.headers["Allow"] == "GET"
-        if method != "HEAD":
-            assert page.json()["error"]["code"] == "method_not_allowed"
+        assert page.headers["Allow"] == "GET, HEAD"
+        assert page.json()["error"]["code"] == "method_not_allowed"
+
+
+AUTH = {"Authorization": "Bearer sekrit"}
+
+
+def test_head_is_the_gets_head_without_its_body(keyed):
+    # HTTP (RFC 9110 9.3.2): a server that answers GET answers HEAD, the same head and no body.
+    for path in ("/", "/health", "/metrics"):
+        get, head = httpx.get(keyed.url + path, headers=AUTH), httpx.head(keyed.url + path, headers=AUTH)
+        assert head.status_code == get.status_code == 200, path
+        assert head.content == b"" and get.content, path
+        assert head.headers["content-length"] == get.headers["content-length"], path
+        assert head.headers["content-type"] == get.headers["content-type"], path
+    assert httpx.head(keyed.url + "/", headers={"If-None-Match": httpx.get(keyed.url + "/").headers["ETag"]}).status_code == 304
+    r = httpx.head(keyed.url + "/v1/chat/completions")  # a POST route: no HEAD
+    assert r.status_code == 405 and r.headers["Allow"] == "POST" and r.content == b""
+    assert httpx.get(keyed.url + "/health").status_code == 200  # the connection pool's next request
 
 
 def test_no_webui_is_404_and_the_api_stays(tiny):  # noqa: F811

@@ -285,7 +285,7 @@ def test_http_1_0_clients_get_no_chunked_encoding(guarded):
 def test_unknown_paths_and_methods(guarded):
     assert exchange(guarded, request_bytes("/v2/x"))[0][0] == 404
     (status, headers, _), = exchange(guarded, request_bytes("/health", method="DELETE"))
-    assert status == 405 and headers["allow"] == "GET"
+    assert status == 405 and headers["allow"] == "GET, HEAD"
 
 
 # --- admission, long prompts ----------------------------------------------------------------------
