@@ -1,0 +1,105 @@
+"""The npu device's C++ half for torch 2.1-2.7: compiled once per torch, cached, loaded.
+
+Note [The npu device on torch 2.1-2.7]
+torch >= 2.8 takes a PrivateUse1 device guard and accelerator hooks from Python; torch 2.1-2.7 only
+from C++ (the device guard: what torch asks for a device's current device and streams, the
+autograd engine on every backward; the hooks: which autograd asks whether a device has a context,
+torch >= 2.3). ``_npu_device_ext.cpp`` is those two objects and nothing else: one device, npu:0,
+whose one stream is the default stream and whose events are complete once recorded (npugraph's
+device is the host; its work is done when the call returns). Everything else — the rename, the
+generated methods, the device module, the wrapper subclass, factories and copies — is the same
+Python as on torch >= 2.8 (Note [The npu device] in npugraph/_npu_device.py).
+
+The file is compiled here, not shipped built: it must match the installed torch's C++ ABI, which
+changes with each release. The first ``enable`` on a given torch runs the C++ compiler (``$CXX``,
+else ``c++`` / ``g++`` on PATH) against the headers the torch wheel ships (``torch/include``) and
+links ``torch/lib``'s libc10 and libtorch_cpu — about 15 s on a 2-core Xeon — then every later
+process loads the cached library: ``${XDG_CACHE_HOME:-~/.cache}/npugraph/torch-ext/``, one file per
+torch version, C++ ABI and source digest (a changed source builds a new file). It is built under a
+temporary name and renamed into place, so processes that start together never load half a file.
+No ninja and no setuptools (torch.utils.cpp_extension wants both): one compiler command suffices.
+A missing compiler, or one that fails, raises UnsupportedError saying so.
+"""
+import ctypes as _ctypes
+import hashlib as _hashlib
+import os as _os
+import shutil as _shutil
+import subprocess as _subprocess
+import tempfile as _tempfile
+
+_SOURCE = _os.path.join(_os.path.dirname(_os.path.abspath(__file__)), "_npu_device_ext.cpp")
+_loaded = {}
+
+
+def needed(torch):
+    """Whether this torch needs the extension for the device: 2.1 <= torch < 2.8."""
+    major, minor = (int(p) for p in torch.__version__.split(".")[:2])
+    return major == 2 and 1 <= minor < 8
+
+
+def cache_dir():
+    base = _os.environ.get("XDG_CACHE_HOME") or _os.path.join(_os.path.expanduser("~"), ".cache")
+    return _os.path.join(base, "npugraph", "torch-ext")
+
+
+def compiler():
+    """The C++ compiler's path: $CXX, else c++ or g++ on PATH; None if there is none."""
+    named = _os.environ.get("CXX")
+    if named:
+        return _shutil.which(named)
+    return _shutil.which("c++") or _shutil.which("g++")
+
+
+def library_path(torch):
+    """Where the library for this torch and this source lives (built or not)."""
+    with open(_SOURCE, "rb") as f:
+        digest = _hashlib.sha256(f.read()).hexdigest()[:16]
+    abi = int(bool(torch._C._GLIBCXX_USE_CXX11_ABI))
+    return _os.path.join(cache_dir(), f"npu_device-torch{torch.__version__}-abi{abi}-{digest}.so")
+
+
+def build(torch, target, error):
+    """Compiles the source for this torch into target; error(message) makes the exception to raise."""
+    cxx = compiler()
+    if cxx is None:
+        raise error(f"npu_device=True: torch {torch.__version__} needs npugraph's C++ device guard, "
+                    f"compiled once against it, and no C++ compiler was found ($CXX, c++ or g++ on "
+                    f"PATH): install one (Debian: apt-get install g++), or use torch >= 2.8, which "
+                    f"needs none")
+    root = _os.path.dirname(_os.path.abspath(torch.__file__))
+    include, lib = _os.path.join(root, "include"), _os.path.join(root, "lib")
+    _os.makedirs(_os.path.dirname(target), exist_ok=True)
+    fd, tmp = _tempfile.mkstemp(suffix=".so.tmp", dir=_os.path.dirname(target))
+    _os.close(fd)
+    cmd = [cxx, "-shared", "-fPIC", "-O2", "-std=c++17", "-w",
+           f"-D_GLIBCXX_USE_CXX11_ABI={int(bool(torch._C._GLIBCXX_USE_CXX11_ABI))}",
+           "-isystem", include, _SOURCE, "-o", tmp, f"-L{lib}", "-lc10", "-ltorch_cpu",
+           f"-Wl,-rpath,{lib}"]
+    try:
+        done = _subprocess.run(cmd, capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            raise error(f"npu_device=True: compiling npugraph's C++ device guard for torch "
+                        f"{torch.__version__} failed ({' '.join(cmd)}):\n{done.stderr[-3000:]}")
+        _os.replace(tmp, target)
+    finally:
+        if _os.path.exists(tmp):
+            _os.unlink(tmp)
+
+
+def load(torch, error):
+    """Builds the library if this torch has none cached, loads it (registering the device guard)
+    and registers the hooks; once per process."""
+    if "lib" in _loaded:
+        return _loaded["lib"]
+    path = library_path(torch)
+    if not _os.path.exists(path):
+        build(torch, path, error)
+    lib = _ctypes.CDLL(path)
+    register = lib.npugraph_npu_register_hooks
+    register.restype = _ctypes.c_char_p
+    failed = register()
+    if failed is not None:
+        raise error(f"npu_device=True: torch {torch.__version__} refused npugraph's PrivateUse1 "
+                    f"hooks: {failed.decode(errors='replace')}")
+    _loaded["lib"] = lib
+    return lib
