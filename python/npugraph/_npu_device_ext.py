@@ -13,10 +13,11 @@ Python as on torch >= 2.8 (Note [The npu device] in npugraph/_npu_device.py).
 The file is compiled here, not shipped built: it must match the installed torch's C++ ABI, which
 changes with each release. The first ``enable`` on a given torch runs the C++ compiler (``$CXX``,
 else ``c++`` / ``g++`` on PATH) against the headers the torch wheel ships (``torch/include``) and
-links ``torch/lib``'s libc10 and libtorch_cpu — about 15 s on a 2-core Xeon — then every later
+links ``torch/lib``'s libc10 and libtorch_cpu — about 5 s on a 2-core Xeon — then every later
 process loads the cached library: ``${XDG_CACHE_HOME:-~/.cache}/npugraph/torch-ext/``, one file per
 torch version, C++ ABI and source digest (a changed source builds a new file). It is built under a
-temporary name and renamed into place, so processes that start together never load half a file.
+temporary name and renamed into place, so processes that start together never load half a file;
+the files an earlier source built for the same torch are then removed.
 No ninja and no setuptools (torch.utils.cpp_extension wants both): one compiler command suffices.
 A missing compiler, or one that fails, raises UnsupportedError saying so.
 """
@@ -81,9 +82,23 @@ def build(torch, target, error):
             raise error(f"npu_device=True: compiling npugraph's C++ device guard for torch "
                         f"{torch.__version__} failed ({' '.join(cmd)}):\n{done.stderr[-3000:]}")
         _os.replace(tmp, target)
+        _drop_stale(target)
     finally:
         if _os.path.exists(tmp):
             _os.unlink(tmp)
+
+
+def _drop_stale(target):
+    """Removes the libraries this torch had built from an earlier source (a process that has one
+    loaded keeps its mapping)."""
+    folder, name = _os.path.split(target)
+    prefix = name.rsplit("-", 1)[0] + "-"
+    for other in _os.listdir(folder):
+        if other.startswith(prefix) and other.endswith(".so") and other != name:
+            try:
+                _os.unlink(_os.path.join(folder, other))
+            except OSError:
+                pass  # another process removed it first
 
 
 def load(torch, error):

@@ -15,11 +15,12 @@ import npugraph
 from npugraph import _npu_device, _npu_device_ext
 
 pytestmark = pytest.mark.skipif(not _npu_device.available(torch),
-                                reason=f"torch {torch.__version__} cannot name a device from Python")
+                                reason=f"torch {torch.__version__} cannot name a device")
 HERE = os.path.dirname(os.path.abspath(__file__))
 # torch 2.1-2.7: the device guard and hooks come from npugraph's C++ extension, built on first use
-needs_extension = pytest.mark.skipif(not _npu_device_ext.needed(torch),
-                                     reason=f"torch {torch.__version__} takes the device guard from Python")
+needs_extension = pytest.mark.skipif(
+    not _npu_device_ext.needed(torch),
+    reason=f"torch {torch.__version__} builds no C++ device guard (only torch 2.1-2.7 do)")
 
 
 def run(body, env=None, expect_ok=True):
@@ -353,21 +354,30 @@ def test_the_device_guard_has_one_device_whose_stream_is_the_default():
 
 
 @needs_extension
-def test_the_guard_is_built_once_per_torch_and_then_loaded_without_a_compiler():
-    run("""
+def test_the_guard_is_built_once_per_torch_and_then_loaded_without_a_compiler(tmp_path):
+    # an empty cache: this test compiles the guard (the other tests may load the user's cached one)
+    folder = tmp_path / "npugraph" / "torch-ext"
+    folder.mkdir(parents=True)
+    abi = int(bool(torch._C._GLIBCXX_USE_CXX11_ABI))
+    stale = folder / f"npu_device-torch{torch.__version__}-abi{abi}-0123456789abcdef.so"  # an older source's
+    other = folder / "npu_device-torch2.0.0-abi1-0123456789abcdef.so"  # another torch's
+    stale.write_bytes(b"")
+    other.write_bytes(b"")
+    env = {"XDG_CACHE_HOME": str(tmp_path)}
+    run(f"""
         import os
         from npugraph import _npu_device_ext as ext
         compat.install(npu_device=True)
         path = ext.library_path(torch)
-        assert os.path.isfile(path) and os.path.dirname(path) == ext.cache_dir(), path
-        assert f"torch{torch.__version__}" in os.path.basename(path)
+        assert os.path.dirname(path) == {str(folder)!r} and f"torch{{torch.__version__}}-" in path, path
+        assert sorted(os.listdir({str(folder)!r})) == sorted([os.path.basename(path), {other.name!r}])
         print("SCENARIO OK")
-    """)
+    """, env=env)
     run("""
         compat.install(npu_device=True)  # the cached library: no compiler needed
-        assert torch.ones(2, device="npu").device == torch.device("npu:0")
+        assert (torch.ones(2, device="npu") + 1).cpu().tolist() == [2.0, 2.0]
         print("SCENARIO OK")
-    """, env={"CXX": "/nonexistent/c++"})
+    """, env=dict(env, CXX="/nonexistent/c++"))
 
 
 @needs_extension
