@@ -26,7 +26,7 @@ VENV_PY := $(VENV)/bin/python
 # outside the checkout and reused by every clone; `make test` runs the Python suites under both.
 TORCH2_VENV ?= $(HOME)/.cache/npugraph/venv-torch2.10
 TORCH2_PY := $(TORCH2_VENV)/bin/python
-# The third torch (docs/install.md "Three torches"): PyPI's torch 2.7.1 (tools/requirements-torch27.txt),
+# The third torch (docs/install.md "A third torch"): PyPI's torch 2.7.1 (tools/requirements-torch27.txt),
 # ~5.2 GB, once per machine like the second; `make test` runs only the npu-device tests under it
 # (torch 2.1-2.7 build the device's C++ guard: Note [The npu device on torch 2.1-2.7]).
 TORCH27_VENV ?= $(HOME)/.cache/npugraph/venv-torch2.7

@@ -5,11 +5,12 @@ Note [The npu device]
 PyTorch lets an out-of-tree backend name a device through its PrivateUse1 dispatch key; torch >= 2.8
 can do it from Python (``torch.utils.backend_registration._setup_privateuseone_for_python_backend``:
 the rename, the ``Tensor.npu()`` / ``is_npu`` / ``Module.npu()`` methods, a device module, a device
-guard). torch 2.1-2.7 take the device guard and the accelerator hooks only from C++: there npugraph
-compiles them once against the installed torch (Note [The npu device on torch 2.1-2.7] in
-npugraph/_npu_device_ext.py), and the rest is the same Python. A tensor on ``npu:0`` is an ``NpuTensor``: a wrapper subclass (``_make_wrapper_subclass``,
-PyTorch's own test_privateuseone_python_backend.py pattern) whose device is ``npu:0`` and whose data
-is a CPU tensor, ``_npugraph_data`` — npugraph's device is the host. Every op on it passes through
+guard). torch 2.1-2.7 take the device guard and the accelerator hooks only from C++: there
+npugraph compiles them once against the installed torch (Note [The npu device on torch 2.1-2.7] in
+npugraph/_npu_device_ext.py), and the rest is the same Python. A tensor on ``npu:0`` is an
+``NpuTensor``: a wrapper subclass (``_make_wrapper_subclass``, PyTorch's own
+test_privateuseone_python_backend.py pattern) whose device is ``npu:0`` and whose data is a CPU
+tensor, ``_npugraph_data`` — npugraph's device is the host. Every op on it passes through
 ``NpuTensor.__torch_dispatch__``: the arguments are unwrapped, torch's CPU kernel runs, and tensor
 results are wrapped again (an op that returns one of its arguments, ``add_`` or ``out=``, returns
 that argument's wrapper). Factories (``torch.empty(..., device="npu")`` and everything built on
@@ -22,9 +23,9 @@ unfused cell, so those are computed here from torch's CPU ops as the CUDA kernel
 device. npugraph's own ops (FIA, paged attention, the decode ops) read an NpuTensor's host data and
 give npu results for npu queries; captures allocate npu outputs for ops on npu tensors.
 
-Cost: the Python dispatch — a 64-float add took 53 us on an npu tensor against 16 us on a CPU
-tensor under the same shim (torch 2.10, 2-core Xeon family 6 model 207, under load; docs/torch_npu.md,
-which has torch 2.7's figures too: the C++ guard changes nothing per op). Captured ops cost nothing
+Cost: the Python dispatch — a 64-float add took 28-30 us on an npu tensor against 4.5 us on a CPU
+tensor under the same shim, torch 2.7 and 2.10 alike (2-core Xeon family 6 model 207, a build
+beside it; tools/time_npu_add.py, docs/torch_npu.md). Captured ops cost nothing
 per op at replay beyond the op itself. The rename is process-wide and cannot be undone: once
 enabled, the device stays after ``compat.uninstall()``. torch 1.13 (no renaming) keeps ``npu`` as an
 alias of the CPU.

@@ -42,10 +42,14 @@ struct NpuGuard final : c10::impl::DeviceGuardImplInterface {
   c10::Device getDevice() const override { return c10::Device(kNpu, 0); }
   void setDevice(c10::Device d) const override { check_device(d); }
   void uncheckedSetDevice(c10::Device) const noexcept override {}
-  c10::Stream getStream(c10::Device) const noexcept override { return c10::Stream(c10::Stream::DEFAULT, c10::Device(kNpu, 0)); }
+  c10::Stream getStream(c10::Device) const noexcept override {
+    return c10::Stream(c10::Stream::DEFAULT, c10::Device(kNpu, 0));
+  }
   c10::Stream getDefaultStream(c10::Device d) const override { return default_stream(d); }
   c10::Stream getStreamFromGlobalPool(c10::Device d, bool) const override { return default_stream(d); }
-  c10::Stream exchangeStream(c10::Stream) const noexcept override { return c10::Stream(c10::Stream::DEFAULT, c10::Device(kNpu, 0)); }
+  c10::Stream exchangeStream(c10::Stream) const noexcept override {
+    return c10::Stream(c10::Stream::DEFAULT, c10::Device(kNpu, 0));
+  }
   c10::DeviceIndex deviceCount() const noexcept override { return 1; }
   // Events: work on the host is done when the call returns, so an event is complete once recorded.
   void record(void**, const c10::Stream&, const c10::DeviceIndex, const c10::EventFlag) const override {}
@@ -59,7 +63,7 @@ struct NpuGuard final : c10::impl::DeviceGuardImplInterface {
   void synchronizeDevice(const c10::DeviceIndex) const {}
 };
 
-// Registered at load time, as C10_REGISTER_GUARD_IMPL does for torch's own backends.
+// The guard registers itself when the library is loaded, as torch's own backends do.
 C10_REGISTER_GUARD_IMPL(PrivateUse1, NpuGuard);
 
 // What torch asks the accelerator (autograd's stream bookkeeping asks hasPrimaryContext for every
