@@ -87,7 +87,10 @@ def register(torch):
         return kernel
 
     fallback = torch.library.Library("_", "IMPL")
-    fallback.fallback(torch.library.fallthrough_kernel, "AutocastPrivateUse1")
+    if hasattr(fallback, "fallback"):
+        fallback.fallback(torch.library.fallthrough_kernel, "AutocastPrivateUse1")
+    else:  # torch < 2.5: no Library.fallback; the C++ library under it has the fallthrough
+        fallback.m.fallback_fallthrough("AutocastPrivateUse1")
     lib = torch.library.Library("aten", "IMPL")
     for names, policy in ((_LOWER, "lower"), (_FP32, "fp32"), (_PROMOTE, "promote")):
         for name in names:

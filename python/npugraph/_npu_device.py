@@ -1,12 +1,12 @@
-"""A real ``npu`` device for torch >= 2.1 under the torch_npu shim (``npugraph.compat.install(
+"""A real ``npu`` device for torch >= 2.4 under the torch_npu shim (``npugraph.compat.install(
 npu_device=True)``, or ``NPUGRAPH_NPU_DEVICE=1`` for ``python -m npugraph.compat``).
 
 Note [The npu device]
 PyTorch lets an out-of-tree backend name a device through its PrivateUse1 dispatch key; torch >= 2.8
 can do it from Python (``torch.utils.backend_registration._setup_privateuseone_for_python_backend``:
 the rename, the ``Tensor.npu()`` / ``is_npu`` / ``Module.npu()`` methods, a device module, a device
-guard). torch 2.1-2.7 take the device guard and the accelerator hooks only from C++: there
-npugraph compiles them once against the installed torch (Note [The npu device on torch 2.1-2.7] in
+guard). torch 2.4-2.7 take the device guard and the accelerator hooks only from C++: there
+npugraph compiles them once against the installed torch (Note [The npu device on torch 2.4-2.7] in
 npugraph/_npu_device_ext.py), and the rest is the same Python. A tensor on ``npu:0`` is an
 ``NpuTensor``: a wrapper subclass (``_make_wrapper_subclass``, PyTorch's own
 test_privateuseone_python_backend.py pattern) whose device is ``npu:0`` and whose data is a CPU
@@ -55,10 +55,23 @@ _state = {"on": False, "cls": None}
 
 
 def available(torch):
-    """Whether this torch can have the device: torch >= 2.8 from Python alone, torch 2.1-2.7 with
-    npugraph's C++ device guard (compiled on first use: Note [The npu device on torch 2.1-2.7])."""
+    """Whether this torch can have the device: torch >= 2.8 from Python alone, torch 2.4-2.7 with
+    npugraph's C++ device guard (compiled on first use: Note [The npu device on torch 2.4-2.7])."""
     reg = getattr(getattr(torch, "utils", None), "backend_registration", None)
-    return _python_route(torch) or (reg is not None and _npu_device_ext.needed(torch))
+    return refusal(torch.__version__) is None and reg is not None \
+        and (_python_route(torch) or _npu_device_ext.needed(torch))
+
+
+def refusal(version):
+    """Why a torch of this version cannot have the device, or None if it can."""
+    if _npu_device_ext.version(version) >= (2, 4):
+        return None
+    if _npu_device_ext.version(version) < (2, 1):
+        return (f"torch {version} cannot name a device (PyTorch's PrivateUse1 renaming came with "
+                f"torch 2.1; the npu device needs torch >= 2.4)")
+    return (f"torch {version} cannot hold the npu device: torch 2.1 and 2.2 run Python-registered "
+            f"kernels where they cannot make tensor subclasses, and torch < 2.4 keeps a named "
+            f"device's autocast state outside torch; the npu device needs torch >= 2.4")
 
 
 def _python_route(torch):
@@ -214,9 +227,8 @@ def enable(torch, npu_module):
     from . import _C
 
     if not available(torch):
-        raise _C.UnsupportedError(
-            f"npu_device=True: torch {torch.__version__} cannot name a device (needs torch >= 2.1: "
-            f"PyTorch's PrivateUse1 backend renaming); without it 'npu' stays an alias of the CPU")
+        why = refusal(torch.__version__) or f"torch {torch.__version__} has no PrivateUse1 registration"
+        raise _C.UnsupportedError(f"npu_device=True: {why}; without it 'npu' stays an alias of the CPU")
     current = torch._C._get_privateuse1_backend_name()
     if current not in ("privateuseone", "npu"):
         raise _C.UnsupportedError(f"npu_device=True: torch's PrivateUse1 device is already named "
@@ -226,7 +238,7 @@ def enable(torch, npu_module):
         from torch.utils.backend_registration import _setup_privateuseone_for_python_backend
 
         _setup_privateuseone_for_python_backend(rename, backend_module=_device_module(npu_module, torch))
-    else:  # torch 2.1-2.7: the guard and hooks from C++ first (a failed build changes nothing)
+    else:  # torch 2.4-2.7: the guard and hooks from C++ first (a failed build changes nothing)
         _npu_device_ext.load(torch, _C.UnsupportedError)
         if rename is not None:
             torch.utils.rename_privateuse1_backend(rename)

@@ -1,4 +1,4 @@
-// The C++ half of the npu device on torch 2.1-2.7 (Note [The npu device on torch 2.1-2.7] in
+// The C++ half of the npu device on torch 2.4-2.7 (Note [The npu device on torch 2.4-2.7] in
 // npugraph/_npu_device_ext.py, which compiles this file against the installed torch and loads it).
 //
 // torch >= 2.8 lets Python give the PrivateUse1 key a device guard and accelerator hooks; older
@@ -9,9 +9,10 @@
 // thread, so there is one stream (the default one, id 0), streams and events are always complete,
 // and there is nothing to synchronize.
 //
-// Built by g++ with no project warnings flags against headers whose interfaces changed between torch
-// 2.1 and 2.7, so the methods that some of those torches lack carry no `override`: where this
-// torch's base class has no such method, it is an unused member instead of a compile error.
+// Built by g++ with no project warnings flags against headers whose interfaces change between torch
+// releases, so the methods that some torches lack carry no `override`: where this torch's base
+// class has no such method, it is an unused member instead of a compile error (the file compiles
+// against torch 2.1.2, 2.4.1 and 2.7.1).
 #include <ATen/detail/PrivateUse1HooksInterface.h>
 #include <c10/core/Device.h>
 #include <c10/core/Stream.h>
@@ -58,7 +59,7 @@ struct NpuGuard final : c10::impl::DeviceGuardImplInterface {
   void destroyEvent(void*, const c10::DeviceIndex) const noexcept override {}
   bool queryStream(const c10::Stream&) const override { return true; }
   void synchronizeStream(const c10::Stream&) const override {}
-  // not in every torch 2.1-2.7 (no `override`, see the top of the file)
+  // not in every torch 2.4-2.7 (no `override`, see the top of the file)
   void synchronizeEvent(void*) const {}
   void synchronizeDevice(const c10::DeviceIndex) const {}
 };

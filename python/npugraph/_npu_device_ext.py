@@ -1,14 +1,16 @@
-"""The npu device's C++ half for torch 2.1-2.7: compiled once per torch, cached, loaded.
+"""The npu device's C++ half for torch 2.4-2.7: compiled once per torch, cached, loaded.
 
-Note [The npu device on torch 2.1-2.7]
-torch >= 2.8 takes a PrivateUse1 device guard and accelerator hooks from Python; torch 2.1-2.7 only
+Note [The npu device on torch 2.4-2.7]
+torch >= 2.8 takes a PrivateUse1 device guard and accelerator hooks from Python; torch 2.4-2.7 only
 from C++ (the device guard: what torch asks for a device's current device and streams, the
-autograd engine on every backward; the hooks: which autograd asks whether a device has a context,
-torch >= 2.3). ``_npu_device_ext.cpp`` is those two objects and nothing else: one device, npu:0,
+autograd engine on every backward; the hooks: which autograd asks whether a device has a
+context). ``_npu_device_ext.cpp`` is those two objects and nothing else: one device, npu:0,
 whose one stream is the default stream and whose events are complete once recorded (npugraph's
 device is the host; its work is done when the call returns). Everything else — the rename, the
 generated methods, the device module, the wrapper subclass, factories and copies — is the same
-Python as on torch >= 2.8 (Note [The npu device] in npugraph/_npu_device.py).
+Python as on torch >= 2.8 (Note [The npu device] in npugraph/_npu_device.py). torch 2.1-2.3 are
+refused (``_npu_device.refusal``): 2.1 and 2.2 forbid tensor subclasses in Python-registered
+kernels, the factories', and before 2.4 a named device's autocast state stays in Python.
 
 The file is compiled here, not shipped built: it must match the installed torch's C++ ABI, which
 changes with each release. The first ``enable`` on a given torch runs the C++ compiler (``$CXX``,
@@ -32,10 +34,15 @@ _SOURCE = _os.path.join(_os.path.dirname(_os.path.abspath(__file__)), "_npu_devi
 _loaded = {}
 
 
+def version(text):
+    """(major, minor) of a torch version string ("2.7.1+cu126" -> (2, 7))."""
+    major, minor = text.split(".")[:2]
+    return int(major), int("".join(c for c in minor if c.isdigit()) or 0)
+
+
 def needed(torch):
-    """Whether this torch needs the extension for the device: 2.1 <= torch < 2.8."""
-    major, minor = (int(p) for p in torch.__version__.split(".")[:2])
-    return major == 2 and 1 <= minor < 8
+    """Whether this torch needs the extension for the device: 2.4 <= torch < 2.8."""
+    return (2, 4) <= version(torch.__version__) < (2, 8)
 
 
 def cache_dir():
