@@ -28,7 +28,7 @@ TORCH2_VENV ?= $(HOME)/.cache/npugraph/venv-torch2.10
 TORCH2_PY := $(TORCH2_VENV)/bin/python
 # The third torch (docs/install.md "A third torch"): PyPI's torch 2.7.1 (tools/requirements-torch27.txt),
 # ~5.2 GB, once per machine like the second; `make test` runs only the npu-device tests under it
-# (torch 2.4-2.7 build the device's C++ guard: Note [The npu device on torch 2.4-2.7]).
+# (torch 2.3-2.7 build the device's C++ guard: Note [The npu device on torch 2.3-2.7]).
 TORCH27_VENV ?= $(HOME)/.cache/npugraph/venv-torch2.7
 TORCH27_PY := $(TORCH27_VENV)/bin/python
 # The module is built for the venv's interpreter (Debian's python3 behind it), the one pip uses too,

@@ -1,12 +1,12 @@
-"""A real ``npu`` device for torch >= 2.4 under the torch_npu shim (``npugraph.compat.install(
+"""A real ``npu`` device for torch >= 2.3 under the torch_npu shim (``npugraph.compat.install(
 npu_device=True)``, or ``NPUGRAPH_NPU_DEVICE=1`` for ``python -m npugraph.compat``).
 
 Note [The npu device]
 PyTorch lets an out-of-tree backend name a device through its PrivateUse1 dispatch key; torch >= 2.8
 can do it from Python (``torch.utils.backend_registration._setup_privateuseone_for_python_backend``:
 the rename, the ``Tensor.npu()`` / ``is_npu`` / ``Module.npu()`` methods, a device module, a device
-guard). torch 2.4-2.7 take the device guard and the accelerator hooks only from C++: there
-npugraph compiles them once against the installed torch (Note [The npu device on torch 2.4-2.7] in
+guard). torch 2.3-2.7 take the device guard and the accelerator hooks only from C++: there
+npugraph compiles them once against the installed torch (Note [The npu device on torch 2.3-2.7] in
 npugraph/_npu_device_ext.py), and the rest is the same Python. A tensor on ``npu:0`` is an
 ``NpuTensor``: a wrapper subclass (``_make_wrapper_subclass``, PyTorch's own
 test_privateuseone_python_backend.py pattern) whose device is ``npu:0`` and whose data is a CPU
@@ -55,8 +55,8 @@ _state = {"on": False, "cls": None}
 
 
 def available(torch):
-    """Whether this torch can have the device: torch >= 2.8 from Python alone, torch 2.4-2.7 with
-    npugraph's C++ device guard (compiled on first use: Note [The npu device on torch 2.4-2.7])."""
+    """Whether this torch can have the device: torch >= 2.8 from Python alone, torch 2.3-2.7 with
+    npugraph's C++ device guard (compiled on first use: Note [The npu device on torch 2.3-2.7])."""
     reg = getattr(getattr(torch, "utils", None), "backend_registration", None)
     return refusal(torch.__version__) is None and reg is not None \
         and (_python_route(torch) or _npu_device_ext.needed(torch))
@@ -64,14 +64,13 @@ def available(torch):
 
 def refusal(version):
     """Why a torch of this version cannot have the device, or None if it can."""
-    if _npu_device_ext.version(version) >= (2, 4):
+    if _npu_device_ext.version(version) >= (2, 3):
         return None
     if _npu_device_ext.version(version) < (2, 1):
         return (f"torch {version} cannot name a device (PyTorch's PrivateUse1 renaming came with "
-                f"torch 2.1; the npu device needs torch >= 2.4)")
+                f"torch 2.1; the npu device needs torch >= 2.3)")
     return (f"torch {version} cannot hold the npu device: torch 2.1 and 2.2 run Python-registered "
-            f"kernels where they cannot make tensor subclasses, and torch < 2.4 keeps a named "
-            f"device's autocast state outside torch; the npu device needs torch >= 2.4")
+            f"kernels where they cannot make tensor subclasses; the npu device needs torch >= 2.3")
 
 
 def _python_route(torch):
@@ -195,17 +194,22 @@ def _make_class(torch):
     return NpuTensor
 
 
-def _device_module(npu_module, torch):
+def _device_module(npu_module, torch, to_torch=None):
     """torch.npu for torch's device machinery: npugraph.npu plus what torch asks a backend module
-    (autocast queries among them: torch.autocast and checkpointing call them for every device)."""
+    (autocast queries among them: torch.autocast and checkpointing call them for every device).
+    to_torch(enabled, dtype), on torch 2.3, hands the autocast state on to torch's dispatcher."""
     mod = npu_module
     autocast = {"enabled": False, "dtype": torch.float16}
 
     def set_enabled(enabled):
         autocast["enabled"] = bool(enabled)
+        if to_torch is not None:
+            to_torch(autocast["enabled"], autocast["dtype"])
 
     def set_dtype(dtype):
         autocast["dtype"] = dtype
+        if to_torch is not None:
+            to_torch(autocast["enabled"], autocast["dtype"])
 
     for name, value in (("is_available", lambda: True), ("current_device", lambda: 0),
                         ("device_count", lambda: 1), ("_is_in_bad_fork", lambda: False),
@@ -238,12 +242,13 @@ def enable(torch, npu_module):
         from torch.utils.backend_registration import _setup_privateuseone_for_python_backend
 
         _setup_privateuseone_for_python_backend(rename, backend_module=_device_module(npu_module, torch))
-    else:  # torch 2.4-2.7: the guard and hooks from C++ first (a failed build changes nothing)
+    else:  # torch 2.3-2.7: the guard and hooks from C++ first (a failed build changes nothing)
         _npu_device_ext.load(torch, _C.UnsupportedError)
         if rename is not None:
             torch.utils.rename_privateuse1_backend(rename)
         torch.utils.generate_methods_for_privateuse1_backend()
-        torch._register_device_module("npu", _device_module(npu_module, torch))
+        torch._register_device_module("npu", _device_module(npu_module, torch,
+                                                             _npu_device_ext.autocast_setter(torch)))
     cls = _make_class(torch)
     lib = torch.library.Library("aten", "IMPL")
 

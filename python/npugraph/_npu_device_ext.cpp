@@ -1,4 +1,4 @@
-// The C++ half of the npu device on torch 2.4-2.7 (Note [The npu device on torch 2.4-2.7] in
+// The C++ half of the npu device on torch 2.3-2.7 (Note [The npu device on torch 2.3-2.7] in
 // npugraph/_npu_device_ext.py, which compiles this file against the installed torch and loads it).
 //
 // torch >= 2.8 lets Python give the PrivateUse1 key a device guard and accelerator hooks; older
@@ -15,6 +15,7 @@
 // against torch 2.1.2, 2.4.1 and 2.7.1).
 #include <ATen/detail/PrivateUse1HooksInterface.h>
 #include <c10/core/Device.h>
+#include <c10/core/ScalarType.h>
 #include <c10/core/Stream.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/util/Exception.h>
@@ -59,7 +60,7 @@ struct NpuGuard final : c10::impl::DeviceGuardImplInterface {
   void destroyEvent(void*, const c10::DeviceIndex) const noexcept override {}
   bool queryStream(const c10::Stream&) const override { return true; }
   void synchronizeStream(const c10::Stream&) const override {}
-  // not in every torch 2.4-2.7 (no `override`, see the top of the file)
+  // not in every torch 2.3-2.7 (no `override`, see the top of the file)
   void synchronizeEvent(void*) const {}
   void synchronizeDevice(const c10::DeviceIndex) const {}
 };
@@ -81,6 +82,21 @@ struct NpuHooks final : at::PrivateUse1HooksInterface {
 std::string last_error;
 
 }  // namespace
+
+#ifdef NPUGRAPH_AUTOCAST_STATE_IN_MODULE
+// torch 2.3's torch.autocast hands a named device's autocast state to its Python device module;
+// the dispatcher reads it from these (ATen/autocast_mode.h, declared here to spare the compile
+// ATen's umbrella header). The device module passes it on.
+namespace at::autocast {
+TORCH_API void set_privateuseone_enabled(bool enabled);
+TORCH_API void set_autocast_privateuseone_dtype(c10::ScalarType dtype);
+}  // namespace at::autocast
+
+extern "C" void npugraph_npu_set_autocast(int enabled, int dtype) {
+  at::autocast::set_privateuseone_enabled(enabled != 0);
+  at::autocast::set_autocast_privateuseone_dtype(static_cast<c10::ScalarType>(dtype));
+}
+#endif
 
 // Registers the hooks (torch allows it once per process); returns nullptr, or what went wrong.
 extern "C" const char* npugraph_npu_register_hooks() {

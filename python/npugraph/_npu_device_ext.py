@@ -1,16 +1,20 @@
-"""The npu device's C++ half for torch 2.4-2.7: compiled once per torch, cached, loaded.
+"""The npu device's C++ half for torch 2.3-2.7: compiled once per torch, cached, loaded.
 
-Note [The npu device on torch 2.4-2.7]
-torch >= 2.8 takes a PrivateUse1 device guard and accelerator hooks from Python; torch 2.4-2.7 only
+Note [The npu device on torch 2.3-2.7]
+torch >= 2.8 takes a PrivateUse1 device guard and accelerator hooks from Python; torch 2.3-2.7 only
 from C++ (the device guard: what torch asks for a device's current device and streams, the
 autograd engine on every backward; the hooks: which autograd asks whether a device has a
 context). ``_npu_device_ext.cpp`` is those two objects and nothing else: one device, npu:0,
 whose one stream is the default stream and whose events are complete once recorded (npugraph's
 device is the host; its work is done when the call returns). Everything else — the rename, the
 generated methods, the device module, the wrapper subclass, factories and copies — is the same
-Python as on torch >= 2.8 (Note [The npu device] in npugraph/_npu_device.py). torch 2.1-2.3 are
-refused (``_npu_device.refusal``): 2.1 and 2.2 forbid tensor subclasses in Python-registered
-kernels, the factories', and before 2.4 a named device's autocast state stays in Python.
+Python as on torch >= 2.8 (Note [The npu device] in npugraph/_npu_device.py), and one more
+duty on torch 2.3, whose ``torch.autocast`` hands a named device's autocast state to the device
+module only: the module passes it on to torch's dispatcher through this library
+(``autocast_setter``), so the npu autocast kernels run. torch 2.1 and 2.2 are refused
+(``_npu_device.refusal``): they run a Python-registered kernel (the factories') with tensor
+subclasses forbidden (torch::deploy's "hermetic" mode), and turning that off from here crashes in
+torch (seen on 2.1.2).
 
 The file is compiled here, not shipped built: it must match the installed torch's C++ ABI, which
 changes with each release. The first ``enable`` on a given torch runs the C++ compiler (``$CXX``,
@@ -41,8 +45,24 @@ def version(text):
 
 
 def needed(torch):
-    """Whether this torch needs the extension for the device: 2.4 <= torch < 2.8."""
-    return (2, 4) <= version(torch.__version__) < (2, 8)
+    """Whether this torch needs the extension for the device: 2.3 <= torch < 2.8."""
+    return (2, 3) <= version(torch.__version__) < (2, 8)
+
+
+def _autocast_in_module(torch):
+    """torch < 2.4: torch.autocast gives a named device's state to its device module, not to torch."""
+    return version(torch.__version__) < (2, 4)
+
+
+def autocast_setter(torch):
+    """None, or on torch 2.3 set(enabled, dtype): the device module's autocast state handed to
+    torch's dispatcher (which alone runs the npu autocast kernels)."""
+    if not _autocast_in_module(torch):
+        return None
+    fn = _loaded["lib"].npugraph_npu_set_autocast
+    fn.argtypes, fn.restype = [_ctypes.c_int, _ctypes.c_int], None
+    codes = {torch.float16: 5, torch.float32: 6, torch.bfloat16: 15}  # c10::ScalarType's values
+    return lambda enabled, dtype: fn(int(bool(enabled)), codes[dtype])
 
 
 def cache_dir():
@@ -81,6 +101,7 @@ def build(torch, target, error):
     _os.close(fd)
     cmd = [cxx, "-shared", "-fPIC", "-O2", "-std=c++17", "-w",
            f"-D_GLIBCXX_USE_CXX11_ABI={int(bool(torch._C._GLIBCXX_USE_CXX11_ABI))}",
+           *(["-DNPUGRAPH_AUTOCAST_STATE_IN_MODULE"] if _autocast_in_module(torch) else []),
            "-isystem", include, _SOURCE, "-o", tmp, f"-L{lib}", "-lc10", "-ltorch_cpu",
            f"-Wl,-rpath,{lib}"]
     try:

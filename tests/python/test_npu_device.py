@@ -1,6 +1,6 @@
-"""A real `npu` device under the shim (npugraph.compat.install(npu_device=True), torch >= 2.4;
-Note [The npu device] in npugraph/_npu_device.py, and on torch 2.4-2.7 its C++ device guard, Note
-[The npu device on torch 2.4-2.7] in npugraph/_npu_device_ext.py). The device's name is process-wide
+"""A real `npu` device under the shim (npugraph.compat.install(npu_device=True), torch >= 2.3;
+Note [The npu device] in npugraph/_npu_device.py, and on torch 2.3-2.7 its C++ device guard, Note
+[The npu device on torch 2.3-2.7] in npugraph/_npu_device_ext.py). The device's name is process-wide
 and for good, so every check runs in a fresh interpreter. Skipped on a torch that cannot name a
 device (1.13: tests/python/test_compat.py checks the refusal)."""
 import os
@@ -17,10 +17,10 @@ from npugraph import _npu_device, _npu_device_ext
 pytestmark = pytest.mark.skipif(not _npu_device.available(torch),
                                 reason=f"torch {torch.__version__} cannot name a device")
 HERE = os.path.dirname(os.path.abspath(__file__))
-# torch 2.4-2.7: the device guard and hooks come from npugraph's C++ extension, built on first use
+# torch 2.3-2.7: the device guard and hooks come from npugraph's C++ extension, built on first use
 needs_extension = pytest.mark.skipif(
     not _npu_device_ext.needed(torch),
-    reason=f"torch {torch.__version__} builds no C++ device guard (only torch 2.4-2.7 do)")
+    reason=f"torch {torch.__version__} builds no C++ device guard (only torch 2.3-2.7 do)")
 
 
 def run(body, env=None, expect_ok=True):
@@ -300,13 +300,17 @@ def test_autocast_on_the_device_casts_as_cuda_autocast_does():
     run("""
         compat.install(npu_device=True)
         import torch_npu
+        if hasattr(torch, "get_autocast_dtype"):  # torch >= 2.4 keeps each device's autocast state
+            enabled, dtype = (lambda: torch.is_autocast_enabled("npu")), (lambda: torch.get_autocast_dtype("npu"))
+        else:  # torch 2.3: the device module keeps it
+            enabled, dtype = torch.npu.is_autocast_enabled, torch.npu.get_autocast_dtype
         torch.manual_seed(0)
         a, b = torch.randn(4, 4), torch.randn(4, 4)
         na, nb = a.npu(), b.npu()
         with torch_npu.npu.amp.autocast(False, cache_enabled=False):
-            assert (na @ nb).dtype == torch.float32 and not torch.is_autocast_enabled("npu")
+            assert (na @ nb).dtype == torch.float32 and not enabled()
         with torch_npu.npu.amp.autocast(cache_enabled=False):
-            assert torch.is_autocast_enabled("npu") and torch.get_autocast_dtype("npu") == torch.float16
+            assert enabled() and dtype() == torch.float16
             mm = na @ nb
             assert mm.dtype == torch.float16 and torch.equal(mm.cpu(), a.half() @ b.half())
             lin = torch.nn.functional.linear(na, nb)
