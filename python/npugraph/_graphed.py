@@ -46,7 +46,7 @@ def _autocasting(torch):
     from . import _npu_device
 
     # torch 2.3 with the npu device named: its device module keeps the state
-    return _npu_device.enabled() and bool(getattr(torch, "npu").is_autocast_enabled())
+    return _npu_device.enabled() and bool(torch.npu.is_autocast_enabled())
 
 
 def make_graphed_callables(single, fns, samples, num_warmup_iters, allow_unused_input, pool):

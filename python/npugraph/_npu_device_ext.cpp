@@ -12,7 +12,7 @@
 // Built by g++ with no project warnings flags against headers whose interfaces change between torch
 // releases, so the methods that some torches lack carry no `override`: where this torch's base
 // class has no such method, it is an unused member instead of a compile error (the file compiles
-// against torch 2.1.2, 2.4.1 and 2.7.1).
+// against torch 2.1.2, 2.3.1, 2.4.1 and 2.7.1).
 #include <ATen/detail/PrivateUse1HooksInterface.h>
 #include <c10/core/Device.h>
 #include <c10/core/ScalarType.h>
