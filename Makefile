@@ -26,13 +26,18 @@ VENV_PY := $(VENV)/bin/python
 # outside the checkout and reused by every clone; `make test` runs the Python suites under both.
 TORCH2_VENV ?= $(HOME)/.cache/npugraph/venv-torch2.10
 TORCH2_PY := $(TORCH2_VENV)/bin/python
+# The third torch (docs/install.md "A third torch"): PyPI's torch 2.7.1 (tools/requirements-torch27.txt),
+# ~5.2 GB, once per machine like the second; `make test` runs only the npu-device tests under it
+# (torch 2.3-2.7 build the device's C++ guard: Note [The npu device on torch 2.3-2.7]).
+TORCH27_VENV ?= $(HOME)/.cache/npugraph/venv-torch2.7
+TORCH27_PY := $(TORCH27_VENV)/bin/python
 # The module is built for the venv's interpreter (Debian's python3 behind it), the one pip uses too,
 # against the venv's pinned pybind11 (>= 2.12 reads numpy 2's dtype layout; Debian's 2.10 does not).
 CMAKE_COMMON := -DNPUGRAPH_WERROR=ON -DPython3_EXECUTABLE=$(CURDIR)/$(VENV_PY) \
                 -Dpybind11_DIR=$$($(CURDIR)/$(VENV_PY) -m pybind11 --cmakedir) \
-                -DNPUGRAPH_TORCH2_PYTHON=$(TORCH2_PY)
+                -DNPUGRAPH_TORCH2_PYTHON=$(TORCH2_PY) -DNPUGRAPH_TORCH27_PYTHON=$(TORCH27_PY)
 
-.PHONY: all setup packages torch2-venv build demo serve seed test test-dist test-release test-asan test-tsan test-fuzz fuzz fuzz-build \
+.PHONY: all setup packages torch2-venv torch27-venv build demo serve seed test test-dist test-release test-asan test-tsan test-fuzz fuzz fuzz-build \
         fuzz-regressions bench clean test-wheel stubs
 
 all: build
@@ -67,6 +72,14 @@ $(TORCH2_VENV)/.requirements-installed: tools/requirements-torch2.txt tools/requ
 	$(TORCH2_PY) -m pip install -q --disable-pip-version-check -r tools/requirements-torch2.txt
 	touch $@
 
+# The torch 2.7 venv (make test needs it for the npu device's C++ guard).
+torch27-venv: $(TORCH27_VENV)/.requirements-installed
+
+$(TORCH27_VENV)/.requirements-installed: tools/requirements-torch27.txt | packages
+	[ -x $(TORCH27_PY) ] || $(PYTHON) -m venv $(TORCH27_VENV)
+	$(TORCH27_PY) -m pip install -q --disable-pip-version-check -r tools/requirements-torch27.txt
+	touch $@
+
 build: setup
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_COMMON) $(CMAKE_FLAGS)
 	cmake --build $(BUILD) -j$(JOBS)
@@ -88,7 +101,7 @@ seed: build
 
 test: test-release test-wheel test-asan test-tsan test-fuzz
 
-test-release: build torch2-venv
+test-release: build torch2-venv torch27-venv
 	cd $(BUILD) && ctest --output-on-failure -j$(JOBS)
 
 # The Python package as users get it: `pip wheel .` (scikit-build-core, pyproject.toml) from the

@@ -6,7 +6,7 @@
 # test/npu/test_npugraph_handler.py, test/test_npu.py); nothing of theirs is kept in this repository.
 # PYTHONPATH must name npugraph (build/python, or an installed package).
 # test_npu.py runs only its graph tests (-k graph), on the real npu device where the torch has it
-# (NPUGRAPH_NPU_DEVICE=1, torch >= 2.8): without a PrivateUse1 device named npu it runs nothing
+# (NPUGRAPH_NPU_DEVICE=1, torch >= 2.3): without a PrivateUse1 device named npu it runs nothing
 # (its TestCase becomes NoTest when torch's TEST_PRIVATEUSE1 is False).
 set -uo pipefail
 dir=$1; shift

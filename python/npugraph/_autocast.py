@@ -64,6 +64,10 @@ def register(torch):
     from torch.utils._pytree import tree_map
 
     castable = (torch.float16, torch.bfloat16, torch.float32)
+    if hasattr(torch, "get_autocast_dtype"):
+        autocast_dtype = _functools.partial(torch.get_autocast_dtype, "npu")
+    else:  # torch 2.3: the device module holds it (npugraph/_npu_device.py _device_module)
+        autocast_dtype = torch.npu.get_autocast_dtype
     excluded = torch._C.DispatchKeySet(torch._C.DispatchKey.AutocastPrivateUse1)
 
     def eligible(x):
@@ -73,7 +77,7 @@ def register(torch):
         def kernel(*args, **kwargs):
             with torch._C._ExcludeDispatchKeyGuard(excluded):
                 if policy == "lower":
-                    dtype = torch.get_autocast_dtype("npu")
+                    dtype = autocast_dtype()
                 elif policy == "fp32":
                     dtype = torch.float32
                 else:
@@ -87,7 +91,10 @@ def register(torch):
         return kernel
 
     fallback = torch.library.Library("_", "IMPL")
-    fallback.fallback(torch.library.fallthrough_kernel, "AutocastPrivateUse1")
+    if hasattr(fallback, "fallback"):
+        fallback.fallback(torch.library.fallthrough_kernel, "AutocastPrivateUse1")
+    else:  # torch < 2.5: no Library.fallback; the C++ library under it has the fallthrough
+        fallback.m.fallback_fallthrough("AutocastPrivateUse1")
     lib = torch.library.Library("aten", "IMPL")
     for names, policy in ((_LOWER, "lower"), (_FP32, "fp32"), (_PROMOTE, "promote")):
         for name in names:

@@ -42,7 +42,11 @@ def _autocasting(torch):
     try:
         return torch.is_autocast_enabled("npu")  # torch >= 2.4, with the npu device named
     except (TypeError, RuntimeError):
-        return False
+        pass
+    from . import _npu_device
+
+    # torch 2.3 with the npu device named: its device module keeps the state
+    return _npu_device.enabled() and bool(torch.npu.is_autocast_enabled())
 
 
 def make_graphed_callables(single, fns, samples, num_warmup_iters, allow_unused_input, pool):

@@ -1,13 +1,16 @@
-"""A real ``npu`` device for torch >= 2.8 under the torch_npu shim (``npugraph.compat.install(
+"""A real ``npu`` device for torch >= 2.3 under the torch_npu shim (``npugraph.compat.install(
 npu_device=True)``, or ``NPUGRAPH_NPU_DEVICE=1`` for ``python -m npugraph.compat``).
 
 Note [The npu device]
 PyTorch lets an out-of-tree backend name a device through its PrivateUse1 dispatch key; torch >= 2.8
 can do it from Python (``torch.utils.backend_registration._setup_privateuseone_for_python_backend``:
 the rename, the ``Tensor.npu()`` / ``is_npu`` / ``Module.npu()`` methods, a device module, a device
-guard). A tensor on ``npu:0`` is an ``NpuTensor``: a wrapper subclass (``_make_wrapper_subclass``,
-PyTorch's own test_privateuseone_python_backend.py pattern) whose device is ``npu:0`` and whose data
-is a CPU tensor, ``_npugraph_data`` — npugraph's device is the host. Every op on it passes through
+guard). torch 2.3-2.7 take the device guard and the accelerator hooks only from C++: there
+npugraph compiles them once against the installed torch (Note [The npu device on torch 2.3-2.7] in
+npugraph/_npu_device_ext.py), and the rest is the same Python. A tensor on ``npu:0`` is an
+``NpuTensor``: a wrapper subclass (``_make_wrapper_subclass``, PyTorch's own
+test_privateuseone_python_backend.py pattern) whose device is ``npu:0`` and whose data is a CPU
+tensor, ``_npugraph_data`` — npugraph's device is the host. Every op on it passes through
 ``NpuTensor.__torch_dispatch__``: the arguments are unwrapped, torch's CPU kernel runs, and tensor
 results are wrapped again (an op that returns one of its arguments, ``add_`` or ``out=``, returns
 that argument's wrapper). Factories (``torch.empty(..., device="npu")`` and everything built on
@@ -20,12 +23,12 @@ unfused cell, so those are computed here from torch's CPU ops as the CUDA kernel
 device. npugraph's own ops (FIA, paged attention, the decode ops) read an NpuTensor's host data and
 give npu results for npu queries; captures allocate npu outputs for ops on npu tensors.
 
-Cost: the Python dispatch — a 64-float add took 53 us on an npu tensor against 16 us on a CPU
-tensor under the same shim (torch 2.10, 2-core Xeon family 6 model 207, under load; docs/torch_npu.md).
-Captured ops cost nothing per op at replay
-beyond the op itself. The rename is process-wide and cannot be undone: once enabled, the device
-stays after ``compat.uninstall()``. torch 1.13 (no renaming) and torch < 2.8 (no Python device
-guard) keep ``npu`` as an alias of the CPU.
+Cost: the Python dispatch — a 64-float add took 28-30 us on an npu tensor against 4.5 us on a CPU
+tensor under the same shim, torch 2.7 and 2.10 alike (2-core Xeon family 6 model 207, a build
+beside it; tools/time_npu_add.py, docs/torch_npu.md). Captured ops cost nothing
+per op at replay beyond the op itself. The rename is process-wide and cannot be undone: once
+enabled, the device stays after ``compat.uninstall()``. torch 1.13 (no renaming) keeps ``npu`` as an
+alias of the CPU.
 
 Note [Autograd's npu thread at exit]
 Backward over npu tensors runs on torch's autograd thread for the device ("pt_autograd_0"). That
@@ -44,13 +47,34 @@ import time as _time
 import types as _types
 import weakref as _weakref
 
+from . import _npu_device_ext
+
 __all__ = ["available", "enable", "enabled", "NpuTensor", "wrap"]
 
 _state = {"on": False, "cls": None}
 
 
 def available(torch):
-    """Whether this torch can name a device from Python (torch >= 2.8)."""
+    """Whether this torch can have the device: torch >= 2.8 from Python alone, torch 2.3-2.7 with
+    npugraph's C++ device guard (compiled on first use: Note [The npu device on torch 2.3-2.7])."""
+    reg = getattr(getattr(torch, "utils", None), "backend_registration", None)
+    return refusal(torch.__version__) is None and reg is not None \
+        and (_python_route(torch) or _npu_device_ext.needed(torch))
+
+
+def refusal(version):
+    """Why a torch of this version cannot have the device, or None if it can."""
+    if _npu_device_ext.version(version) >= (2, 3):
+        return None
+    if _npu_device_ext.version(version) < (2, 1):
+        return (f"torch {version} cannot name a device (PyTorch's PrivateUse1 renaming came with "
+                f"torch 2.1; the npu device needs torch >= 2.3)")
+    return (f"torch {version} cannot hold the npu device: torch 2.1 and 2.2 run Python-registered "
+            f"kernels where they cannot make tensor subclasses; the npu device needs torch >= 2.3")
+
+
+def _python_route(torch):
+    """torch >= 2.8: the device guard and hooks come from Python."""
     reg = getattr(getattr(torch, "utils", None), "backend_registration", None)
     return reg is not None and hasattr(reg, "_setup_privateuseone_for_python_backend") \
         and hasattr(torch._C, "_acc")
@@ -170,17 +194,22 @@ def _make_class(torch):
     return NpuTensor
 
 
-def _device_module(npu_module, torch):
+def _device_module(npu_module, torch, to_torch=None):
     """torch.npu for torch's device machinery: npugraph.npu plus what torch asks a backend module
-    (autocast queries among them: torch.autocast and checkpointing call them for every device)."""
+    (autocast queries among them: torch.autocast and checkpointing call them for every device).
+    to_torch(enabled, dtype), on torch 2.3, hands the autocast state on to torch's dispatcher."""
     mod = npu_module
     autocast = {"enabled": False, "dtype": torch.float16}
 
     def set_enabled(enabled):
         autocast["enabled"] = bool(enabled)
+        if to_torch is not None:
+            to_torch(autocast["enabled"], autocast["dtype"])
 
     def set_dtype(dtype):
         autocast["dtype"] = dtype
+        if to_torch is not None:
+            to_torch(autocast["enabled"], autocast["dtype"])
 
     for name, value in (("is_available", lambda: True), ("current_device", lambda: 0),
                         ("device_count", lambda: 1), ("_is_in_bad_fork", lambda: False),
@@ -202,18 +231,24 @@ def enable(torch, npu_module):
     from . import _C
 
     if not available(torch):
-        raise _C.UnsupportedError(
-            f"npu_device=True: torch {torch.__version__} cannot name a device from Python (needs torch "
-            f">= 2.8: torch.utils.backend_registration._setup_privateuseone_for_python_backend); "
-            f"without it 'npu' stays an alias of the CPU")
+        why = refusal(torch.__version__) or f"torch {torch.__version__} has no PrivateUse1 registration"
+        raise _C.UnsupportedError(f"npu_device=True: {why}; without it 'npu' stays an alias of the CPU")
     current = torch._C._get_privateuse1_backend_name()
     if current not in ("privateuseone", "npu"):
         raise _C.UnsupportedError(f"npu_device=True: torch's PrivateUse1 device is already named "
                                   f"'{current}' in this process")
-    from torch.utils.backend_registration import _setup_privateuseone_for_python_backend
+    rename = "npu" if current == "privateuseone" else None
+    if _python_route(torch):
+        from torch.utils.backend_registration import _setup_privateuseone_for_python_backend
 
-    _setup_privateuseone_for_python_backend("npu" if current == "privateuseone" else None,
-                                            backend_module=_device_module(npu_module, torch))
+        _setup_privateuseone_for_python_backend(rename, backend_module=_device_module(npu_module, torch))
+    else:  # torch 2.3-2.7: the guard and hooks from C++ first (a failed build changes nothing)
+        _npu_device_ext.load(torch, _C.UnsupportedError)
+        if rename is not None:
+            torch.utils.rename_privateuse1_backend(rename)
+        torch.utils.generate_methods_for_privateuse1_backend()
+        torch._register_device_module("npu", _device_module(npu_module, torch,
+                                                             _npu_device_ext.autocast_setter(torch)))
     cls = _make_class(torch)
     lib = torch.library.Library("aten", "IMPL")
 

@@ -271,8 +271,9 @@ def _torch_npu_module(npugraph):
 
 def install(npu_device=False):
     """Installs the shim (idempotent); returns the ``torch_npu`` module it made. ``npu_device=True``
-    (torch >= 2.8) makes ``npu`` a real torch device whose tensors live in host memory (Note [The
-    npu device] in npugraph/_npu_device.py); by default ``npu`` names the CPU."""
+    (torch >= 2.3; torch 2.3-2.7 compile a C++ device guard on first use) makes ``npu`` a real torch
+    device whose tensors live in host memory (Note [The npu device] in npugraph/_npu_device.py); by
+    default ``npu`` names the CPU."""
     if _saved:
         return _sys.modules["torch_npu"]
     import torch

@@ -1,6 +1,7 @@
 """npugraph.compat: an unmodified torch_npu script runs on the CPU (the seed, verbatim, prints
 equal: True), and uninstall() gives torch back as it was."""
 import os
+import re
 import subprocess
 import sys
 
@@ -165,9 +166,23 @@ def test_npu_device_refused_on_a_torch_that_cannot_name_it():
     if _npu_device.available(torch):
         pytest.skip(f"torch {torch.__version__} names the device (tests/python/test_npu_device.py)")
     with pytest.raises(npugraph.UnsupportedError,
-                       match=rf"npu_device=True: torch {torch.__version__} cannot name a device .*>= 2\.8"):
+                       match=rf"npu_device=True: torch {re.escape(torch.__version__)} cannot (name a device \(|hold the npu "
+                             rf"device: ).*the npu device needs torch >= 2\.3\)?; without it 'npu' stays "
+                             rf"an alias of the CPU"):
         compat.install(npu_device=True)
     assert not compat.installed() and "torch_npu" not in sys.modules
+
+
+def test_torches_before_2_3_are_refused_with_their_reason():
+    from npugraph import _npu_device
+
+    assert _npu_device.refusal("2.2.2+cu121") == (
+        "torch 2.2.2+cu121 cannot hold the npu device: torch 2.1 and 2.2 run Python-registered kernels "
+        "where they cannot make tensor subclasses; the npu device needs torch >= 2.3")
+    assert _npu_device.refusal("2.0.1") == (
+        "torch 2.0.1 cannot name a device (PyTorch's PrivateUse1 renaming came with torch 2.1; the npu "
+        "device needs torch >= 2.3)")
+    assert [_npu_device.refusal(v) for v in ("2.3.1", "2.7.1+cu126", "2.10.0", "2.11.0a0+git1")] == [None] * 4
 
 
 def test_child_processes_of_the_launcher_import_torch_npu(tmp_path):

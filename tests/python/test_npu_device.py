@@ -1,6 +1,8 @@
-"""A real `npu` device under the shim (npugraph.compat.install(npu_device=True), torch >= 2.8;
-Note [The npu device] in npugraph/_npu_device.py). The device's name is process-wide and for good,
-so every check runs in a fresh interpreter. Skipped on a torch that cannot name a device (1.13)."""
+"""A real `npu` device under the shim (npugraph.compat.install(npu_device=True), torch >= 2.3;
+Note [The npu device] in npugraph/_npu_device.py, and on torch 2.3-2.7 its C++ device guard, Note
+[The npu device on torch 2.3-2.7] in npugraph/_npu_device_ext.py). The device's name is process-wide
+and for good, so every check runs in a fresh interpreter. Skipped on a torch that cannot name a
+device (1.13: tests/python/test_compat.py checks the refusal)."""
 import os
 import subprocess
 import sys
@@ -10,11 +12,15 @@ import pytest
 import torch
 
 import npugraph
-from npugraph import _npu_device
+from npugraph import _npu_device, _npu_device_ext
 
 pytestmark = pytest.mark.skipif(not _npu_device.available(torch),
-                                reason=f"torch {torch.__version__} cannot name a device from Python")
+                                reason=f"torch {torch.__version__} cannot name a device")
 HERE = os.path.dirname(os.path.abspath(__file__))
+# torch 2.3-2.7: the device guard and hooks come from npugraph's C++ extension, built on first use
+needs_extension = pytest.mark.skipif(
+    not _npu_device_ext.needed(torch),
+    reason=f"torch {torch.__version__} builds no C++ device guard (only torch 2.3-2.7 do)")
 
 
 def run(body, env=None, expect_ok=True):
@@ -71,7 +77,7 @@ def test_exit_waits_for_autograds_npu_thread():
     # device's autograd thread has dropped the gradients of every finished backward.
     run("""
         import atexit, gc, weakref
-        from npugraph import _npu_device
+        from npugraph import _npu_device, _npu_device_ext
         before = atexit._ncallbacks()
         compat.install(npu_device=True)
         assert atexit._ncallbacks() == before + 1
@@ -178,6 +184,8 @@ def test_generators_for_the_npu_device_are_cpu_generators():
             raise AssertionError("torch made an npu generator")
         except NotImplementedError as e:
             assert "getNewGenerator" in str(e), e
+        except RuntimeError as e:  # torch < 2.5 says it so
+            assert "Please register a generator to the PrivateUse1 dispatch key" in str(e), e
         print("SCENARIO OK")
     """)
 
@@ -292,13 +300,17 @@ def test_autocast_on_the_device_casts_as_cuda_autocast_does():
     run("""
         compat.install(npu_device=True)
         import torch_npu
+        if hasattr(torch, "get_autocast_dtype"):  # torch >= 2.4 keeps each device's autocast state
+            enabled, dtype = (lambda: torch.is_autocast_enabled("npu")), (lambda: torch.get_autocast_dtype("npu"))
+        else:  # torch 2.3: the device module keeps it
+            enabled, dtype = torch.npu.is_autocast_enabled, torch.npu.get_autocast_dtype
         torch.manual_seed(0)
         a, b = torch.randn(4, 4), torch.randn(4, 4)
         na, nb = a.npu(), b.npu()
         with torch_npu.npu.amp.autocast(False, cache_enabled=False):
-            assert (na @ nb).dtype == torch.float32 and not torch.is_autocast_enabled("npu")
+            assert (na @ nb).dtype == torch.float32 and not enabled()
         with torch_npu.npu.amp.autocast(cache_enabled=False):
-            assert torch.is_autocast_enabled("npu") and torch.get_autocast_dtype("npu") == torch.float16
+            assert enabled() and dtype() == torch.float16
             mm = na @ nb
             assert mm.dtype == torch.float16 and torch.equal(mm.cpu(), a.half() @ b.half())
             lin = torch.nn.functional.linear(na, nb)
@@ -322,5 +334,109 @@ def test_autocast_on_the_device_casts_as_cuda_autocast_does():
                 assert "make_graphed_callables does not support the autocast caching" in str(e), e
             else:
                 raise AssertionError("autocast caching was accepted")
+        print("SCENARIO OK")
+    """)
+
+
+@needs_extension
+def test_the_device_guard_has_one_device_whose_stream_is_the_default():
+    # what torch asks a device through the C++ guard (torch.accelerator: torch >= 2.6)
+    run("""
+        compat.install(npu_device=True)
+        if hasattr(torch, "accelerator"):
+            assert torch.accelerator.is_available() and torch.accelerator.device_count() == 1
+            assert torch.accelerator.current_accelerator() == torch.device("npu")
+            assert torch.accelerator.current_device_index() == 0
+            s = torch.accelerator.current_stream()
+            assert (s.device, s.stream_id) == (torch.device("npu:0"), 0), s
+            torch.accelerator.synchronize()  # nothing is ever pending on the host
+            try:
+                torch.accelerator.set_device_index(1)
+                raise AssertionError("npu:1 accepted")
+            except RuntimeError as e:
+                assert "device = npu:1: npugraph has one device, npu:0" in str(e), e
+        print("SCENARIO OK")
+    """)
+
+
+@needs_extension
+def test_the_guard_is_built_once_per_torch_and_then_loaded_without_a_compiler(tmp_path):
+    # an empty cache: this test compiles the guard (the other tests may load the user's cached one)
+    folder = tmp_path / "npugraph" / "torch-ext"
+    folder.mkdir(parents=True)
+    abi = int(bool(torch._C._GLIBCXX_USE_CXX11_ABI))
+    stale = folder / f"npu_device-torch{torch.__version__}-abi{abi}-0123456789abcdef.so"  # an older source's
+    other = folder / "npu_device-torch2.0.0-abi1-0123456789abcdef.so"  # another torch's
+    stale.write_bytes(b"")
+    other.write_bytes(b"")
+    env = {"XDG_CACHE_HOME": str(tmp_path)}
+    run(f"""
+        import os
+        from npugraph import _npu_device_ext as ext
+        compat.install(npu_device=True)
+        path = ext.library_path(torch)
+        assert os.path.dirname(path) == {str(folder)!r} and f"torch{{torch.__version__}}-" in path, path
+        assert sorted(os.listdir({str(folder)!r})) == sorted([os.path.basename(path), {other.name!r}])
+        print("SCENARIO OK")
+    """, env=env)
+    run("""
+        compat.install(npu_device=True)  # the cached library: no compiler needed
+        assert (torch.ones(2, device="npu") + 1).cpu().tolist() == [2.0, 2.0]
+        print("SCENARIO OK")
+    """, env=dict(env, CXX="/nonexistent/c++"))
+
+
+@needs_extension
+def test_without_a_compiler_the_device_is_refused_and_nothing_renamed(tmp_path):
+    run("""
+        try:
+            compat.install(npu_device=True)
+            raise AssertionError("installed without a compiler")
+        except npugraph.UnsupportedError as e:
+            assert f"npu_device=True: torch {torch.__version__} needs npugraph's C++ device guard" in str(e), e
+            assert "no C++ compiler was found ($CXX, c++ or g++ on PATH)" in str(e), e
+        assert torch._C._get_privateuse1_backend_name() == "privateuseone"
+        print("SCENARIO OK")
+    """, env={"CXX": "/nonexistent/c++", "XDG_CACHE_HOME": str(tmp_path)})
+
+
+@needs_extension
+def test_a_failing_compiler_is_reported_with_its_command(tmp_path):
+    fake = tmp_path / "fake-c++"
+    fake.write_text("#!/bin/sh\necho 'fake-c++: no such luck' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    run(f"""
+        import os
+        try:
+            compat.install(npu_device=True)
+            raise AssertionError("installed with a failing compiler")
+        except npugraph.UnsupportedError as e:
+            assert f"compiling npugraph's C++ device guard for torch {{torch.__version__}} failed ({fake} " in str(e), e
+            assert "fake-c++: no such luck" in str(e), e
+        assert torch._C._get_privateuse1_backend_name() == "privateuseone"
+        assert not any(n.endswith(".so") for n in os.listdir(os.path.join({str(tmp_path)!r}, "npugraph", "torch-ext")))
+        print("SCENARIO OK")
+    """, env={"CXX": str(fake), "XDG_CACHE_HOME": str(tmp_path)})
+
+
+@needs_extension
+def test_hooks_torch_already_has_are_refused_with_torchs_reason():
+    # torch takes PrivateUse1 hooks once per process: a second registration is refused
+    run("""
+        import ctypes, os
+        from npugraph import _npu_device_ext as ext
+        path = ext.library_path(torch)
+        if not os.path.exists(path):
+            ext.build(torch, path, RuntimeError)
+        register = ctypes.CDLL(path).npugraph_npu_register_hooks
+        register.restype = ctypes.c_char_p
+        assert register() is None  # hooks registered before the shim's: someone else's
+        try:
+            compat.install(npu_device=True)
+            raise AssertionError("hooks registered twice")
+        except npugraph.UnsupportedError as e:
+            assert f"npu_device=True: torch {torch.__version__} refused npugraph's PrivateUse1 hooks: " in str(e), e
+            assert "registered once" in str(e) and "frame #" not in str(e), e
+        assert torch._C._get_privateuse1_backend_name() == "privateuseone"
         print("SCENARIO OK")
     """)
