@@ -1,6 +1,7 @@
 # npugraph — the two commands of a fresh Debian machine:
 #   make demo   installs what is needed, builds, runs the main job: SmolLM2 generating text on npugraph
-#   make test   builds and runs every test (the Python ones under torch 1.13 and torch 2.10), then
+#   make test   builds and runs every test (the Python ones under torch 1.13 and torch 2.10, the npu
+#               device's under torch 2.7), then
 #               again under ASan + UBSan, the runtime suites under TSan, and each libFuzzer harness
 #               for FUZZ_TEST_SECONDS
 #   make fuzz   long libFuzzer runs (FUZZ_SECONDS per harness)
