@@ -44,12 +44,11 @@ backward too, and it is idle on its queue, where it holds no Python object.
 """
 import atexit as _atexit
 import time as _time
-import types as _types
 import weakref as _weakref
 
 from . import _npu_device_ext
 
-__all__ = ["available", "enable", "enabled", "NpuTensor", "wrap"]
+__all__ = ["available", "enable", "enabled", "wrap"]  # NpuTensor: made by enable() (_state["cls"])
 
 _state = {"on": False, "cls": None}
 
