@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <random>
 #include <set>
 #include <utility>
 
@@ -58,6 +59,17 @@ bool boolean(const json& body, const char* key) {
   const json& v = body[key];
   if (!v.is_boolean()) throw FieldError{bad(key, std::string("'") + key + "' must be a boolean, got " + kind(v))};
   return v.get<bool>();
+}
+
+// A request's seed when it gives none: drawn from the OS's entropy per thread, so two identical
+// sampled requests differ (as OpenAI's, vLLM's and llama-server's do); a request that names its
+// seed is reproducible (choice i draws with seed + i).
+std::uint64_t random_seed() {
+  thread_local std::mt19937_64 draws{[] {
+    std::random_device device;
+    return (static_cast<std::uint64_t>(device()) << 32) ^ device();
+  }()};
+  return draws();
 }
 
 // A message's content: a string, or an array of {"type": "text", "text": ...} parts.
@@ -248,6 +260,8 @@ std::variant<ParsedRequest, ApiError> parse_request(Endpoint endpoint, const std
       if (!v.is_number_integer() && !v.is_number_unsigned())
         return bad("seed", "'seed' must be an integer, got " + kind(v));
       r.seed = v.is_number_unsigned() ? v.get<std::uint64_t>() : static_cast<std::uint64_t>(v.get<std::int64_t>());
+    } else {
+      r.seed = random_seed();  // OpenAI, vLLM, llama-server: without a seed, each request draws anew
     }
     if (body.contains("stop") && !body["stop"].is_null()) {
       const json& v = body["stop"];

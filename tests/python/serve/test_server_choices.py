@@ -139,3 +139,20 @@ def test_sampled_choices_differ_and_each_is_its_seeds_single_request():
             assert t == single["choices"][0]["message"]["content"], i
     finally:
         assert s.stop() == 0
+
+
+def test_requests_without_a_seed_draw_anew_and_a_seed_repeats():
+    model = default_model()
+    if not model.is_file():
+        pytest.skip(f"model not fetched ({model}): run /usr/bin/python3 tools/fetch_model.py")
+    s = Server(model, "--max-batch", "4", "--threads", "2")
+    try:
+        body = {"model": MODEL_ID, "messages": [{"role": "user", "content": "Name a colour."}], "max_tokens": 12,
+                "temperature": 1.0}
+        unseeded = [post(s, "/v1/chat/completions", body).json()["choices"][0]["message"]["content"] for _ in range(4)]
+        assert len(set(unseeded)) > 1, unseeded  # each its own seed (OpenAI's, vLLM's behaviour)
+        seeded = [post(s, "/v1/chat/completions", {**body, "seed": 5}).json()["choices"][0]["message"]["content"]
+                  for _ in range(2)]
+        assert seeded[0] == seeded[1]
+    finally:
+        assert s.stop() == 0
