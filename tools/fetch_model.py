@@ -58,12 +58,18 @@ FILE_SIZE = MODELS[DEFAULT].size
 FILE_SHA256 = MODELS[DEFAULT].sha256
 
 
+def cache_root() -> pathlib.Path:
+    """${XDG_CACHE_HOME:-~/.cache}/npugraph: what npugraph keeps once per machine (also
+    tools/fetch_source.py's)."""
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return pathlib.Path(cache) / "npugraph"
+
+
 def model_dir() -> pathlib.Path:
     explicit = os.environ.get("NPUGRAPH_MODEL_DIR")
     if explicit:
         return pathlib.Path(explicit).expanduser()
-    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return pathlib.Path(cache) / "npugraph" / "models"
+    return cache_root() / "models"
 
 
 def model_path(name: str = DEFAULT) -> pathlib.Path:

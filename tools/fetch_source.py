@@ -18,7 +18,6 @@ Standard library only; run with the system interpreter: /usr/bin/python3 tools/f
 """
 import argparse
 import dataclasses
-import hashlib
 import os
 import pathlib
 import shutil
@@ -26,6 +25,8 @@ import sys
 import tarfile
 import tempfile
 import urllib.request
+
+import fetch_model  # beside this script: the cache folder and the hash
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,8 +50,7 @@ def source_dir() -> pathlib.Path:
     explicit = os.environ.get("NPUGRAPH_SOURCE_DIR")
     if explicit:
         return pathlib.Path(explicit).expanduser()
-    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return pathlib.Path(cache) / "npugraph" / "src"
+    return fetch_model.cache_root() / "src"
 
 
 def stamp(name: str) -> pathlib.Path:
@@ -70,7 +70,7 @@ def fetch(name: str) -> pathlib.Path:
             shutil.copyfileobj(response, out, 1 << 20)
         if archive.stat().st_size != s.size:
             sys.exit(f"fetch_source: {name}: {archive.stat().st_size} bytes, expected {s.size}")
-        digest = hashlib.sha256(archive.read_bytes()).hexdigest()
+        digest = fetch_model.sha256(archive)
         if digest != s.sha256:
             sys.exit(f"fetch_source: {name}: SHA-256 {digest}, expected {s.sha256}")
         with tarfile.open(archive) as tar:

@@ -63,6 +63,22 @@ inline Tensor int_tensor(const std::vector<std::int32_t>& values, ng::Shape shap
   return t;
 }
 
+// 1-D float32 / int64 tensors of the values, and an int32 tensor's values (the sampling tests').
+inline Tensor f32_tensor(const std::vector<float>& v) {
+  return make_tensor(v, {static_cast<std::int64_t>(v.size())});
+}
+
+inline Tensor i64_tensor(const std::vector<std::int64_t>& v) {
+  Tensor t = ng::empty({static_cast<std::int64_t>(v.size())}, DType::i64);
+  std::memcpy(t.data(), v.data(), v.size() * sizeof(std::int64_t));
+  return t;
+}
+
+inline std::vector<std::int32_t> ints(const Tensor& t) {
+  const auto* p = t.data_ptr<std::int32_t>();
+  return {p, p + t.numel()};
+}
+
 // Element i of a float tensor (any float dtype), as float.
 inline float at(const Tensor& t, std::int64_t i) {
   switch (t.dtype()) {

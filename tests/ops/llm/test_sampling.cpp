@@ -21,23 +21,6 @@ namespace {
 
 using ng::ops::SamplingOptions;
 
-Tensor f32_tensor(const std::vector<float>& v) {
-  Tensor t = ng::empty({static_cast<std::int64_t>(v.size())}, DType::f32);
-  std::memcpy(t.data(), v.data(), v.size() * sizeof(float));
-  return t;
-}
-
-Tensor i64_tensor(const std::vector<std::int64_t>& v) {
-  Tensor t = ng::empty({static_cast<std::int64_t>(v.size())}, DType::i64);
-  std::memcpy(t.data(), v.data(), v.size() * sizeof(std::int64_t));
-  return t;
-}
-
-std::vector<std::int32_t> ints(const Tensor& t) {
-  const auto* p = t.data_ptr<std::int32_t>();
-  return {p, p + t.numel()};
-}
-
 TEST(Sampling, PhiloxKnownAnswers) {
   // Random123 kat_vectors, philox4x32 10 rounds: (counter words, key words) -> output words.
   std::uint32_t r[4];

@@ -16,19 +16,6 @@ namespace {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
-Tensor f32_tensor(const std::vector<float>& v) { return make_tensor(v, {static_cast<std::int64_t>(v.size())}); }
-
-Tensor i64_tensor(const std::vector<std::int64_t>& v) {
-  Tensor t = ng::empty({static_cast<std::int64_t>(v.size())}, DType::i64);
-  std::memcpy(t.data(), v.data(), v.size() * sizeof(std::int64_t));
-  return t;
-}
-
-std::vector<std::int32_t> ints(const Tensor& t) {
-  const auto* p = t.data_ptr<std::int32_t>();
-  return {p, p + t.numel()};
-}
-
 bool allowed(const Tensor& bits, std::int64_t row, std::int64_t token) {
   const auto* w = reinterpret_cast<const std::uint32_t*>(bits.data_ptr<std::int32_t>()) + row * bits.size(1);
   return (w[token / 32] >> (token % 32)) & 1u;

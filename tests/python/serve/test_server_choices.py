@@ -122,37 +122,35 @@ def test_bad_n_is_a_400_naming_it(server, n, words):
     assert e["param"] == "n" and words in e["message"], e
 
 
-def test_sampled_choices_differ_and_each_is_its_seeds_single_request():
+@pytest.fixture(scope="module")
+def smollm2():
     model = default_model()
     if not model.is_file():
         pytest.skip(f"model not fetched ({model}): run /usr/bin/python3 tools/fetch_model.py")
     s = Server(model, "--max-batch", "4", "--threads", "2")
-    try:
-        body = {"model": MODEL_ID, "messages": [{"role": "user", "content": "Name a colour."}], "max_tokens": 12,
-                "temperature": 1.0, "seed": 100}
-        r = post(s, "/v1/chat/completions", {**body, "n": 4})
-        assert r.status_code == 200, r.text
-        texts = [c["message"]["content"] for c in r.json()["choices"]]
-        assert len(set(texts)) > 1, texts
-        for i, t in enumerate(texts):
-            single = post(s, "/v1/chat/completions", {**body, "seed": 100 + i}).json()
-            assert t == single["choices"][0]["message"]["content"], i
-    finally:
-        assert s.stop() == 0
+    yield s
+    assert s.stop() == 0
 
 
-def test_requests_without_a_seed_draw_anew_and_a_seed_repeats():
-    model = default_model()
-    if not model.is_file():
-        pytest.skip(f"model not fetched ({model}): run /usr/bin/python3 tools/fetch_model.py")
-    s = Server(model, "--max-batch", "4", "--threads", "2")
-    try:
-        body = {"model": MODEL_ID, "messages": [{"role": "user", "content": "Name a colour."}], "max_tokens": 12,
-                "temperature": 1.0}
-        unseeded = [post(s, "/v1/chat/completions", body).json()["choices"][0]["message"]["content"] for _ in range(4)]
-        assert len(set(unseeded)) > 1, unseeded  # each its own seed (OpenAI's, vLLM's behaviour)
-        seeded = [post(s, "/v1/chat/completions", {**body, "seed": 5}).json()["choices"][0]["message"]["content"]
-                  for _ in range(2)]
-        assert seeded[0] == seeded[1]
-    finally:
-        assert s.stop() == 0
+COLOUR = {"model": MODEL_ID, "messages": [{"role": "user", "content": "Name a colour."}], "max_tokens": 12,
+          "temperature": 1.0}
+
+
+def test_sampled_choices_differ_and_each_is_its_seeds_single_request(smollm2):
+    body = {**COLOUR, "seed": 100}
+    r = post(smollm2, "/v1/chat/completions", {**body, "n": 4})
+    assert r.status_code == 200, r.text
+    texts = [c["message"]["content"] for c in r.json()["choices"]]
+    assert len(set(texts)) > 1, texts
+    for i, t in enumerate(texts):
+        single = post(smollm2, "/v1/chat/completions", {**body, "seed": 100 + i}).json()
+        assert t == single["choices"][0]["message"]["content"], i
+
+
+def test_requests_without_a_seed_draw_anew_and_a_seed_repeats(smollm2):
+    def text(body):
+        return post(smollm2, "/v1/chat/completions", body).json()["choices"][0]["message"]["content"]
+    unseeded = [text(COLOUR) for _ in range(4)]
+    assert len(set(unseeded)) > 1, unseeded  # each its own seed (OpenAI's, vLLM's behaviour)
+    seeded = [text({**COLOUR, "seed": 5}) for _ in range(2)]
+    assert seeded[0] == seeded[1]
