@@ -234,3 +234,23 @@ def test_text_format_and_a_grammar_on_the_tiny_model(tiny_server):
     assert (json.loads(c["message"]["content"]), c["finish_reason"]) == ("yes", "stop"), c
     m = tiny_server.metrics()
     assert m.get("npugraph_kv_blocks_used", 0) == 0
+
+
+def test_concurrent_first_requests_share_one_compiler(tmp_path):
+    # The grammar compiler is built by whichever request asks first (std::call_once); eight clients
+    # at once on a fresh server, half of them with the same schema, all get their grammar.
+    import concurrent.futures
+    path = tmp_path / "tiny.gguf"
+    write_tiny_model(path)
+    s = Server(path, "--max-batch", "4")
+    try:
+        def one(i):
+            schema = {"enum": ["yes"]} if i % 2 else {"enum": [f"v{i}"]}
+            r = post(s, "/v1/chat/completions", {**body(schema_format(schema)), "max_tokens": 32})
+            return i, r.status_code, r.json()
+        with concurrent.futures.ThreadPoolExecutor(8) as pool:
+            for i, status, j in pool.map(one, range(8)):
+                assert status == 200, j
+                assert json.loads(j["choices"][0]["message"]["content"]) == ("yes" if i % 2 else f"v{i}"), j
+    finally:
+        assert s.stop() == 0
