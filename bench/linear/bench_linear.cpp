@@ -30,6 +30,9 @@
 //   gemv_q8p/..., gemv_q8p_hot/...  q8 activations on rows16 weights (pack_rows16, Note [Packed
 //                                 weights]): the decode engine's cpu default
 //   gemm/<fmt>/<N>x<K>/T:128      prefill: GFLOPs, peak_frac (of fma_f32)
+//   gemm_q8p/<fmt>/<N>x<K>/T:128  prefill with q8 activations on rows16 weights (the packed kernel
+//                                 serves every T; the rows layout's q8 calls of T > 16 are gemm/'s
+//                                 float32 GEMM): GOPS, int8_frac
 // Weight copies total >= 1 GiB (4x this machine's 260 MiB L3) so GEMV weights come from DRAM.
 // Every case runs on the best Highway target and again with AVX2 forced (suffix /avx2, through
 // hwy::SetSupportedTargetsForTest), and the rows16 cases with AVX3 (/avx3) where the best is
@@ -204,7 +207,7 @@ void BM_linear(benchmark::State& state, Spec s, std::int64_t T, bool hot, std::i
   state.counters["us_per_call"] = per_call * 1e6;
   state.counters["target"] = running_target_bit();
   state.counters["us_best"] = best * 1e6;
-  if (q8 && gemv) {
+  if (q8) {
     state.counters["GOPS"] = flops / per_call / 1e9;
     if (int8 > 0) state.counters["int8_frac"] = flops / per_call / int8;
   }
@@ -218,7 +221,7 @@ void BM_linear(benchmark::State& state, Spec s, std::int64_t T, bool hot, std::i
       state.counters["probe_GBps"] = probe / 1e9;
       state.counters["bw_frac_probe"] = bytes / per_call / probe;
     }
-  } else {
+  } else if (!q8) {
     state.counters["peak_frac"] = flops / per_call / roof.fma_flops_per_s;
   }
 }
@@ -278,10 +281,14 @@ const bool registered = [] {
               ->UseManualTime()->Unit(benchmark::kMicrosecond)->MinTime(0.3);
         }
     if (target == HWY_AVX3) continue;
-    for (const Spec& s : {Spec{"Q4_1", 1536, 576}, Spec{"Q4_1", 576, 1536}})
-      benchmark::RegisterBenchmark(("gemm/" + shape_name(s) + "/T:128" + sfx).c_str(),
-                                   [s, target](benchmark::State& st) { BM_linear(st, s, 128, true, target); })
-          ->UseManualTime()->Unit(benchmark::kMillisecond)->MinTime(0.3);
+    for (Variant v : {Variant::f32, Variant::q8_packed})
+      for (const Spec& s : {Spec{"Q4_1", 1536, 576}, Spec{"Q4_1", 576, 1536}, Spec{"Q4_K", 576, 1536}}) {
+        if (v == Variant::q8_packed && !ng::ops::quant_traits(quant_of(s)).rows16) continue;
+        const char* gemm_prefix[] = {"gemm", "gemm_q8", "gemm_q8p"};
+        benchmark::RegisterBenchmark((std::string(gemm_prefix[static_cast<int>(v)]) + "/" + shape_name(s) + "/T:128" + sfx).c_str(),
+                                     [s, target, v](benchmark::State& st) { BM_linear(st, s, 128, true, target, v); })
+            ->UseManualTime()->Unit(benchmark::kMillisecond)->MinTime(0.3);
+      }
   }
   return true;
 }();

@@ -37,8 +37,9 @@
 // else shares the call:
 //   - Prefill runs one request's chunk at a time (FIA batch 1), at positions fixed by its own
 //     prompt (above): the scheduler's budget decides how many chunks a step runs, never where one
-//     starts or ends. A chunk of up to 16 tokens takes the projections' q8 GEMV, a longer one the
-//     float32 GEMM — fixed by the request's own length and prefill_chunk.
+//     starts or ends. With q8 activations, rows16 projections run the packed q8 kernel at every
+//     row count; a projection in the rows layout takes the q8 GEMV for a chunk of up to 16 tokens
+//     and the float32 GEMM for a longer one — fixed by the request's own length and prefill_chunk.
 //   - A decode step is one row per request (max_batch <= 16: always the q8 GEMV on the cpu). The
 //     projections compute each output row as one chain in a fixed order, whatever the number of
 //     rows (Note [Linear kernels]; Note [Linear on CUDA]); RMSNorm, rope, SwiGLU, the embedding,

@@ -33,8 +33,10 @@ void linear_cpu(const void* raw, std::size_t size, const ExecContext& ctx) {
     NG_THROW(TaskError, "linear kernel: parameter block of ", size, " bytes, expected ",
              sizeof(LinearParams));
   const auto& p = *static_cast<const LinearParams*>(raw);
+  // rows16 weights take the packed q8 kernel at every row count (Note [Packed weights]); the rows
+  // layout's q8 GEMV serves up to kGemvMaxRows rows, the float32 GEMM more.
+  if (p.packed && p.q8_activations) return linear_impl::run_linear_packed_q8(p, ctx);
   const bool gemv_q8 = p.q8_activations && p.T <= linear_impl::kGemvMaxRows;
-  if (p.packed && gemv_q8) return linear_impl::run_linear_packed_q8(p, ctx);
   if (gemv_q8) linear_impl::run_linear_q8(p, ctx);
   else linear_impl::run_linear(p, ctx);
 }
@@ -53,9 +55,10 @@ const KernelDef kLinear{.name = "linear", .cpu = linear_cpu, .cuda = kLinearCuda
 // Note [Linear kernels]). GEMV: chunks of about 1/32 of the weight bytes, at least 32 KiB (so a
 // chunk's prefetch lead-in is a small part of it) and at most 256 KiB, in whole register tiles
 // (multiples of 8 rows); GEMM: one tile of kGemmTileRows rows per chunk.
-// rows16 weights (`packed`): whole groups of 16 rows.
-std::int64_t chunk_rows(std::int64_t T, std::int64_t N, std::int64_t row_bytes, bool packed) {
-  if (T > linear_impl::kGemvMaxRows) return linear_impl::kGemmTileRows;
+// rows16 weights (`packed`): whole groups of 16 rows. rows16 weights with q8 activations run the
+// packed kernel at every T: GEMV chunks, whatever T.
+std::int64_t chunk_rows(std::int64_t T, std::int64_t N, std::int64_t row_bytes, bool packed, bool q8) {
+  if (T > linear_impl::kGemvMaxRows && !(packed && q8)) return linear_impl::kGemmTileRows;
   const std::int64_t total = N * std::max<std::int64_t>(row_bytes, 1);
   const std::int64_t bytes = std::clamp<std::int64_t>(total / 32, 32 << 10, 256 << 10);
   const std::int64_t unit = packed ? linear_impl::kPackRows : 8;
@@ -99,7 +102,7 @@ Checked check_io(const char* op, const Tensor& x, const Tensor& bias, const Tens
 
 void launch_linear(const Stream& stream, const KernelDef& kernel, LinearParams p, const Tensor& x,
                    const Tensor& w, const Tensor& bias, const Tensor& out) {
-  p.chunk_rows = chunk_rows(p.T, p.N, p.w_row_bytes, p.packed);
+  p.chunk_rows = chunk_rows(p.T, p.N, p.w_row_bytes, p.packed, p.q8_activations);
   const Tensor* uses[] = {&x, &w, &bias, &out};
   launch(stream, kernel, p, uses);
 }

@@ -71,7 +71,8 @@ struct LinearParams {
   std::int64_t chunk_rows = 0;    // weight rows per parallel_for chunk
   GgmlType type = GgmlType::F32;   // the weight's row of the quantisation table
   DType y_dtype = DType::f32;
-  bool q8_activations = false;    // quantised weights, T <= kGemvMaxRows: linear_q8_simd.cpp
+  bool q8_activations = false;    // quantised weights: linear_q8_simd.cpp (rows layout, T <= kGemvMaxRows),
+                                  // linear_packed_simd.cpp (rows16, every T)
   bool packed = false;            // w in QuantLayout::rows16 (Note [Packed weights])
 };
 

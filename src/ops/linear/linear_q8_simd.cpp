@@ -1,8 +1,9 @@
 // The GEMV of quantised weights against q8-quantised activations, compiled once per Highway target.
 //
 // Note [Q8 activations]
-// weight_quant_linear with activations = q8 (T <= kGemvMaxRows rows of x; more rows take the
-// float32 GEMM of Note [Linear kernels]) computes as llama.cpp's CPU backend does for these
+// weight_quant_linear with activations = q8 (T <= kGemvMaxRows rows of x on the rows layout; more
+// rows take the float32 GEMM of Note [Linear kernels]; rows16 weights every T, Note [Packed
+// weights]) computes as llama.cpp's CPU backend does for these
 // formats: each block of 32 values of a row of x becomes 32 int8 quants and a float32 scale,
 //     amax = max |x_j|,  d = amax / 127,  q_j = round-to-nearest-even(x_j * (1 / d))   (float32)
 // (ggml's quantize_row_q8_0 with the scale kept in float32 and ties to even). A block with

@@ -131,7 +131,9 @@ TEST(LinearQuantPacked, Q8ActivationsComputeTheNotesFormula) {
   struct Case { std::int64_t N, K, T; };
   for (QuantType type : kTypes)
     for (const Case c : {Case{16, 32, 1}, Case{37, 96, 1}, Case{64, 576, 1}, Case{50, 256, 3},
-                         Case{48, 128, 8}, Case{33, 64, 16}, Case{40, 160, 5}, Case{17, 96, 13}}) {
+                         Case{48, 128, 8}, Case{33, 64, 16}, Case{40, 160, 5}, Case{17, 96, 13},
+                         // prefill's row counts: the packed kernel serves every T
+                         Case{33, 96, 17}, Case{40, 160, 40}, Case{20, 64, 129}}) {
       const QuantWeight w = random_weight(type, c.N, c.K, 21 + static_cast<std::uint32_t>(c.N));
       const std::vector<float> xv = random_values(static_cast<std::size_t>(c.T * c.K), 22, -2.0f, 2.0f);
       const Tensor y = ng::ops::weight_quant_linear(make_tensor(xv, {c.T, c.K}), ng::ops::pack_rows16(w), {},
@@ -175,14 +177,18 @@ TEST(LinearQuantPacked, HandComputedQ4_1Block) {
   EXPECT_EQ(at(y, 0), static_cast<float>(dot * 0.5 - S));
 }
 
-// Every T of the GEMV (1-16: whole tiles of rows of x, a last partial tile, two tiles; Note [Packed
-// weights]) gives each row the bits of a single-row call.
+// Every T (1-16: whole tiles of rows of x, a last partial tile, two tiles; then prefill's row
+// counts, which the packed kernel serves too; Note [Packed weights]) gives each row the bits of a
+// single-row call.
 TEST(LinearQuantPacked, RowsAreBatchInvariantAndTheFloatPathsAreTheRowsLayouts) {
   const std::int64_t N = 45, K = 192;
+  std::vector<std::int64_t> counts;
+  for (std::int64_t T = 2; T <= 16; ++T) counts.push_back(T);
+  for (std::int64_t T : {17, 23, 40, 128}) counts.push_back(T);
   for (QuantType type : kTypes) {
     const QuantWeight w = random_weight(type, N, K, 31);
     const QuantWeight p = ng::ops::pack_rows16(w);
-    for (std::int64_t T = 2; T <= 16; ++T) {
+    for (const std::int64_t T : counts) {
       const Tensor x = random_tensor({T, K}, 32);
       const Tensor y = ng::ops::weight_quant_linear(x, p, {}, DType::f32, kQ8);
       ng::device_synchronize();
@@ -194,18 +200,22 @@ TEST(LinearQuantPacked, RowsAreBatchInvariantAndTheFloatPathsAreTheRowsLayouts) 
             << ng::ops::quant_type_name(type) << " T=" << T << " row " << t;
       }
     }
-    // Float32 activations (GEMV and GEMM) and q8 above 16 rows: the rows layout's bits.
+    // Float32 activations (GEMV and GEMM): the rows layout's bits. The rows layout's q8 GEMV stops
+    // at 16 rows (its float32 GEMM above); rows16's q8 kernel does not.
     for (std::int64_t T : {1, 5, 17, 40}) {
       const Tensor x = random_tensor({T, K}, 33);
       const Tensor bias = random_tensor({N}, 34);
       const Tensor yp = ng::ops::weight_quant_linear(x, p, bias, DType::bf16);
       const Tensor yw = ng::ops::weight_quant_linear(x, w, bias, DType::bf16);
       const Tensor yq = ng::ops::weight_quant_linear(x, p, {}, DType::f32, kQ8);
+      const Tensor yrq = ng::ops::weight_quant_linear(x, w, {}, DType::f32, kQ8);
       const Tensor yf = ng::ops::weight_quant_linear(x, w);
       ng::device_synchronize();
       EXPECT_TRUE(ngtest::bitwise_equal(yp, yw)) << ng::ops::quant_type_name(type) << " T=" << T;
       if (T > 16) {
-        EXPECT_TRUE(ngtest::bitwise_equal(yq, yf)) << ng::ops::quant_type_name(type) << " T=" << T;
+        EXPECT_TRUE(ngtest::bitwise_equal(yrq, yf)) << ng::ops::quant_type_name(type) << " T=" << T;
+        EXPECT_FALSE(ngtest::bitwise_equal(yq, yf)) << ng::ops::quant_type_name(type) << " T=" << T
+                                                    << ": rows16 with q8 activations computed float32";
       }
     }
   }

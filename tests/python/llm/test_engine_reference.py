@@ -147,13 +147,15 @@ def write_tiny_model(path, layers=2, hidden=64, heads=4, kv_heads=2, ffn=128, se
     return path
 
 
-def q8_rows(prompt_len, total, chunk=256, gemv_rows=16):
-    """The positions whose layer products the engine (activations q8) takes with q8 activations:
-    prompt chunks of at most 16 tokens (larger ones run the float32 GEMM), and every decode step."""
+def q8_rows(prompt_len, total, chunk=256, rows16=True, gemv_rows=16):
+    """The positions whose layer products the engine (activations q8) takes with q8 activations.
+    rows16: the matrices are of the types the engine packs (Q4_0, Q4_1, Q8_0, Q5_0; the tiny models'
+    Q4_1), whose packed kernel takes every row count: every position. Otherwise (the rows layout)
+    prompt chunks of at most 16 tokens (larger ones run the float32 GEMM) and every decode step."""
     rows = np.zeros(total, dtype=bool)
     for start in range(0, prompt_len, chunk):
         n = min(chunk, prompt_len - start)
-        rows[start:start + n] = n <= gemv_rows
+        rows[start:start + n] = rows16 or n <= gemv_rows
     rows[prompt_len:] = True
     return rows
 
