@@ -61,7 +61,7 @@ int serve_until_drained(const serve::Options& o) {
   auto engine = std::make_unique<llm::Engine>(llm::EngineOptions{
       .model = o.model, .threads = o.threads, .max_batch = o.max_batch, .max_context = o.max_context,
       .prefill_chunk = o.prefill_chunk, .mode = o.mode == "eager" ? llm::StepMode::eager : llm::StepMode::graph, .kv_dtype = o.kv_dtype,
-      .prefix_cache = o.prefix_cache});
+      .prefix_cache = o.prefix_cache, .mixed_steps = o.mixed_steps});
   serve::Metrics metrics;
   asio::io_context io;  // outlives the engine thread, whose sinks post to it
   serve::EngineHost host(std::move(engine),

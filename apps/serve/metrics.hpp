@@ -83,6 +83,8 @@ class Metrics {
             load.prefix_cache_queries);
     counter("npugraph_prefix_cache_hits_total", "Prompt tokens taken from the prefix cache (of those looked up).",
             load.prefix_cache_hits);
+    counter("npugraph_mixed_steps_total", "Decode steps that carried a joining prompt's chunk in the same pass.",
+            load.mixed_steps);
     while (!window_.empty() && now - window_.front().first > std::chrono::seconds(10)) window_.pop_front();
     std::int64_t recent = 0;
     for (const auto& [t, n] : window_) recent += n;

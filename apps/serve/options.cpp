@@ -65,6 +65,9 @@ std::vector<Flag> flags() {
       {"--no-prefix-cache", "", "prefill every prompt whole: no KV blocks kept for later prompts with the same start "
                                 "(the cache is on by default; its hits give the same tokens and logprobs, bitwise)",
        [](Options& o, const std::string&) { o.prefix_cache = false; }},
+      {"--no-mixed-steps", "", "run a joining prompt's chunk before the decode step, not inside it (mixed steps "
+                               "are on where the model allows them; the same tokens either way, bitwise)",
+       [](Options& o, const std::string&) { o.mixed_steps = false; }},
       {"--max-connections", "N", "open connections at most (default 512): at the bound a new one closes the "
                                  "oldest idle one, or gets 503 when all are answering",
        [](Options& o, const std::string& v) {

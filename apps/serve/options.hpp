@@ -22,6 +22,7 @@ struct Options {
   std::string mode = "graph";
   npugraph::DType kv_dtype = npugraph::DType::f32;
   bool prefix_cache = true;  // --no-prefix-cache
+  bool mixed_steps = true;   // --no-mixed-steps
   std::int64_t max_seconds = 0;  // 0: until a signal
   std::int64_t drain_seconds = 30;
   std::int64_t min_step_ms = 0;

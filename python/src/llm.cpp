@@ -103,6 +103,7 @@ py::dict stats_dict(const llm::RunStats& s) {
   d["prefill_seconds"] = s.prefill_seconds;
   d["decode_tokens"] = s.decode_tokens;
   d["decode_steps"] = s.decode_steps;
+  d["mixed_steps"] = s.mixed_steps;
   d["decode_seconds"] = s.decode_seconds;
   d["capture_seconds"] = s.capture_seconds;
   d["host_inputs_seconds"] = s.host.inputs;

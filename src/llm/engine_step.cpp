@@ -15,7 +15,8 @@
 //      whatever else runs (Note [Batch invariance]); the chunk that ends a prompt samples its
 //      first token; after each chunk the sequence publishes the blocks it may to the prefix cache;
 //   4. one decode step of every request past its prefill (the captured step of its bucket,
-//      updated: Note [Decode step graph]);
+//      updated: Note [Decode step graph]) — with step 3's last chunk in the same pass where the
+//      steps mix (Note [Mixed steps]);
 //   5. each new token goes to the output processor (Note [Output processor]: text, stop strings,
 //      finish reasons); a request that ends frees its blocks at once.
 // Sampling settings are per request: each row's temperature, top_k, top_p, seed and step, and its
@@ -50,9 +51,33 @@
 //     wherever the blocks are. It once sized the splits from the whole batch's KV length: a row
 //     past kMinSplit (256) tokens got fewer splits beside others than alone, and 0 of 16 copies
 //     of a 3-chunk prompt kept their lone bits (issue 46, item 5).
+//   - A mixed step (below) computes each row with the ops of its own pass: the same bits.
 // Tested: tests/llm/test_engine_batch_invariance.cpp (16 copies of a 3-chunk prompt; 16 prompt
 // lengths up to 3 chunks; graph and eager), test_engine_step.cpp (requests joining mid-flight),
 // FiaFast.DecodeRowsHaveTheirLoneBitsInAnyBatch, and the linear suites' batch-invariance tests.
+//
+// Note [Mixed steps]
+// A step that prefills a joining prompt while others decode used to run the chunk, then the decode
+// step: the decoders waited for both passes over the weights, and a step's cost was the chunk's
+// plus a decode step's (issue 47 item 6). Where the steps mix (ModelRunner::mixes()), the plan's
+// last chunk runs in the decode step's pass instead: rows [0, D) are the D requests prefilled
+// before this step, one token each (no padding rows), rows [D, D + n) the chunk's n tokens. Every
+// op but attention takes all D + n rows in one call — embedding, RMSNorm, the projections (each
+// weight read once for the decode rows and the chunk), RoPE at each row's position, the KV write at
+// each row's slot, SwiGLU/GeGLU; attention is two FIA calls, the decode rows' (batch D, their
+// block tables and lengths) and the chunk's (batch 1, causal or the band over its prompt's blocks),
+// each the call its own pass issues; the output projection and sampling take the D decode rows and,
+// when the chunk ends its prompt, its last row (sampling row D: its first token).
+// Same bits: each of these ops computes a row from that row alone, whatever else shares the call,
+// except the projections in the rows layout with q8 activations, whose GEMV serves up to 16 rows
+// and the float32 GEMM more — so mixes() asks that no projection be one (float32 activations; q8
+// ones on the rows16 weights the runner packs, whose kernel serves every row count, and on types
+// without a q8 kernel, which multiply float32 x): SmolLM2's Q4_1/Q8_0 mix, not Gemma 3's Q4_K_M
+// (its K-quants). The cpu only, without tensor parallelism (EngineOptions::mixed_steps turns it
+// off). A mixed step is eager: graph mode's captured buckets are decode-only, and graph == eager.
+// Requests whose prompts this step's other chunks finish wait for the next step's decode, as the
+// chunk's own request does. Tested: the engine suites' joins mid-flight (each request's tokens and
+// logits bitwise its lone run) run mixed steps and count them; mixed_steps = false runs none.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -224,7 +249,8 @@ std::vector<StepOutput> Engine::step() {
   BlockManager& blocks = runner_->blocks();
   auto kv_load = [&] {
     return EngineLoad{.kv_blocks_used = blocks.used_blocks(), .kv_blocks_cached = blocks.cached_free_blocks(),
-                      .prefix_cache_queries = prefix_.queries, .prefix_cache_hits = prefix_.hits};
+                      .prefix_cache_queries = prefix_.queries, .prefix_cache_hits = prefix_.hits,
+                      .mixed_steps = mixed_steps_};
   };
   // Note [Prefix cache]: a joining prompt takes its cached prefix, unless it wants every prompt
   // row's logits (prompt logprobs).
@@ -238,65 +264,104 @@ std::vector<StepOutput> Engine::step() {
   // The scheduler's plan: cancellations (1), admissions (2), prefill chunks (3).
   StepPlan plan = s.schedule(admit);
   for (auto& a : plan.cancelled) done(a, FinishReason::cancelled, output(*a));
+  const auto vocab = static_cast<std::size_t>(model_->config().vocab);
+  // A chunk's end: its blocks to the prefix cache; the one that ends a prompt samples its first
+  // token (`id`, from `logits`).
+  auto chunk_done = [&](RequestState& a, const float* logits, std::int32_t id) {
+    if (blocks.caching()) publish_prefix(blocks, a.seq, static_cast<std::int64_t>(a.result.prompt_tokens.size()), policy);
+    if (!logits) return;
+    a.prefilled = true;
+    StepOutput& o = output(a);
+    if (a.seq.prompt_logprobs >= 0) {
+      a.result.prompt_logprobs = std::move(a.seq.prompt_logprobs_out);
+      o.prompt_logprobs = a.result.prompt_logprobs;
+    }
+    auto& slot = *std::find_if(s.active().begin(), s.active().end(), [&](const auto& p) { return p.get() == &a; });
+    if (processor.take(a, id, logits, o)) {
+      plan.drop_decode(&a);  // ended on its first token
+      done(slot, a.result.finish, o);
+    } else
+      o.completion_tokens = a.seq.generated;
+  };
+  // 5. A decode step's tokens, text, ends (the output processor): row b is decoding[b]'s.
+  auto decoded = [&](const std::vector<RequestState*>& decoding, const float* rows, const std::int32_t* ids) {
+    for (auto& a : s.active()) {
+      const auto b = static_cast<std::size_t>(std::find(decoding.begin(), decoding.end(), a.get()) - decoding.begin());
+      if (b == decoding.size()) continue;
+      StepOutput& o = output(*a);
+      if (processor.take(*a, ids[b], rows + b * vocab, o))
+        done(a, a->result.finish, o);
+      else
+        o.completion_tokens = a->seq.generated;
+    }
+    s.retire();
+  };
   try {
-    // 3. The prefill chunks; the one that ends a prompt samples its first token.
+    // Note [Mixed steps]: the plan's last chunk joins the decode rows of the requests prefilled
+    // before this step (those whose prompts this step's chunks finish decode from the next step).
+    const PrefillChunk* joined = nullptr;
+    std::vector<RequestState*> decoders;
+    if (runner_->mixes() && !plan.prefill.empty() && plan.prefill.back().request->seq.prompt_logprobs < 0) {
+      for (RequestState* a : plan.decode)
+        if (a->prefilled) decoders.push_back(a);
+      if (!decoders.empty()) joined = &plan.prefill.back();
+    }
+    // 3. The prefill chunks (but the joined one).
     for (const PrefillChunk& chunk : plan.prefill) {
+      if (&chunk == joined) continue;
       RequestState& a = *chunk.request;
       const std::int64_t before = a.seq.cached;
       const auto t = Clock::now();
       const Tensor logits = runner_->prefill(a.seq, /*max_chunks=*/1);
       stats_.prefill_seconds += since(t);
       stats_.prefill_tokens += a.seq.cached - before;
-      if (blocks.caching()) publish_prefix(blocks, a.seq, static_cast<std::int64_t>(a.result.prompt_tokens.size()), policy);
-      if (!logits.defined()) continue;
-      a.prefilled = true;
-      StepOutput& o = output(a);
-      if (a.seq.prompt_logprobs >= 0) {
-        a.result.prompt_logprobs = std::move(a.seq.prompt_logprobs_out);
-        o.prompt_logprobs = a.result.prompt_logprobs;
-      }
-      auto& slot = *std::find_if(s.active().begin(), s.active().end(), [&](const auto& p) { return p.get() == &a; });
-      if (processor.take(a, runner_->next_ids()[0], static_cast<const float*>(logits.data()), o)) {
-        plan.drop_decode(&a);  // ended on its first token
-        done(slot, a.result.finish, o);
-      } else
-        o.completion_tokens = a.seq.generated;
+      chunk_done(a, logits.defined() ? static_cast<const float*>(logits.data()) : nullptr, runner_->next_ids()[0]);
     }
     s.retire();
-    // 4. One decode step of the plan's rows (every request past its prefill).
-    const std::vector<RequestState*>& decoding = plan.decode;
-    for (const RequestState* a : decoding)
-      NG_CHECK_STATE(a->prefilled, "step: request ", a->id, " was planned to decode, but its prompt is prefilled only to ",
-                     a->seq.cached, " of ", a->seq.tokens.size(), " tokens");
-    if (!decoding.empty()) {
+    if (joined) {
+      // 4 with the joined chunk: one pass, the decode rows first, then the chunk's.
       std::vector<Sequence*> batch;
-      for (RequestState* a : decoding) batch.push_back(&a->seq);
-      const auto n = static_cast<std::int64_t>(batch.size());
-      if (options_.mode == StepMode::graph) {  // capture once per bucket, outside the step's timing
-        const auto tc = Clock::now();
-        runner_->prepare(n);
-        stats_.capture_seconds += since(tc);
-      }
+      for (RequestState* a : decoders) batch.push_back(&a->seq);
+      RequestState& a = *joined->request;
+      const std::int64_t before = a.seq.cached;
       const auto t = Clock::now();
-      const Tensor logits = runner_->decode(batch, options_.mode, stats_.host);
+      const Tensor logits = runner_->mixed(batch, a.seq, stats_.host);
       stats_.decode_seconds += since(t);
       stats_.decode_steps += 1;
-      stats_.decode_tokens += n;
-      stats_.batch_per_step.push_back(n);
-      const std::int32_t* ids = runner_->next_ids();
+      stats_.mixed_steps += 1;
+      mixed_steps_ += 1;
+      stats_.decode_tokens += static_cast<std::int64_t>(batch.size());
+      stats_.batch_per_step.push_back(static_cast<std::int64_t>(batch.size()));
+      stats_.prefill_tokens += a.seq.cached - before;
       const auto* rows = static_cast<const float*>(logits.data());
-      const auto vocab = static_cast<std::size_t>(model_->config().vocab);
-      // 5. Tokens, text, ends (the output processor).
-      for (auto& a : s.active()) {
-        const auto b = static_cast<std::size_t>(std::find(decoding.begin(), decoding.end(), a.get()) - decoding.begin());
-        if (b == decoding.size()) continue;
-        StepOutput& o = output(*a);
-        if (processor.take(*a, ids[b], rows + b * vocab, o))
-          done(a, a->result.finish, o);
-        else
-          o.completion_tokens = a->seq.generated;
-      }
+      const std::int32_t* ids = runner_->next_ids();
+      const bool ends = logits.size(0) > static_cast<std::int64_t>(batch.size());
+      chunk_done(a, ends ? rows + batch.size() * vocab : nullptr, ids[batch.size()]);
       s.retire();
+      decoded(decoders, rows, ids);
+    } else {
+      // 4. One decode step of the plan's rows (every request past its prefill).
+      const std::vector<RequestState*>& decoding = plan.decode;
+      for (const RequestState* a : decoding)
+        NG_CHECK_STATE(a->prefilled, "step: request ", a->id, " was planned to decode, but its prompt is prefilled only to ",
+                       a->seq.cached, " of ", a->seq.tokens.size(), " tokens");
+      if (!decoding.empty()) {
+        std::vector<Sequence*> batch;
+        for (RequestState* a : decoding) batch.push_back(&a->seq);
+        const auto n = static_cast<std::int64_t>(batch.size());
+        if (options_.mode == StepMode::graph) {  // capture once per bucket, outside the step's timing
+          const auto tc = Clock::now();
+          runner_->prepare(n);
+          stats_.capture_seconds += since(tc);
+        }
+        const auto t = Clock::now();
+        const Tensor logits = runner_->decode(batch, options_.mode, stats_.host);
+        stats_.decode_seconds += since(t);
+        stats_.decode_steps += 1;
+        stats_.decode_tokens += n;
+        stats_.batch_per_step.push_back(n);
+        decoded(decoding, static_cast<const float*>(logits.data()), runner_->next_ids());
+      }
     }
   } catch (...) {
     // The step failed (an op's error): what it produced and every request in a batch row, ended,

@@ -68,6 +68,12 @@ struct ModelRunner::Rows {
   std::vector<std::int64_t> window_lengths;
   Tensor window_table;  // [batch, window_blocks]
   Tensor window_mask;   // [batch, 1, window_blocks * block_size]
+  // A mixed step (Note [Mixed steps]): its decode rows' part and its chunk's part, each attending as
+  // it does in its own pass; a part's first row in the step's buffers (-1: not a part); the chunk's
+  // last row when the chunk ends its prompt (its logits follow the decode rows'), else -1.
+  std::vector<Rows> parts;
+  std::int64_t first = -1;
+  std::int64_t chunk_last = -1;
 };
 
 struct ModelRunner::Bucket {
@@ -90,7 +96,7 @@ ModelRunner::ModelRunner(std::shared_ptr<const Model> model, const EngineOptions
       kv_dim_(kv_heads_ * model_->config().head_dim),
       ffn_(model_->shard().ffn),
       max_batch_(options.max_batch),
-      max_rows_(std::max(options.max_batch, options.prefill_chunk)),
+      max_rows_(options.max_batch + options.prefill_chunk),  // a mixed step's rows at most
       max_blocks_((options.max_context + options.block_size - 1) / options.block_size),
       device_(options.device),
       arch_(architecture(model_->config().architecture, model_->file().name())),
@@ -206,6 +212,8 @@ ModelRunner::ModelRunner(std::shared_ptr<const Model> model, const EngineOptions
     if (t == options.prefill_chunk) break;
   }
   workspace_ = empty({ws}, DType::u8, d);
+  mixes_ = options.mixed_steps && d.is_cpu() && rows_invariant_ &&
+           !(options.tensor_parallel && options.tensor_parallel->size() > 1);
   stream_.synchronize();  // the copies above read host memory this constructor's callers may free
 }
 
@@ -234,6 +242,11 @@ Matrix ModelRunner::for_linear(const Matrix& host) {
   if (device_.is_cpu() && linear_.activations == ops::Activations::q8 && m.quant.defined() &&
       ops::quant_traits(m.quant.type()).rows16 && ops::quant_traits(m.quant.type()).q8_kernel)
     m.quant = ops::pack_rows16(m.quant);
+  // The rows layout's q8 GEMV serves up to 16 rows and the float32 GEMM more: a mixed step's rows
+  // would change arithmetic with the row count (Note [Mixed steps]).
+  if (linear_.activations == ops::Activations::q8 && m.quant.defined() && ops::quant_traits(m.quant.type()).q8_kernel &&
+      m.quant.layout() != ops::QuantLayout::rows16)
+    rows_invariant_ = false;
   return m;
 }
 
@@ -338,8 +351,12 @@ ops::FiaOptions ModelRunner::attention_options(const Rows& r, bool sliding) cons
 }
 
 void ModelRunner::issue_attention(const Rows& r, std::size_t layer, Bucket* capture) {
-  const Tensor query = q_rows(r.n).view({r.batch, r.q_len, q_dim_});
-  const Tensor out = rows(attn_, r.n).view({r.batch, r.q_len, q_dim_});
+  if (!r.parts.empty()) {  // a mixed step (eager): each part's call, as in its own pass
+    for (const Rows& part : r.parts) issue_attention(part, layer, nullptr);
+    return;
+  }
+  const Tensor query = (r.first >= 0 ? q_.narrow(0, r.first, r.n) : q_rows(r.n)).view({r.batch, r.q_len, q_dim_});
+  const Tensor out = attn_.narrow(0, std::max<std::int64_t>(r.first, 0), r.n).view({r.batch, r.q_len, q_dim_});
   const ops::FiaOptions o = attention_options(r, windowed(layer));
   if (!capture) {
     ops::fused_infer_attention_score_out(query, k_cache_[layer], v_cache_[layer], o, workspace_, out, lse_);
@@ -419,6 +436,16 @@ void ModelRunner::issue_step(const Rows& r, Bucket* capture) {
   }
   if (!r.logits) return;
   const Tensor x = s.x;
+  if (!r.parts.empty()) {  // mixed: the decode rows, then the chunk's last row if it ends its prompt
+    const std::int64_t decoding = r.parts.front().n;
+    ops::rms_norm_out(x.narrow(0, 0, decoding), output_norm_, c.rms_eps, rows(last_, decoding));
+    if (r.chunk_last >= 0)
+      ops::rms_norm_out(x.narrow(0, r.chunk_last, 1), output_norm_, c.rms_eps, last_.narrow(0, decoding, 1));
+    const std::int64_t wanted = decoding + (r.chunk_last >= 0 ? 1 : 0);
+    matmul(rows(last_, wanted), output_, Tensor(), rows(logits_, wanted), linear_);
+    issue_sampling(wanted, rows(logits_, wanted));
+    return;
+  }
   const std::int64_t last = r.prefill ? 1 : n;  // the rows whose next token is wanted
   const Tensor last_x = r.prefill ? x.narrow(0, n - 1, 1) : x;
   ops::rms_norm_out(last_x, output_norm_, c.rms_eps, rows(last_, last));
@@ -568,6 +595,63 @@ Tensor ModelRunner::decode(std::span<Sequence* const> batch, StepMode mode, Step
   times.wait += since(t);
   for (Sequence* s : batch) s->cached += 1;
   return rows(logits_h_, static_cast<std::int64_t>(batch.size()));
+}
+
+Tensor ModelRunner::mixed(std::span<Sequence* const> batch, Sequence& seq, StepTimes& times) {
+  const auto decoding = static_cast<std::int64_t>(batch.size());
+  NG_CHECK_STATE(mixes_, "mixed step: this runner's steps do not mix (Note [Mixed steps])");
+  NG_CHECK_ARG(decoding >= 1 && decoding < max_batch_, "mixed step: ", decoding, " decode rows: must be 1..",
+               max_batch_ - 1, " (the chunk's sequence holds a batch row too)");
+  const std::int64_t total = static_cast<std::int64_t>(seq.tokens.size()), bs = options_.block_size;
+  const std::int64_t start = seq.cached, n = std::min(options_.prefill_chunk, total - start);
+  NG_CHECK_ARG(n >= 1, "mixed step: the chunk's sequence is prefilled already (", start, " of ", total, " tokens)");
+  NG_CHECK_AS(ResourceError, blocks_.reserve(seq.blocks, total), "KV cache full: a prompt of ", total,
+              " tokens needs ", blocks_.blocks_for(total), " blocks, ", blocks_.free_blocks(), " are free");
+  auto t = Clock::now();
+  write_inputs(batch, decoding);  // rows 0 .. decoding: the decode rows, as decode() writes them
+  auto* ids = host<std::int32_t>(ids_.host);
+  auto* pos = host<std::int32_t>(positions_.host);
+  auto* slots = host<std::int32_t>(slots_.host);
+  for (std::int64_t i = 0; i < n; ++i) {  // then the chunk's, as prefill() writes them
+    const std::int64_t p = start + i, row = decoding + i;
+    ids[row] = seq.tokens[static_cast<std::size_t>(p)];
+    pos[row] = static_cast<std::int32_t>(p);
+    slots[row] = static_cast<std::int32_t>(seq.blocks[static_cast<std::size_t>(p / bs)] * bs + p % bs);
+  }
+  auto* table = host<std::int32_t>(prefill_table_.host);
+  std::copy(seq.blocks.begin(), seq.blocks.end(), table);
+  std::fill(table + seq.blocks.size(), table + max_blocks_, 0);
+  const bool ends = start + n == total;
+  if (ends) write_sampling(decoding, &seq);  // its first token's row follows the decode rows
+  std::vector<std::int64_t> lengths, window_lengths;
+  for (const Sequence* s : batch) {
+    lengths.push_back(s->cached + 1);
+    window_lengths.push_back(window_length(s->cached + 1));
+  }
+  Rows r{.n = decoding + n, .batch = decoding + n, .chunk_last = ends ? decoding + n - 1 : -1};
+  r.parts.push_back(decode_rows(decoding, std::move(lengths), std::move(window_lengths)));
+  r.parts.back().first = 0;
+  Rows& chunk = r.parts.emplace_back(Rows{.n = n, .prefill = true, .logits = ends, .batch = 1, .q_len = n,
+                                          .kv_lengths = {start + n}, .block_table = prefill_table_.device});
+  chunk.first = decoding;
+  if (n == 1 && window_ > 0) {  // decode-shaped: the window buffers' row after the decode rows
+    chunk.window_lengths = {write_window(decoding, seq.blocks, start + 1)};
+    chunk.window_table = window_table_.device.narrow(0, decoding, 1);
+    chunk.window_mask = window_mask_.device.narrow(0, decoding, 1);
+  }
+  times.inputs += since(t);
+  t = Clock::now();
+  {
+    StreamGuard on(stream_);
+    issue_step(r, nullptr);
+  }
+  times.launch += since(t);
+  t = Clock::now();
+  stream_.synchronize();
+  times.wait += since(t);
+  for (Sequence* s : batch) s->cached += 1;
+  seq.cached = start + n;
+  return rows(logits_h_, decoding + (ends ? 1 : 0));
 }
 
 Tensor ModelRunner::prefill(Sequence& seq, std::int64_t max_chunks) {

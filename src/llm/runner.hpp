@@ -131,6 +131,15 @@ class ModelRunner {
   // One decode step of `batch` (each sequence's last token is not cached yet): graph or eager, as
   // the options say. Returns the logits [batch, vocab]; sampled ids are next_ids()[0..batch).
   Tensor decode(std::span<Sequence* const> batch, StepMode mode, StepTimes& times);
+  // Whether a mixed step gives every row the bits it gets in its own pass (Note [Mixed steps] in
+  // engine_step.cpp): EngineOptions::mixed_steps, on the cpu without tensor parallelism, every
+  // projection's rows independent of the row count (float32 activations, or q8 ones on rows16
+  // weights and on types without a q8 kernel).
+  bool mixes() const { return mixes_; }
+  // A mixed step (eager): one decode step of `batch` (1 .. max_batch - 1 sequences, no padding) and
+  // the next prefill chunk of `seq` in one forward pass. Returns the logits rows: the batch's, then
+  // the chunk's last token's when the chunk ends its prompt; next_ids() likewise.
+  Tensor mixed(std::span<Sequence* const> batch, Sequence& seq, StepTimes& times);
   // The ids the last decode / prefill sampled (host-readable after it returned).
   const std::int32_t* next_ids() const;
 
@@ -226,6 +235,8 @@ class ModelRunner {
   Tensor qkv1_, gate_up_;
   Tensor q_rows(std::int64_t n) const;
   std::vector<std::unique_ptr<Bucket>> buckets_;
+  bool mixes_ = false;
+  bool rows_invariant_ = true;  // no projection in the rows layout with q8 activations (for_linear)
 };
 
 }  // namespace npugraph::llm

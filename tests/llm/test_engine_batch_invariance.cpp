@@ -4,6 +4,8 @@
 // to three chunks, in graph and eager mode. The long prompts reach KV lengths past kMinSplit (256),
 // where FIA's decode kernel splits a row's KV columns (Note [FIA decode splits]): the splits once
 // depended on the whole batch's lengths, and 0 of 16 copies kept their lone bits (issue 46, item 5).
+// Requests joining while others decode run mixed steps (Note [Mixed steps]): counted, and compared
+// with the same requests on an engine whose steps do not mix, and on a K-quant model (which does not).
 #include <gtest/gtest.h>
 
 #include <map>
@@ -27,9 +29,9 @@ constexpr std::int64_t kChunk = 128;
 
 // Two threads whatever the machine: the split the old kernel chose for a row alone (two splits of
 // a ~300-token KV) and in a batch of 16 (one) then differ on every machine, as they did on ours.
-llm::Engine engine(llm::StepMode mode) {
-  return llm::Engine({.model = tiny(), .threads = 2, .max_batch = 16, .prefill_chunk = kChunk, .mode = mode,
-                      .keep_logits = true, .keep_full_logits = true});
+llm::Engine engine(llm::StepMode mode, bool mixed_steps = true, const std::filesystem::path& model = tiny()) {
+  return llm::Engine({.model = model, .threads = 2, .max_batch = 16, .prefill_chunk = kChunk, .mode = mode,
+                      .keep_logits = true, .keep_full_logits = true, .mixed_steps = mixed_steps});
 }
 
 // A raw prompt of about `chars` tokens (the tiny vocabulary is mostly bytes).
@@ -69,8 +71,11 @@ TEST(LlmEngineBatchInvariance, SixteenCopiesOfAThreeChunkPromptGetTheirLoneBits)
     ASSERT_GT(n, 2 * kChunk) << "the prompt must take three prefill chunks";
     ASSERT_LE(n, 3 * kChunk) << "the prompt must take three prefill chunks";
     ASSERT_GE(want.tokens.size(), 2u) << "the test wants decode steps, not only the prefill's token";
+    const std::int64_t mixed_before = e.stats().mixed_steps;
     const std::vector<llm::Result> got = together(e, std::vector<llm::Request>(16, r));
     for (std::size_t i = 0; i < got.size(); ++i) expect_bitwise(got[i], want, name + ", copy " + std::to_string(i));
+    // The copies' second and later chunks run while the first copies decode.
+    EXPECT_GT(e.stats().mixed_steps, mixed_before) << name;
   }
   expect_bitwise(lone[0], lone[1], "graph alone vs eager alone");
 }
@@ -87,6 +92,62 @@ TEST(LlmEngineBatchInvariance, SixteenPromptLengthsFromOneTokenToThreeChunksGetT
     const std::vector<llm::Result> got = together(e, requests);
     for (std::size_t i = 0; i < got.size(); ++i)
       expect_bitwise(got[i], lone[i], name + ", request " + std::to_string(i));
+    EXPECT_GT(e.stats().mixed_steps, 0) << name;
+  }
+}
+
+// Requests that join one at a time, each while the earlier ones decode, on engines whose steps mix
+// and do not: the same bits, and mixed steps only where they are on and the model allows them.
+void joining_one_by_one(const std::filesystem::path& model, bool mixes) {
+  std::vector<llm::Request> requests;
+  for (std::size_t i = 0; i < 6; ++i)  // 1 .. 271 characters: one to three chunks
+    requests.push_back({.prompt = prompt(1 + 54 * i), .max_tokens = 8, .chat = false});
+  auto run = [&](llm::Engine& e) {
+    std::map<llm::RequestId, llm::Result> done;
+    std::vector<llm::RequestId> ids;
+    for (const llm::Request& r : requests) {
+      ids.push_back(e.submit(r));
+      for (int s = 0; s < 2; ++s)  // the next one joins two steps later
+        for (llm::StepOutput& o : e.step())
+          if (o.result) done[o.id] = std::move(*o.result);
+    }
+    while (!e.idle())
+      for (llm::StepOutput& o : e.step())
+        if (o.result) done[o.id] = std::move(*o.result);
+    std::vector<llm::Result> out;
+    for (llm::RequestId id : ids) out.push_back(done.at(id));
+    return out;
+  };
+  for (llm::StepMode mode : {llm::StepMode::graph, llm::StepMode::eager}) {
+    const std::string name = std::string(mode == llm::StepMode::graph ? "graph" : "eager") + " " + model.filename().string();
+    llm::Engine on = engine(mode, true, model), off = engine(mode, false, model);
+    const std::vector<llm::Result> a = run(on), b = run(off);
+    for (std::size_t i = 0; i < a.size(); ++i) expect_bitwise(a[i], b[i], name + ", request " + std::to_string(i));
+    EXPECT_EQ(off.stats().mixed_steps, 0) << name;
+    if (mixes) {
+      EXPECT_GT(on.stats().mixed_steps, 0) << name;
+    } else {
+      EXPECT_EQ(on.stats().mixed_steps, 0) << name;
+    }
+  }
+}
+
+TEST(LlmEngineBatchInvariance, MixedStepsGiveTheBitsOfSeparateOnes) { joining_one_by_one(tiny(), true); }
+
+TEST(LlmEngineBatchInvariance, KQuantModelsDoNotMixAndFloatActivationsDo) {
+  // Q4_K matrices in the rows layout: their q8 GEMV serves up to 16 rows, the float32 GEMM more.
+  static const auto kq = ngtest::write_tiny_llama("tiny_q4k_mixed.gguf", {.hidden = 256, .ffn = 512, .matrix_type = 12, .embd_type = 14});
+  joining_one_by_one(kq, false);
+  // With float32 activations every projection's rows are independent of the row count: they mix.
+  for (llm::StepMode mode : {llm::StepMode::graph, llm::StepMode::eager}) {
+    llm::Engine e({.model = kq, .threads = 2, .max_batch = 16, .prefill_chunk = kChunk, .mode = mode,
+                   .activations = npugraph::ops::Activations::f32});
+    e.submit({.prompt = prompt(20), .max_tokens = 8, .chat = false});
+    e.step();
+    e.step();
+    e.submit({.prompt = prompt(40), .max_tokens = 4, .chat = false});
+    while (!e.idle()) e.step();
+    EXPECT_EQ(e.stats().mixed_steps, 1);
   }
 }
 

@@ -89,6 +89,11 @@ struct EngineOptions {
   // Hits come in steps of lcm(block_size, prefill_chunk) tokens. Cached blocks no request holds
   // count as free (EngineLoad::kv_blocks_cached) and are evicted least recently used.
   bool prefix_cache = false;
+  // Mixed steps (Note [Mixed steps] in src/llm/engine_step.cpp): a step's prompt chunk runs in the
+  // same forward pass as its decode rows where that gives every row the bits of its own pass (the
+  // cpu; float32 activations, or q8 ones on weights the engine packs in rows16); elsewhere, and
+  // when false, the chunk runs before the decode step.
+  bool mixed_steps = true;
 };
 
 // Host time of decode steps, split as the summary shows it.
@@ -101,6 +106,9 @@ struct StepTimes {
 
 struct RunStats {
   std::int64_t prefill_tokens = 0, decode_tokens = 0, decode_steps = 0;
+  // Decode steps that carried a prompt chunk (Note [Mixed steps]): their time counts as decode
+  // time, their chunk's tokens as prefill tokens.
+  std::int64_t mixed_steps = 0;
   double prefill_seconds = 0, decode_seconds = 0;
   double capture_seconds = 0;      // graph mode: capturing the buckets' decode steps (once each)
   StepTimes host;                  // summed over decode steps
@@ -181,6 +189,7 @@ class Engine {
   struct PrefixCounts {
     std::int64_t queries = 0, hits = 0;  // prompt tokens looked up, taken (the stepping thread's)
   } prefix_;
+  std::int64_t mixed_steps_ = 0;  // since the engine started (EngineLoad::mixed_steps)
   // The requests from submit() to their end, and each step's plan (src/llm/scheduler.hpp).
   std::unique_ptr<Scheduler> sched_;
   // A checked, tokenised request (errors name `label`'s fields), and its queueing.

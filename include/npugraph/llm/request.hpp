@@ -120,6 +120,8 @@ struct EngineLoad {
   // Since the engine started, in tokens (vLLM's prefix_cache_queries / _hits): the prompt tokens
   // looked up in the prefix cache, and those of them taken from it.
   std::int64_t prefix_cache_queries = 0, prefix_cache_hits = 0;
+  // Since the engine started: decode steps that carried a prompt chunk (Note [Mixed steps]).
+  std::int64_t mixed_steps = 0;
 };
 
 }  // namespace npugraph::llm
