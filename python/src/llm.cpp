@@ -125,7 +125,7 @@ is captured once per batch-size bucket and updated in place (mode="graph"), or r
 Engine(model, *, threads=0, max_batch=16, max_context=0, mode="graph",
        order="update_then_replay", temperature=0.0, top_k=0, top_p=1.0,
        keep_logits=False, keep_full_logits=False, device="cpu", activations=None,
-       block_size=128, prefill_chunk=256, kv_dtype="float32")
+       block_size=128, prefill_chunk=256, kv_dtype="float32", mixed_steps=True)
 
 device: "cpu" or "cuda:N" (the weights and buffers there; a CUDA device without a GPU raises
 UnsupportedError naming it before the model loads).
@@ -136,12 +136,15 @@ block_size: tokens per KV cache block (128, 256, 384 or 512). prefill_chunk: pro
 prefill pass (1..2048).
 kv_dtype: the KV cache's element type: "float32" (exact), "float16" or "bfloat16" (half the bytes
 attention reads per step, as llama.cpp's default float16 cache; cpu only).
+mixed_steps: a joining prompt's chunk runs inside the decode step's pass where every row keeps its
+bits (the cpu; float32 activations, or q8 ones on the Q4_0/Q4_1/Q8_0/Q5_0 weights the engine packs);
+stats["mixed_steps"] counts them. False: the chunk runs before the decode step.
 )doc")
       .def(py::init([](const std::string& model, int threads, std::int64_t max_batch, std::int64_t max_context,
                        const std::string& mode, const std::string& order, double temperature,
                        std::int64_t top_k, double top_p, bool keep_logits, bool keep_full_logits,
                        const std::string& device, const py::object& activations, std::int64_t block_size,
-                       std::int64_t prefill_chunk, const py::object& kv_dtype) {
+                       std::int64_t prefill_chunk, const py::object& kv_dtype, bool mixed_steps) {
              llm::EngineOptions o{.model = model, .threads = threads, .max_batch = max_batch,
                                   .max_context = max_context, .block_size = block_size,
                                   .prefill_chunk = prefill_chunk, .mode = mode_arg(mode), .order = order_arg(order),
@@ -149,7 +152,7 @@ attention reads per step, as llama.cpp's default float16 cache; cpu only).
                                   .keep_logits = keep_logits, .keep_full_logits = keep_full_logits,
                                   .device = with_context("Engine: ", [&] { return Device::parse(device); }),
                                   .activations = activations_arg(activations),
-                                  .kv_dtype = kv_dtype_arg(kv_dtype)};
+                                  .kv_dtype = kv_dtype_arg(kv_dtype), .mixed_steps = mixed_steps};
              py::gil_scoped_release release;
              return std::make_unique<llm::Engine>(o);
            }),
@@ -158,7 +161,7 @@ attention reads per step, as llama.cpp's default float16 cache; cpu only).
            py::arg("temperature") = 0.0, py::arg("top_k") = 0, py::arg("top_p") = 1.0,
            py::arg("keep_logits") = false, py::arg("keep_full_logits") = false, py::arg("device") = "cpu",
            py::arg("activations") = py::none(), py::arg("block_size") = 128, py::arg("prefill_chunk") = 256,
-           py::arg("kv_dtype") = "float32")
+           py::arg("kv_dtype") = "float32", py::arg("mixed_steps") = true)
       .def("generate",
            [](llm::Engine& e, const std::vector<std::string>& prompts, std::int64_t max_tokens, bool chat,
               std::uint64_t seed, py::object on_text) {

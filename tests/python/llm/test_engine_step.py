@@ -48,8 +48,11 @@ def drain(engine):
     return outs
 
 
-def test_requests_submitted_between_steps_get_what_they_get_alone(tiny):
-    e = npugraph.llm.Engine(tiny, max_batch=4)
+@pytest.mark.parametrize("mixed_steps", [True, False])
+def test_requests_submitted_between_steps_get_what_they_get_alone(tiny, mixed_steps):
+    """Those joining while the first decodes run their chunk inside its decode step (mixed steps,
+    Note [Mixed steps]; the tiny model's Q4_1 weights allow them), or before it."""
+    e = npugraph.llm.Engine(tiny, max_batch=4, mixed_steps=mixed_steps)
     specs = [("hello", dict(max_tokens=10)),
              ("the tall cat", dict(max_tokens=8, temperature=2.0, top_k=40, seed=5)),
              ("once upon", dict(max_tokens=9, temperature=1.5, top_p=0.9, seed=6)),
@@ -68,6 +71,7 @@ def test_requests_submitted_between_steps_get_what_they_get_alone(tiny):
         assert r["finish_reason"] == outs[ids[i]]["finish_reason"]
     assert e.load["kv_blocks_used"] == 0
     assert e.captured_graphs <= 3
+    assert (e.stats["mixed_steps"] > 0) == mixed_steps
 
 
 def test_stop_strings_and_messages(tiny):
