@@ -104,6 +104,9 @@ py::dict stats_dict(const llm::RunStats& s) {
   d["decode_tokens"] = s.decode_tokens;
   d["decode_steps"] = s.decode_steps;
   d["mixed_steps"] = s.mixed_steps;
+  d["mixed_decode_tokens"] = s.mixed_decode_tokens;
+  d["mixed_prefill_tokens"] = s.mixed_prefill_tokens;
+  d["mixed_seconds"] = s.mixed_seconds;
   d["decode_seconds"] = s.decode_seconds;
   d["capture_seconds"] = s.capture_seconds;
   d["host_inputs_seconds"] = s.host.inputs;

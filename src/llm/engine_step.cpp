@@ -341,13 +341,11 @@ std::vector<StepOutput> Engine::step() {
       const std::int64_t before = a.seq.cached;
       const auto t = Clock::now();
       const Tensor logits = runner_->mixed(batch, a.seq, stats_.host);
-      stats_.decode_seconds += since(t);
-      stats_.decode_steps += 1;
+      stats_.mixed_seconds += since(t);
       stats_.mixed_steps += 1;
       mixed_steps_ += 1;
-      stats_.decode_tokens += static_cast<std::int64_t>(batch.size());
-      stats_.batch_per_step.push_back(static_cast<std::int64_t>(batch.size()));
-      stats_.prefill_tokens += a.seq.cached - before;
+      stats_.mixed_decode_tokens += static_cast<std::int64_t>(batch.size());
+      stats_.mixed_prefill_tokens += a.seq.cached - before;
       const auto* rows = static_cast<const float*>(logits.data());
       const std::int32_t* ids = runner_->next_ids();
       const bool ends = logits.size(0) > static_cast<std::int64_t>(batch.size());

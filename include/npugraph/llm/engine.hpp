@@ -106,9 +106,10 @@ struct StepTimes {
 
 struct RunStats {
   std::int64_t prefill_tokens = 0, decode_tokens = 0, decode_steps = 0;
-  // Decode steps that carried a prompt chunk (Note [Mixed steps]): their time counts as decode
-  // time, their chunk's tokens as prefill tokens.
-  std::int64_t mixed_steps = 0;
+  // Decode steps that carried a prompt chunk (Note [Mixed steps]): apart from the decode and
+  // prefill figures above (one pass does both), their decode rows, chunk tokens and time.
+  std::int64_t mixed_steps = 0, mixed_decode_tokens = 0, mixed_prefill_tokens = 0;
+  double mixed_seconds = 0;
   double prefill_seconds = 0, decode_seconds = 0;
   double capture_seconds = 0;      // graph mode: capturing the buckets' decode steps (once each)
   StepTimes host;                  // summed over decode steps
