@@ -59,8 +59,8 @@ std::vector<Flag> flags() {
          if (!dt) throw UsageError("--kv-dtype = '" + v + "': must be " + apps::kKvDtypeNames);
          o.kv_dtype = *dt;
        }},
-      {"--prefill-chunk", "N", "prompt tokens per prefill pass (default 256; prefix cache hits come in steps of "
-                               "lcm(128, N) tokens)",
+      {"--prefill-chunk", "N", "prompt tokens per prefill pass (default 128: prefix cache hits in steps of one "
+                               "block, lcm(128, N) tokens, and a joining prompt's chunk bounded for the decoders)",
        [](Options& o, const std::string& v) { o.prefill_chunk = integer_flag("--prefill-chunk", v, 1, 2048); }},
       {"--no-prefix-cache", "", "prefill every prompt whole: no KV blocks kept for later prompts with the same start "
                                 "(the cache is on by default; its hits give the same tokens and logprobs, bitwise)",

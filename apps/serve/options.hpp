@@ -18,7 +18,7 @@ struct Options {
   bool metrics_auth = true;  // --metrics-auth key|none
   bool webui = true;         // --no-webui: false
   int threads = 0, workers = 2;
-  std::int64_t max_batch = 16, max_context = 0, max_waiting = 64, prefill_chunk = 256;
+  std::int64_t max_batch = 16, max_context = 0, max_waiting = 64, prefill_chunk = 128;
   std::string mode = "graph";
   npugraph::DType kv_dtype = npugraph::DType::f32;
   bool prefix_cache = true;  // --no-prefix-cache

@@ -204,13 +204,14 @@ ModelRunner::ModelRunner(std::shared_ptr<const Model> model, const EngineOptions
     for (bool sliding : {false, window_ > 0})
       ws = std::max(ws, ops::fia_workspace_bytes(query, k_cache_[0], v_cache_[0], attention_options(r, sliding)));
   };
-  for (std::int64_t b : kBuckets)
-    if (b <= max_batch_) need(placeholder_rows(b));
-  for (std::int64_t t = 1; t <= options.prefill_chunk; t = std::min(options.prefill_chunk, t * 2)) {
+  // Every shape a pass can take — decode rows 1 .. max_batch (mixed steps' decode parts are not
+  // padded to a bucket), chunks of 1 .. prefill_chunk tokens: the bytes are not monotonic in the
+  // shape (a 106-token chunk needed more than a 128-token one, and more than the workspace sized
+  // at the powers of two, with max_batch 4).
+  for (std::int64_t b = 1; b <= max_batch_; ++b) need(placeholder_rows(b));
+  for (std::int64_t t = 1; t <= options.prefill_chunk; ++t)
     need({.n = t, .prefill = true, .batch = 1, .q_len = t, .kv_lengths = {t}, .block_table = prefill_table_.device,
           .window_lengths = {1}, .window_table = rows_if(window_table_.device, 1), .window_mask = rows_if(window_mask_.device, 1)});
-    if (t == options.prefill_chunk) break;
-  }
   workspace_ = empty({ws}, DType::u8, d);
   mixes_ = options.mixed_steps && d.is_cpu() && rows_invariant_ &&
            !(options.tensor_parallel && options.tensor_parallel->size() > 1);

@@ -265,3 +265,37 @@ TEST(LlmEngine, TensorParallelOnACudaDeviceIsRefused) {
 }
 
 }  // namespace
+
+namespace {
+
+// FIA's workspace bytes are not monotonic in the shape: the runner sized it at the powers of two
+// up to prefill_chunk (and the decode buckets), and with SmolLM2's attention (9 query heads of 64,
+// 3 KV heads), max_batch 4 and prefill_chunk 128, a 106-token chunk needed more than any of them:
+// npugraph-serve answered 500 ("workspace has 325312 bytes; these arguments need 336576"). Every
+// chunk length from 1 to prefill_chunk now runs, and every decode batch of 1 .. max_batch.
+TEST(LlmEngine, EveryChunkLengthAndBatchFitsTheWorkspace) {
+  static const auto smol = ngtest::write_tiny_llama(
+      "tiny_smollm_heads.gguf", {.layers = 1, .hidden = 576, .heads = 9, .kv_heads = 3, .ffn = 64});
+  llm::Engine e({.model = smol, .threads = 2, .max_batch = 4, .prefill_chunk = 128, .mode = llm::StepMode::eager});
+  auto drain = [&](const std::string& what) {
+    while (!e.idle()) {
+      std::vector<llm::StepOutput> outs;
+      ASSERT_NO_THROW(outs = e.step()) << what;
+      for (const llm::StepOutput& o : outs) {
+        EXPECT_NE(o.finish, llm::FinishReason::error) << what;
+      }
+    }
+  };
+  std::string prompt;
+  for (int n = 1; n <= 140; ++n) {
+    prompt += static_cast<char>('a' + n % 26);
+    e.submit({.prompt = prompt, .max_tokens = 1, .chat = false});
+    drain(std::to_string(n) + " characters");
+  }
+  for (int b = 1; b <= 4; ++b) {  // decode batches of each size
+    for (int i = 0; i < b; ++i) e.submit({.prompt = "abc" + std::string(static_cast<std::size_t>(i), 'd'), .max_tokens = 3, .chat = false});
+    drain("batch " + std::to_string(b));
+  }
+}
+
+}  // namespace

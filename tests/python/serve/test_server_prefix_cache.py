@@ -1,7 +1,7 @@
 """npugraph-serve's prefix cache (on by default; Note [Prefix cache] in src/llm/prefix_cache.hpp):
 a second identical completion of 600 prompt tokens takes exactly 512 of them from the cache — the
-first prompt's full prefill chunks of 256 (4 blocks of 128), the hit in steps of 256 — which
-/metrics counts (queries and hits in tokens, cached blocks apart from used ones, none used when
+first prompt's full prefill chunks of 128 (the server's default; 4 blocks of 128), the hit in steps
+of 128 — which /metrics counts (queries and hits in tokens, cached blocks apart from used ones, none used when
 idle) and usage.prompt_tokens_details.cached_tokens reports; its tokens and logprobs are those of a
 server started with --no-prefix-cache, which looks nothing up; an echo request (prompt logprobs)
 computes its whole prompt and gets the uncached server's values.
