@@ -328,6 +328,38 @@ def test_prompts_proved_too_long_by_their_bytes_are_refused_untokenised(guarded)
 
 # --- abandoned work -------------------------------------------------------------------------------
 
+def test_two_hundred_clients_leaving_mid_stream_lose_nothing_and_leave_no_blocks(tiny):
+    """Issue 47's target: 200 streaming clients, each leaving after its first token, all admitted
+    (none refused or failed: --max-waiting holds them), every one cancelled, no KV block held and
+    nothing running or waiting afterwards; the server then answers as before."""
+    s = Server(tiny, "--max-batch", "16", "--max-waiting", "256", "--max-connections", "512")
+    body = {"model": MODEL_ID, "prompt": "the tall cat", "max_tokens": 200, "temperature": 0,
+            "stream": True, "logit_bias": {"2": -100}}  # 2: the tiny model's EOS
+
+    def leave_after_first_token(_):
+        with httpx.Client(timeout=120) as client:
+            with client.stream("POST", s.url + "/v1/completions", json=body) as r:
+                if r.status_code != 200:
+                    return r.status_code
+                for line in r.iter_lines():
+                    if line.startswith("data: {"):
+                        return 200  # leaves: the stream is closed mid-way
+        return -1
+
+    try:
+        with concurrent.futures.ThreadPoolExecutor(max_workers=50) as pool:
+            statuses = list(pool.map(leave_after_first_token, range(200)))
+        assert statuses == [200] * 200
+        wait_for(lambda: metric(s, "npugraph_requests_running") == 0 and metric(s, "npugraph_requests_waiting") == 0
+                 and metric(s, "npugraph_kv_blocks_used") == 0, "every request to end and free its blocks")
+        finished = {k: v for k, v in s.metrics().items() if k.startswith("npugraph_requests_finished_total")}
+        assert sum(finished.values()) == 200, finished
+        assert finished.get('npugraph_requests_finished_total{reason="error"}', 0) == 0, finished
+        assert post(s, "/v1/chat/completions", BODY).status_code == 200
+    finally:
+        assert s.stop() == 0
+
+
 def test_abandoned_work_is_cancelled_queued_or_running_streamed_or_not(tiny):
     s = Server(tiny, "--max-batch", "1", "--min-step-ms", "50")
     try:
