@@ -82,22 +82,26 @@ TEST(LlmEngineWindow, TheWindowChangesNothingInsideItAndTheLogitsFromItsEdgeOn) 
 TEST(LlmEngineWindow, GraphAndEagerAreBitwiseEqualPastTheWindowInBothOrders) {
   // Ragged rows crossing the window and the 128-token block boundary (where the window's table
   // row starts to skip whole blocks) at different steps; 2 rows at a time: requests join as others
-  // leave; 8: padded buckets. Chunks of 40: prompts of 121 and 161 tokens end in one-token chunks.
+  // leave; 8: padded buckets. Chunks of 40: prompts of 121 and 161 tokens end in one-token chunks
+  // (in mixed steps: the window buffers' row after the decode rows), and unmixed steps agree.
   const std::vector<llm::Request> req{digits(3, 60), digits(121, 40), digits(161, 30), digits(30, 120), digits(250, 20)};
   for (std::int64_t max_batch : {2, 8}) {
     const llm::EngineOptions o{.max_batch = max_batch, .prefill_chunk = 40};
-    auto eager = o, replay_first = o;
+    auto eager = o, replay_first = o, unmixed = o;
     eager.mode = llm::StepMode::eager;
     replay_first.order = llm::GraphOrder::replay_then_update;
+    unmixed.mixed_steps = false;  // joins run their chunks inside decode steps otherwise (Note [Mixed steps])
     const auto e = run(kWindow, eager, req);
     const auto g = run(kWindow, o, req);
     const auto r = run(kWindow, replay_first, req);
+    const auto u = run(kWindow, unmixed, req);
     ASSERT_EQ(e.size(), req.size());
     for (std::size_t i = 0; i < req.size(); ++i) {
       EXPECT_EQ(e[i].tokens.size(), static_cast<std::size_t>(req[i].max_tokens)) << "request " << i;
       EXPECT_EQ(e[i].tokens, g[i].tokens) << "request " << i;
       EXPECT_EQ(e[i].logits_hashes, g[i].logits_hashes) << "request " << i;
       EXPECT_EQ(e[i].logits_hashes, r[i].logits_hashes) << "request " << i;
+      EXPECT_EQ(e[i].logits_hashes, u[i].logits_hashes) << "request " << i << " (unmixed)";
     }
   }
 }
