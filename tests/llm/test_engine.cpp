@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "llm/tiny_model.hpp"
+#include "npugraph/allocator_stats.hpp"
 #include "npugraph/error.hpp"
 #include "npugraph/llm/engine.hpp"
 #include "npugraph/llm/tensor_parallel.hpp"
@@ -295,6 +296,40 @@ TEST(LlmEngine, EveryChunkLengthAndBatchFitsTheWorkspace) {
   for (int b = 1; b <= 4; ++b) {  // decode batches of each size
     for (int i = 0; i < b; ++i) e.submit({.prompt = "abc" + std::string(static_cast<std::size_t>(i), 'd'), .max_tokens = 3, .chat = false});
     drain("batch " + std::to_string(b));
+  }
+}
+
+}  // namespace
+
+namespace {
+
+// Issue 45 item 5 (a static memory plan: a replay allocates nothing): once a bucket's step is
+// captured, its decode steps — the inputs written, the attention updated, the graph replayed,
+// the token sampled — make no allocation in npugraph's allocator, in either graph order; the
+// buffers, the workspace and the graph's pool were all sized up front. (Eager steps allocate
+// nothing either: every op writes the runner's buffers through its out= form.)
+TEST(LlmEngine, DecodeReplaysAllocateNothing) {
+  for (llm::GraphOrder order : {llm::GraphOrder::update_then_replay, llm::GraphOrder::replay_then_update}) {
+    llm::Engine e({.model = tiny(), .threads = 2, .max_batch = 4, .mode = llm::StepMode::graph, .order = order});
+    for (int i = 0; i < 3; ++i)  // EOS (2) banned: every request runs its 40 tokens
+      e.submit({.prompt = "the tall cat " + std::to_string(i), .max_tokens = 40, .chat = false, .logit_bias = {{2, -100.0}}});
+    for (int s = 0; s < 4; ++s) e.step();  // prefilled; the bucket of 4 captured and replayed once
+    ASSERT_EQ(e.load().running, 3);
+    const npugraph::AllocatorStats before = npugraph::allocator_stats();
+    const std::int64_t captured = e.captured_graphs();
+    for (int s = 0; s < 20; ++s) {
+      const std::vector<llm::StepOutput> outs = e.step();
+      ASSERT_EQ(outs.size(), 3u) << "step " << s << ": one token per running request";
+    }
+    const npugraph::AllocatorStats after = npugraph::allocator_stats();
+    EXPECT_EQ(e.captured_graphs(), captured);
+    EXPECT_EQ(after.allocation[npugraph::kStatAll].allocated, before.allocation[npugraph::kStatAll].allocated)
+        << "allocations made by 20 decode replays";
+    EXPECT_EQ(after.num_device_alloc, before.num_device_alloc);
+    // The counter sees an allocation where there is one (the measurement is live).
+    const npugraph::Tensor t = npugraph::empty({1 << 16}, npugraph::DType::f32);
+    EXPECT_EQ(npugraph::allocator_stats().allocation[npugraph::kStatAll].allocated,
+              after.allocation[npugraph::kStatAll].allocated + 1);
   }
 }
 
