@@ -16,7 +16,6 @@ import json
 import signal
 import socket
 import threading
-import time
 
 import pytest
 
