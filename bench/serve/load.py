@@ -1,6 +1,8 @@
 """A load generator for OpenAI-compatible servers (npugraph-serve, llama.cpp's llama-server): N
 concurrent streaming clients, each sending chat requests back to back; reports output tokens/s,
-time to first token and inter-token latency (p50 / p99) per concurrency level.
+time to first token and inter-token latency (p50 / p99) per concurrency level; then, from
+npugraph-serve's /metrics, the KV blocks and requests it still holds and its requests finished by
+reason.
 
     # npugraph-serve on SmolLM2 (started and stopped by the script, on a free loopback port):
     .venv/bin/python bench/serve/load.py --server "build/npugraph-serve --port {port} --threads 2"
@@ -17,7 +19,6 @@ import concurrent.futures
 import json
 import shlex
 import socket
-import statistics
 import subprocess
 import time
 
@@ -88,6 +89,29 @@ def run_level(url, model, clients, requests, max_tokens):
             "itl_p50_ms": 1e3 * pct(gaps, 0.5), "itl_p99_ms": 1e3 * pct(gaps, 0.99)}
 
 
+def end_state(url):
+    """npugraph-serve's /metrics once the load is over (waiting up to 10 s for the last requests to
+    end): KV blocks held, requests running / waiting, and requests finished by reason; None for a
+    server without those metrics (llama-server)."""
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            text = httpx.get(url + "/metrics", timeout=5).text
+        except httpx.HTTPError:
+            return None
+        m = {}
+        for line in text.splitlines():
+            if line.startswith("npugraph_") and " " in line:
+                name, value = line.rsplit(" ", 1)
+                m[name] = float(value)
+        if "npugraph_kv_blocks_used" not in m:
+            return None
+        busy = m["npugraph_kv_blocks_used"] + m.get("npugraph_requests_running", 0) + m.get("npugraph_requests_waiting", 0)
+        if busy == 0 or time.monotonic() > deadline:
+            return m
+        time.sleep(0.2)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--url", help="a running server (else --server starts one)")
@@ -119,6 +143,7 @@ def main():
         model = args.model or httpx.get(url + "/v1/models").json()["data"][0]["id"]
         run_level(url, model, 1, 1, 8)  # warm-up (graphs captured, caches filled)
         results = [run_level(url, model, c, args.requests, args.max_tokens) for c in args.clients]
+        state = end_state(url)
     finally:
         if proc:
             proc.terminate()
@@ -128,9 +153,16 @@ def main():
     for r in results:
         print(f"{r['clients']:>7} {r['requests']:>8} {r['output_tokens']:>7} {r['tokens_per_s']:>8.1f} "
               f"{r['ttft_p50_ms']:>9.1f} {r['ttft_p99_ms']:>9.1f} {r['itl_p50_ms']:>8.1f} {r['itl_p99_ms']:>8.1f}")
+    # Every request above finished (a failed one raises): none lost. What the server holds after:
+    if state is not None:
+        finished = {k.split('"')[1]: int(v) for k, v in state.items()
+                    if k.startswith("npugraph_requests_finished_total{")}
+        print(f"after: kv_blocks_used {int(state['npugraph_kv_blocks_used'])}, running "
+              f"{int(state.get('npugraph_requests_running', 0))}, waiting {int(state.get('npugraph_requests_waiting', 0))}, "
+              f"finished {finished}")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump(results, f, indent=1)
+            json.dump({"levels": results, "after": state}, f, indent=1)
 
 
 if __name__ == "__main__":
