@@ -139,9 +139,9 @@ block_size: tokens per KV cache block (128, 256, 384 or 512). prefill_chunk: pro
 prefill pass (1..2048).
 kv_dtype: the KV cache's element type: "float32" (exact), "float16" or "bfloat16" (half the bytes
 attention reads per step, as llama.cpp's default float16 cache; cpu only).
-mixed_steps: a joining prompt's chunk runs inside the decode step's pass where every row keeps its
-bits (the cpu; float32 activations, or q8 ones on the Q4_0/Q4_1/Q8_0/Q5_0 weights the engine packs);
-stats["mixed_steps"] counts them. False: the chunk runs before the decode step.
+mixed_steps: a joining prompt's chunk runs inside the decode step's pass, every row with the bits
+of its own pass (the cpu); stats["mixed_steps"] counts them. False: the chunk runs before the
+decode step.
 )doc")
       .def(py::init([](const std::string& model, int threads, std::int64_t max_batch, std::int64_t max_context,
                        const std::string& mode, const std::string& order, double temperature,

@@ -69,12 +69,13 @@
 // each the call its own pass issues; the output projection and sampling take the D decode rows and,
 // when the chunk ends its prompt, its last row (sampling row D: its first token).
 // Same bits: each of these ops computes a row from that row alone, whatever else shares the call,
-// except the projections in the rows layout with q8 activations, whose GEMV serves up to 16 rows
-// and the float32 GEMM more — so mixes() asks that no projection be one (float32 activations; q8
-// ones on the rows16 weights the runner packs, whose kernel serves every row count, and on types
-// without a q8 kernel, which multiply float32 x): SmolLM2's Q4_1/Q8_0 mix, not Gemma 3's Q4_K_M
-// (its K-quants). The cpu only, without tensor parallelism (EngineOptions::mixed_steps turns it
-// off). A mixed step is eager: graph mode's captured buckets are decode-only, and graph == eager.
+// except the projections in the rows layout with q8 activations (the K-quants: Gemma 3 Q4_K_M's
+// Q4_K/Q6_K), whose GEMV serves up to 16 rows and the float32 GEMM more: in a step of more than 16
+// rows each of those is two calls, the decode rows' and the chunk's (LayerStep::split), as their
+// own passes make them — the shared weight read is lost there, the rest of the pass is not. The
+// rows16 weights' q8 kernel serves every row count (SmolLM2's Q4_1/Q8_0 are all one call). The
+// cpu only, without tensor parallelism (EngineOptions::mixed_steps turns it off). A mixed step is
+// eager: graph mode's captured buckets are decode-only, and graph == eager.
 // The chunk's own request, when the chunk ends its prompt, samples its first token there and
 // decodes from the next step (an unmixed step decodes it at once: one token more in its first
 // step). Measured (SmolLM2, 2-core Xeon, a 45-token chat prompt joining D decoders): the join step

@@ -213,8 +213,7 @@ ModelRunner::ModelRunner(std::shared_ptr<const Model> model, const EngineOptions
     need({.n = t, .prefill = true, .batch = 1, .q_len = t, .kv_lengths = {t}, .block_table = prefill_table_.device,
           .window_lengths = {1}, .window_table = rows_if(window_table_.device, 1), .window_mask = rows_if(window_mask_.device, 1)});
   workspace_ = empty({ws}, DType::u8, d);
-  mixes_ = options.mixed_steps && d.is_cpu() && rows_invariant_ &&
-           !(options.tensor_parallel && options.tensor_parallel->size() > 1);
+  mixes_ = options.mixed_steps && d.is_cpu() && !(options.tensor_parallel && options.tensor_parallel->size() > 1);
   stream_.synchronize();  // the copies above read host memory this constructor's callers may free
 }
 
@@ -243,11 +242,6 @@ Matrix ModelRunner::for_linear(const Matrix& host) {
   if (device_.is_cpu() && linear_.activations == ops::Activations::q8 && m.quant.defined() &&
       ops::quant_traits(m.quant.type()).rows16 && ops::quant_traits(m.quant.type()).q8_kernel)
     m.quant = ops::pack_rows16(m.quant);
-  // The rows layout's q8 GEMV serves up to 16 rows and the float32 GEMM more: a mixed step's rows
-  // would change arithmetic with the row count (Note [Mixed steps]).
-  if (linear_.activations == ops::Activations::q8 && m.quant.defined() && ops::quant_traits(m.quant.type()).q8_kernel &&
-      m.quant.layout() != ops::QuantLayout::rows16)
-    rows_invariant_ = false;
   return m;
 }
 
@@ -425,6 +419,7 @@ void ModelRunner::issue_step(const Rows& r, Bucket* capture) {
   s.positions = rows(positions_.device, n);
   s.slots = rows(slots_.device, n);
   s.rope_freqs = rope_freqs_;
+  if (!r.parts.empty()) s.split = r.parts.front().n;  // a mixed step's decode rows (Note [Mixed steps])
   std::size_t layer = 0;
   s.attention = [&] { issue_attention(r, layer, capture); };
   s.reduce = [this](const Tensor& partial) { reduce(partial); };

@@ -131,10 +131,8 @@ class ModelRunner {
   // One decode step of `batch` (each sequence's last token is not cached yet): graph or eager, as
   // the options say. Returns the logits [batch, vocab]; sampled ids are next_ids()[0..batch).
   Tensor decode(std::span<Sequence* const> batch, StepMode mode, StepTimes& times);
-  // Whether a mixed step gives every row the bits it gets in its own pass (Note [Mixed steps] in
-  // engine_step.cpp): EngineOptions::mixed_steps, on the cpu without tensor parallelism, every
-  // projection's rows independent of the row count (float32 activations, or q8 ones on rows16
-  // weights and on types without a q8 kernel).
+  // Whether steps mix (Note [Mixed steps] in engine_step.cpp): EngineOptions::mixed_steps, on the
+  // cpu, without tensor parallelism.
   bool mixes() const { return mixes_; }
   // A mixed step (eager): one decode step of `batch` (1 .. max_batch - 1 sequences, no padding) and
   // the next prefill chunk of `seq` in one forward pass. Returns the logits rows: the batch's, then
@@ -236,7 +234,6 @@ class ModelRunner {
   Tensor q_rows(std::int64_t n) const;
   std::vector<std::unique_ptr<Bucket>> buckets_;
   bool mixes_ = false;
-  bool rows_invariant_ = true;  // no projection in the rows layout with q8 activations (for_linear)
 };
 
 }  // namespace npugraph::llm

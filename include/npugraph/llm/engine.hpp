@@ -90,9 +90,8 @@ struct EngineOptions {
   // count as free (EngineLoad::kv_blocks_cached) and are evicted least recently used.
   bool prefix_cache = false;
   // Mixed steps (Note [Mixed steps] in src/llm/engine_step.cpp): a step's prompt chunk runs in the
-  // same forward pass as its decode rows where that gives every row the bits of its own pass (the
-  // cpu; float32 activations, or q8 ones on weights the engine packs in rows16); elsewhere, and
-  // when false, the chunk runs before the decode step.
+  // same forward pass as its decode rows, every row with the bits of its own pass (the cpu, without
+  // tensor parallelism); elsewhere, and when false, the chunk runs before the decode step.
   bool mixed_steps = true;
 };
 

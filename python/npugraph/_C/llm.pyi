@@ -25,9 +25,9 @@ class Engine:
     prefill pass (1..2048).
     kv_dtype: the KV cache's element type: "float32" (exact), "float16" or "bfloat16" (half the bytes
     attention reads per step, as llama.cpp's default float16 cache; cpu only).
-    mixed_steps: a joining prompt's chunk runs inside the decode step's pass where every row keeps its
-    bits (the cpu; float32 activations, or q8 ones on the Q4_0/Q4_1/Q8_0/Q5_0 weights the engine packs);
-    stats["mixed_steps"] counts them. False: the chunk runs before the decode step.
+    mixed_steps: a joining prompt's chunk runs inside the decode step's pass, every row with the bits
+    of its own pass (the cpu); stats["mixed_steps"] counts them. False: the chunk runs before the
+    decode step.
     """
     def __init__(self, model: str, *, threads: int = 0, max_batch: int = 16, max_context: int = 0, mode: str = 'graph', order: str = 'update_then_replay', temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0, keep_logits: bool = False, keep_full_logits: bool = False, device: str = 'cpu', activations: typing.Any = None, block_size: int = 128, prefill_chunk: int = 256, kv_dtype: typing.Any = 'float32', mixed_steps: bool = True) -> None:
         ...

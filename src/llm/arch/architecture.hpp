@@ -48,6 +48,9 @@ struct LayerStep {
   Tensor positions, slots;     // [n] int32
   Tensor rope_freqs;           // Model::rope_freqs on the device (undefined without them)
   Tensor k_cache, v_cache;     // this layer's
+  // A mixed step's decode rows (rows [0, split) of every tensor above; Note [Mixed steps]): a
+  // projection whose arithmetic depends on the row count is issued per part. 0: one pass's rows.
+  std::int64_t split = 0;
   std::function<void()> attention;            // FIA over q and the cache into attn (a task group)
   std::function<void(const Tensor&)> reduce;  // sums a partial result over the ranks (or nothing)
 };
@@ -123,6 +126,12 @@ void gated_ffn(const LayerStep& s, bool gelu);
 // kernel for them (Note [Quantisation table]). bias may be undefined.
 void matmul(const Tensor& x, const Matrix& w, const Tensor& bias, const Tensor& out,
             const ops::QuantLinearOptions& o);
+// The same for a layer's step: in a mixed step (s.split > 0), a projection whose rows take other
+// arithmetic above 16 rows (the rows layout with q8 activations: its GEMV, then the float32 GEMM)
+// runs as two calls, the decode rows' and the chunk's, each as its own pass makes it.
+void matmul(const Tensor& x, const Matrix& w, const Tensor& bias, const Tensor& out, const LayerStep& s);
+// Whether w's rows take other arithmetic with more than 16 rows under options o.
+bool row_count_matters(const Matrix& w, const ops::QuantLinearOptions& o);
 
 // The architectures, one definition each (arch/<name>.cpp).
 const Architecture& llama_architecture();

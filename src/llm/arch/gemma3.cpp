@@ -75,13 +75,13 @@ class Gemma3 final : public Architecture {
     ops::rotary_embedding_out(s.positions, k3, k3, rope);
     ops::reshape_and_cache(k3, s.v.view({n, s.kv_heads, hd}), s.k_cache, s.v_cache, s.slots);
     s.attention();
-    matmul(s.attn, w.o, Tensor(), s.h, s.linear);
+    matmul(s.attn, w.o, Tensor(), s.h, s);
     s.reduce(s.h);
     ops::rms_norm_out(s.h, w.extra.find(kPostAttentionNorm)->second.dense, c.rms_eps, s.h);
     // x += attention; y = rmsnorm(x)
     ops::add_rms_norm_out(s.x, s.h, w.ffn_norm, c.rms_eps, s.y, Tensor(), s.x);
     gated_ffn(s, true);
-    matmul(s.act, w.down, Tensor(), s.h, s.linear);
+    matmul(s.act, w.down, Tensor(), s.h, s);
     s.reduce(s.h);
     ops::rms_norm_out(s.h, w.extra.find(kPostFfwNorm)->second.dense, c.rms_eps, s.h);
     ops::add_out(s.x, s.h, s.x);

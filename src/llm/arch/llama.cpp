@@ -139,26 +139,38 @@ void matmul(const Tensor& x, const Matrix& w, const Tensor& bias, const Tensor& 
   ops::weight_quant_linear_out(x, w.quant, bias, out, o);
 }
 
+bool row_count_matters(const Matrix& w, const ops::QuantLinearOptions& o) {
+  return w.quant.defined() && o.activations == ops::Activations::q8 && ops::quant_traits(w.quant.type()).q8_kernel &&
+         w.quant.layout() != ops::QuantLayout::rows16;
+}
+
+void matmul(const Tensor& x, const Matrix& w, const Tensor& bias, const Tensor& out, const LayerStep& s) {
+  if (s.split <= 0 || s.n <= ops::kLinearGemvMaxRows || !row_count_matters(w, s.linear))
+    return matmul(x, w, bias, out, s.linear);
+  matmul(x.narrow(0, 0, s.split), w, bias, out.narrow(0, 0, s.split), s.linear);
+  matmul(x.narrow(0, s.split, s.n - s.split), w, bias, out.narrow(0, s.split, s.n - s.split), s.linear);
+}
+
 void qkv_projections(const LayerStep& s) {
   const LayerWeights& w = *s.w;
   if (s.qkv1.defined()) {
     matmul(s.h, w.qkv, w.qkv_bias, s.qkv1.view({1, s.qkv1.numel()}), s.linear);
   } else {
-    matmul(s.h, w.q, w.q_bias, s.q, s.linear);
-    matmul(s.h, w.k, w.k_bias, s.k, s.linear);
-    matmul(s.h, w.v, w.v_bias, s.v, s.linear);
+    matmul(s.h, w.q, w.q_bias, s.q, s);
+    matmul(s.h, w.k, w.k_bias, s.k, s);
+    matmul(s.h, w.v, w.v_bias, s.v, s);
   }
 }
 
 void gated_ffn(const LayerStep& s, bool gelu) {
   const LayerWeights& w = *s.w;
   if (s.gate_up.defined()) {  // each row's halves: the same elementwise activation(gate) * up
-    matmul(s.y, w.gate_up, Tensor(), s.gate_up, s.linear);
+    matmul(s.y, w.gate_up, Tensor(), s.gate_up, s);
     if (gelu) ops::geglu_out(s.gate_up, s.act);
     else ops::swiglu_out(s.gate_up, s.act);
   } else {
-    matmul(s.y, w.gate, Tensor(), s.gate, s.linear);
-    matmul(s.y, w.up, Tensor(), s.up, s.linear);
+    matmul(s.y, w.gate, Tensor(), s.gate, s);
+    matmul(s.y, w.up, Tensor(), s.up, s);
     if (gelu) ops::geglu_out(s.gate, s.up, s.act);
     else ops::swiglu_out(s.gate, s.up, s.act);
   }
@@ -181,12 +193,12 @@ void llama_layer(const LayerStep& s) {
   ops::rotary_embedding_out(s.positions, k3, k3, rope);
   ops::reshape_and_cache(k3, s.v.view({n, s.kv_heads, hd}), s.k_cache, s.v_cache, s.slots);
   s.attention();
-  matmul(s.attn, w.o, Tensor(), s.h, s.linear);
+  matmul(s.attn, w.o, Tensor(), s.h, s);
   s.reduce(s.h);
   // x += attention; y = rmsnorm(x)
   ops::add_rms_norm_out(s.x, s.h, w.ffn_norm, c.rms_eps, s.y, Tensor(), s.x);
   gated_ffn(s, false);
-  matmul(s.act, w.down, Tensor(), s.h, s.linear);
+  matmul(s.act, w.down, Tensor(), s.h, s);
   s.reduce(s.h);
   ops::add_out(s.x, s.h, s.x);
 }
