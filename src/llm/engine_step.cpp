@@ -78,11 +78,11 @@
 // eager: graph mode's captured buckets are decode-only, and graph == eager.
 // The chunk's own request, when the chunk ends its prompt, samples its first token there and
 // decodes from the next step (an unmixed step decodes it at once: one token more in its first
-// step). Measured (SmolLM2, 2-core Xeon, a 45-token chat prompt joining D decoders): the join step
-// took 32-39 ms mixed against 36-48 ms unmixed at D = 1, 3, 8; Gemma 3 Q4_K_M (a ~50-token raw
-// prompt; its K-quant projections per part) 38-48 ms against 50-56 ms at D = 1, 4. Tested: the engine suites' joins
-// mid-flight (each request's tokens and logits bitwise its lone run) run mixed steps and count
-// them; mixed_steps = false runs none.
+// step). Measured (2-core Xeon, a prompt joining D decoders): the join step took 32-39 ms mixed
+// against 36-48 ms unmixed at D = 1, 3, 8 (SmolLM2, a 45-token chat prompt), 38-48 ms against
+// 50-56 ms at D = 1, 4 (Gemma 3 Q4_K_M, a ~50-token raw prompt, its K-quant projections per part).
+// Tested: the engine suites' joins mid-flight (each request's tokens and logits bitwise its lone
+// run) run mixed steps and count them; mixed_steps = false runs none.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
