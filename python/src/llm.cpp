@@ -128,7 +128,7 @@ is captured once per batch-size bucket and updated in place (mode="graph"), or r
 Engine(model, *, threads=0, max_batch=16, max_context=0, mode="graph",
        order="update_then_replay", temperature=0.0, top_k=0, top_p=1.0,
        keep_logits=False, keep_full_logits=False, device="cpu", activations=None,
-       block_size=128, prefill_chunk=256, kv_dtype="float32", mixed_steps=True)
+       block_size=128, prefill_chunk=256, kv_dtype="float32", mixed_steps=True, prefix_cache=False)
 
 device: "cpu" or "cuda:N" (the weights and buffers there; a CUDA device without a GPU raises
 UnsupportedError naming it before the model loads).
@@ -142,12 +142,15 @@ attention reads per step, as llama.cpp's default float16 cache; cpu only).
 mixed_steps: a joining prompt's chunk runs inside the decode step's pass, every row with the bits
 of its own pass (the cpu); stats["mixed_steps"] counts them. False: the chunk runs before the
 decode step.
+prefix_cache: keep full KV blocks of prompts for later prompts with the same start (the same logits,
+bitwise); hits come in steps of lcm(block_size, prefill_chunk) tokens; step() outputs say
+cached_tokens, load counts prefix_cache_queries / prefix_cache_hits and kv_blocks_cached.
 )doc")
       .def(py::init([](const std::string& model, int threads, std::int64_t max_batch, std::int64_t max_context,
                        const std::string& mode, const std::string& order, double temperature,
                        std::int64_t top_k, double top_p, bool keep_logits, bool keep_full_logits,
                        const std::string& device, const py::object& activations, std::int64_t block_size,
-                       std::int64_t prefill_chunk, const py::object& kv_dtype, bool mixed_steps) {
+                       std::int64_t prefill_chunk, const py::object& kv_dtype, bool mixed_steps, bool prefix_cache) {
              llm::EngineOptions o{.model = model, .threads = threads, .max_batch = max_batch,
                                   .max_context = max_context, .block_size = block_size,
                                   .prefill_chunk = prefill_chunk, .mode = mode_arg(mode), .order = order_arg(order),
@@ -155,7 +158,8 @@ decode step.
                                   .keep_logits = keep_logits, .keep_full_logits = keep_full_logits,
                                   .device = with_context("Engine: ", [&] { return Device::parse(device); }),
                                   .activations = activations_arg(activations),
-                                  .kv_dtype = kv_dtype_arg(kv_dtype), .mixed_steps = mixed_steps};
+                                  .kv_dtype = kv_dtype_arg(kv_dtype), .prefix_cache = prefix_cache,
+                                  .mixed_steps = mixed_steps};
              py::gil_scoped_release release;
              return std::make_unique<llm::Engine>(o);
            }),
@@ -164,7 +168,7 @@ decode step.
            py::arg("temperature") = 0.0, py::arg("top_k") = 0, py::arg("top_p") = 1.0,
            py::arg("keep_logits") = false, py::arg("keep_full_logits") = false, py::arg("device") = "cpu",
            py::arg("activations") = py::none(), py::arg("block_size") = 128, py::arg("prefill_chunk") = 256,
-           py::arg("kv_dtype") = "float32", py::arg("mixed_steps") = true)
+           py::arg("kv_dtype") = "float32", py::arg("mixed_steps") = true, py::arg("prefix_cache") = false)
       .def("generate",
            [](llm::Engine& e, const std::vector<std::string>& prompts, std::int64_t max_tokens, bool chat,
               std::uint64_t seed, py::object on_text) {
@@ -242,6 +246,7 @@ ArgumentError naming the field for a bad request.
                d["finish_reason"] = o.finish == llm::FinishReason::none ? py::object(py::none())
                                                                          : py::str(llm::finish_reason_name(o.finish));
                d["prompt_tokens"] = o.prompt_tokens;
+               d["cached_tokens"] = o.cached_tokens;
                d["completion_tokens"] = o.completion_tokens;
                d["logprobs"] = logprobs_list(o.logprobs);
                d["result"] = o.result ? py::object(result_dict(*o.result, e.vocab())) : py::object(py::none());
@@ -253,8 +258,8 @@ ArgumentError naming the field for a bad request.
 One scheduling step: admits waiting requests, runs the next prefill chunks and one decode step of
 the running ones. Returns a list of dicts, one per request that produced something: id, text (new
 text), tokens (new ids), logprobs (theirs, with submit's logprobs), finish_reason (None while
-running; 'stop', 'length', 'cancelled' or 'error'), prompt_tokens, completion_tokens, result (the
-whole result dict once finished).
+running; 'stop', 'length', 'cancelled' or 'error'), prompt_tokens, cached_tokens (of them, taken
+from the prefix cache), completion_tokens, result (the whole result dict once finished).
 )doc")
       .def("cancel", &llm::Engine::cancel, py::arg("id"),
            "Cancels a waiting or running request (thread-safe); the next step() reports it. False if unknown or done.")
@@ -267,9 +272,14 @@ whole result dict once finished).
                                d["waiting"] = l.waiting;
                                d["kv_blocks_used"] = l.kv_blocks_used;
                                d["kv_blocks_total"] = l.kv_blocks_total;
+                               d["kv_blocks_cached"] = l.kv_blocks_cached;
+                               d["prefix_cache_queries"] = l.prefix_cache_queries;
+                               d["prefix_cache_hits"] = l.prefix_cache_hits;
+                               d["mixed_steps"] = l.mixed_steps;
                                return d;
                              },
-                             "Requests running / waiting and KV cache blocks used / total.")
+                             "Requests running / waiting, KV cache blocks used / total / cached (free, holding a "
+                             "prefix), prompt tokens looked up in / taken from the prefix cache, mixed steps.")
       .def_property_readonly("captured_graphs", &llm::Engine::captured_graphs,
                              "Decode-step graphs captured so far (one per batch-size bucket used).")
       .def_property_readonly("stats", [](const llm::Engine& e) { return stats_dict(e.stats()); },

@@ -14,7 +14,7 @@ class Engine:
     Engine(model, *, threads=0, max_batch=16, max_context=0, mode="graph",
            order="update_then_replay", temperature=0.0, top_k=0, top_p=1.0,
            keep_logits=False, keep_full_logits=False, device="cpu", activations=None,
-           block_size=128, prefill_chunk=256, kv_dtype="float32", mixed_steps=True)
+           block_size=128, prefill_chunk=256, kv_dtype="float32", mixed_steps=True, prefix_cache=False)
     
     device: "cpu" or "cuda:N" (the weights and buffers there; a CUDA device without a GPU raises
     UnsupportedError naming it before the model loads).
@@ -28,8 +28,11 @@ class Engine:
     mixed_steps: a joining prompt's chunk runs inside the decode step's pass, every row with the bits
     of its own pass (the cpu); stats["mixed_steps"] counts them. False: the chunk runs before the
     decode step.
+    prefix_cache: keep full KV blocks of prompts for later prompts with the same start (the same logits,
+    bitwise); hits come in steps of lcm(block_size, prefill_chunk) tokens; step() outputs say
+    cached_tokens, load counts prefix_cache_queries / prefix_cache_hits and kv_blocks_cached.
     """
-    def __init__(self, model: str, *, threads: int = 0, max_batch: int = 16, max_context: int = 0, mode: str = 'graph', order: str = 'update_then_replay', temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0, keep_logits: bool = False, keep_full_logits: bool = False, device: str = 'cpu', activations: typing.Any = None, block_size: int = 128, prefill_chunk: int = 256, kv_dtype: typing.Any = 'float32', mixed_steps: bool = True) -> None:
+    def __init__(self, model: str, *, threads: int = 0, max_batch: int = 16, max_context: int = 0, mode: str = 'graph', order: str = 'update_then_replay', temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0, keep_logits: bool = False, keep_full_logits: bool = False, device: str = 'cpu', activations: typing.Any = None, block_size: int = 128, prefill_chunk: int = 256, kv_dtype: typing.Any = 'float32', mixed_steps: bool = True, prefix_cache: bool = False) -> None:
         ...
     def cancel(self, id: int) -> bool:
         """
@@ -47,8 +50,8 @@ class Engine:
         One scheduling step: admits waiting requests, runs the next prefill chunks and one decode step of
         the running ones. Returns a list of dicts, one per request that produced something: id, text (new
         text), tokens (new ids), logprobs (theirs, with submit's logprobs), finish_reason (None while
-        running; 'stop', 'length', 'cancelled' or 'error'), prompt_tokens, completion_tokens, result (the
-        whole result dict once finished).
+        running; 'stop', 'length', 'cancelled' or 'error'), prompt_tokens, cached_tokens (of them, taken
+        from the prefix cache), completion_tokens, result (the whole result dict once finished).
         """
     def submit(self, prompt: str = '', *, messages: typing.Any = None, max_tokens: int = 64, chat: bool = True, seed: int = 0, temperature: float | None = None, top_k: int | None = None, top_p: float | None = None, stop: typing.Any = None, logprobs: int | None = None, prompt_logprobs: int | None = None, presence_penalty: float = 0.0, frequency_penalty: float = 0.0, repetition_penalty: float = 1.0, logit_bias: dict[int, float] = {}) -> int:
         """
@@ -74,7 +77,7 @@ class Engine:
     @property
     def load(self) -> dict:
         """
-        Requests running / waiting and KV cache blocks used / total.
+        Requests running / waiting, KV cache blocks used / total / cached (free, holding a prefix), prompt tokens looked up in / taken from the prefix cache, mixed steps.
         """
     @property
     def stats(self) -> dict:

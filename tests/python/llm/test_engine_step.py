@@ -39,7 +39,8 @@ def drain(engine):
     outs = {}
     while not engine.idle:
         for o in engine.step():
-            d = outs.setdefault(o["id"], {"text": "", "tokens": [], "finish_reason": None, "result": None})
+            d = outs.setdefault(o["id"], {"text": "", "tokens": [], "finish_reason": None, "result": None,
+                                          "cached_tokens": o["cached_tokens"]})
             d["text"] += o["text"]
             d["tokens"] += o["tokens"]
             if o["finish_reason"] is not None:
@@ -99,7 +100,10 @@ def test_cancel_reports_the_request_and_frees_its_blocks(tiny):
     outs = drain(e)
     assert outs[a]["finish_reason"] == "cancelled"
     assert outs[b]["finish_reason"] == "length"
-    assert e.load == {"running": 0, "waiting": 0, "kv_blocks_used": 0, "kv_blocks_total": e.load["kv_blocks_total"]}
+    load = e.load
+    assert load == {"running": 0, "waiting": 0, "kv_blocks_used": 0, "kv_blocks_total": load["kv_blocks_total"],
+                    "kv_blocks_cached": 0, "prefix_cache_queries": 0, "prefix_cache_hits": 0,
+                    "mixed_steps": load["mixed_steps"]}
 
 
 @pytest.mark.parametrize("kwargs, words", [
@@ -127,3 +131,28 @@ def test_bad_engine_options_name_the_option(tiny, kwargs, words):
     with pytest.raises(npugraph.ArgumentError, match=None) as info:
         npugraph.llm.Engine(tiny, **kwargs)
     assert words in str(info.value)
+
+
+def test_prefix_cache_takes_a_prompts_full_chunks_with_the_same_tokens(tiny):
+    """prefix_cache=True (EngineOptions::prefix_cache, Note [Prefix cache]): a second identical
+    prompt of 200 tokens takes its first full chunk of 128 from the cache (cached_tokens 128, the
+    load's counters in prompt tokens) and gets the first one's tokens; without it nothing is cached."""
+    prompt = "".join(str(i * 7 % 10) for i in range(200))  # one token per digit
+    for cache in (True, False):
+        e = npugraph.llm.Engine(tiny, prefix_cache=cache, prefill_chunk=128)
+        runs = []
+        for _ in range(2):
+            e.submit(prompt, max_tokens=6, chat=False)
+            outs = drain(e)
+            (out,) = outs.values()
+            runs.append(out)
+        assert [r["cached_tokens"] for r in runs] == ([0, 128] if cache else [0, 0])
+        assert runs[0]["tokens"] == runs[1]["tokens"]
+        assert runs[0]["result"]["prompt_tokens"] == runs[1]["result"]["prompt_tokens"]
+        load = e.load
+        assert load["kv_blocks_used"] == 0
+        if cache:
+            assert load["prefix_cache_queries"] == 400 and load["prefix_cache_hits"] == 128, load
+            assert load["kv_blocks_cached"] == 1, load
+        else:
+            assert load["prefix_cache_queries"] == 0 and load["prefix_cache_hits"] == 0, load
