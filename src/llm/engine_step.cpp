@@ -335,10 +335,15 @@ std::vector<StepOutput> Engine::step() {
         joined = nullptr;
       }
     }
-    if (joined) {
-      // 4 with the joined chunk: one pass, the decode rows first, then the chunk's.
-      std::vector<Sequence*> batch;
-      for (RequestState* a : decoders) batch.push_back(&a->seq);
+    // 4. One decode step of the plan's rows (every request past its prefill; with a joined chunk,
+    // all but its own).
+    const std::vector<RequestState*>& decoding = joined ? decoders : plan.decode;
+    for (const RequestState* a : decoding)
+      NG_CHECK_STATE(a->prefilled, "step: request ", a->id, " was planned to decode, but its prompt is prefilled only to ",
+                     a->seq.cached, " of ", a->seq.tokens.size(), " tokens");
+    std::vector<Sequence*> batch;
+    for (RequestState* a : decoding) batch.push_back(&a->seq);
+    if (joined) {  // one pass: the decode rows first, then the chunk's
       RequestState& a = *joined->request;
       const std::int64_t before = a.seq.cached;
       const auto t = Clock::now();
@@ -353,30 +358,21 @@ std::vector<StepOutput> Engine::step() {
       const bool ends = logits.size(0) > static_cast<std::int64_t>(batch.size());
       chunk_done(a, ends ? rows + batch.size() * vocab : nullptr, ids[batch.size()]);
       s.retire();
-      decoded(decoders, rows, ids);
-    } else {
-      // 4. One decode step of the plan's rows (every request past its prefill).
-      const std::vector<RequestState*>& decoding = plan.decode;
-      for (const RequestState* a : decoding)
-        NG_CHECK_STATE(a->prefilled, "step: request ", a->id, " was planned to decode, but its prompt is prefilled only to ",
-                       a->seq.cached, " of ", a->seq.tokens.size(), " tokens");
-      if (!decoding.empty()) {
-        std::vector<Sequence*> batch;
-        for (RequestState* a : decoding) batch.push_back(&a->seq);
-        const auto n = static_cast<std::int64_t>(batch.size());
-        if (options_.mode == StepMode::graph) {  // capture once per bucket, outside the step's timing
-          const auto tc = Clock::now();
-          runner_->prepare(n);
-          stats_.capture_seconds += since(tc);
-        }
-        const auto t = Clock::now();
-        const Tensor logits = runner_->decode(batch, options_.mode, stats_.host);
-        stats_.decode_seconds += since(t);
-        stats_.decode_steps += 1;
-        stats_.decode_tokens += n;
-        stats_.batch_per_step.push_back(n);
-        decoded(decoding, static_cast<const float*>(logits.data()), runner_->next_ids());
+      decoded(decoding, rows, ids);
+    } else if (!batch.empty()) {
+      const auto n = static_cast<std::int64_t>(batch.size());
+      if (options_.mode == StepMode::graph) {  // capture once per bucket, outside the step's timing
+        const auto tc = Clock::now();
+        runner_->prepare(n);
+        stats_.capture_seconds += since(tc);
       }
+      const auto t = Clock::now();
+      const Tensor logits = runner_->decode(batch, options_.mode, stats_.host);
+      stats_.decode_seconds += since(t);
+      stats_.decode_steps += 1;
+      stats_.decode_tokens += n;
+      stats_.batch_per_step.push_back(n);
+      decoded(decoding, static_cast<const float*>(logits.data()), runner_->next_ids());
     }
   } catch (...) {
     // The step failed (an op's error): what it produced and every request in a batch row, ended,

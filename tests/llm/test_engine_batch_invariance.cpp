@@ -44,14 +44,20 @@ std::string prompt(std::size_t chars) {
   return s;
 }
 
-// Runs `requests` submitted together on `e` (one step() loop) and returns their results in order.
-std::vector<llm::Result> together(llm::Engine& e, const std::vector<llm::Request>& requests) {
+// Runs `requests` on `e` and returns their results in order: submitted together (one step() loop),
+// or each `steps_apart` steps after the one before it.
+std::vector<llm::Result> together(llm::Engine& e, const std::vector<llm::Request>& requests, int steps_apart = 0) {
   std::vector<llm::RequestId> ids;
-  for (const llm::Request& r : requests) ids.push_back(e.submit(r));
   std::map<llm::RequestId, llm::Result> done;
-  while (!e.idle())
+  auto step = [&] {
     for (llm::StepOutput& o : e.step())
       if (o.result) done[o.id] = std::move(*o.result);
+  };
+  for (const llm::Request& r : requests) {
+    ids.push_back(e.submit(r));
+    for (int s = 0; s < steps_apart; ++s) step();
+  }
+  while (!e.idle()) step();
   std::vector<llm::Result> out;
   for (llm::RequestId id : ids) out.push_back(done.at(id));
   return out;
@@ -103,22 +109,7 @@ void joining_one_by_one(const std::filesystem::path& model) {
   std::vector<llm::Request> requests;
   for (std::size_t i = 0; i < 6; ++i)  // 1 .. 271 characters: one to three chunks
     requests.push_back({.prompt = prompt(1 + 54 * i), .max_tokens = 8, .chat = false});
-  auto run = [&](llm::Engine& e) {
-    std::map<llm::RequestId, llm::Result> done;
-    std::vector<llm::RequestId> ids;
-    for (const llm::Request& r : requests) {
-      ids.push_back(e.submit(r));
-      for (int s = 0; s < 2; ++s)  // the next one joins two steps later
-        for (llm::StepOutput& o : e.step())
-          if (o.result) done[o.id] = std::move(*o.result);
-    }
-    while (!e.idle())
-      for (llm::StepOutput& o : e.step())
-        if (o.result) done[o.id] = std::move(*o.result);
-    std::vector<llm::Result> out;
-    for (llm::RequestId id : ids) out.push_back(done.at(id));
-    return out;
-  };
+  auto run = [&](llm::Engine& e) { return together(e, requests, /*steps_apart=*/2); };  // each joins 2 steps later
   for (llm::StepMode mode : {llm::StepMode::graph, llm::StepMode::eager}) {
     const std::string name = std::string(mode == llm::StepMode::graph ? "graph" : "eager") + " " + model.filename().string();
     llm::Engine on = engine(mode, true, model), off = engine(mode, false, model);
