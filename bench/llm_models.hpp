@@ -2,9 +2,12 @@
 // ${XDG_CACHE_HOME:-~/.cache}/npugraph/models (bench/llm, bench/profile).
 #pragma once
 
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
+
+#include "npugraph/dtype.hpp"
 
 namespace npugraph_bench {
 
@@ -17,6 +20,19 @@ inline std::filesystem::path model_dir() {
   const char* home = std::getenv("HOME");
   return std::filesystem::path(xdg && *xdg ? std::string(xdg) : std::string(home ? home : "") + "/.cache") /
          "npugraph" / "models";
+}
+
+// The engines' KV cache dtype: $NPUGRAPH_BENCH_KV_DTYPE = f32 (the default; EngineOptions' default),
+// f16 or bf16. llama.cpp's llama-bench and llama-server keep an f16 cache unless told otherwise,
+// so the comparisons with them set f16. Another value exits naming it and the rule.
+inline npugraph::DType bench_kv_dtype() {
+  const char* v = std::getenv("NPUGRAPH_BENCH_KV_DTYPE");
+  const std::string s = v ? v : "";
+  if (s.empty() || s == "f32") return npugraph::DType::f32;
+  if (s == "f16") return npugraph::DType::f16;
+  if (s == "bf16") return npugraph::DType::bf16;
+  std::fprintf(stderr, "NPUGRAPH_BENCH_KV_DTYPE = '%s': must be f32, f16 or bf16\n", s.c_str());
+  std::exit(2);
 }
 
 }  // namespace npugraph_bench

@@ -17,7 +17,7 @@
 //     bytes_per_step             weights read by a step + the KV it reads (mean over the 64 steps),
 //                                from the GGUF file: every tensor's bytes (tied output: token_embd is
 //                                read whole by the output projection) + b × layers × 2 × kv_dim ×
-//                                4 bytes (float32 cache) × mean KV length
+//                                the cache's element bytes × mean KV length
 //     roof_tps, roof_frac        b × dram_read / bytes_per_step, and decode_tps / it
 //     probe_GBps, roof_frac_probe   a 1 GiB read probe right before and after the case (mean) and
 //                                the same fraction against it (this VM's bandwidth drifts with load)
@@ -37,7 +37,8 @@
 //                                update (medians over the iterations; capture_s, update_s in seconds).
 //
 // The model: $NPUGRAPH_MODEL, else the file tools/fetch_model.py fetches; every case fails with a
-// message naming it when it is missing. Run one case with
+// message naming it when it is missing. The KV cache is float32, or $NPUGRAPH_BENCH_KV_DTYPE (f16
+// or bf16: llama.cpp's default cache is f16; llm_models.hpp). Run one case with
 //   ./build/bench_llm --benchmark_filter='roofline|engine/graph/B:1$'
 #include <benchmark/benchmark.h>
 
@@ -104,7 +105,8 @@ StepBytes step_bytes(const llm::Model& m) {
     }
     s.weights += static_cast<double>(t.n_bytes);
   }
-  s.kv_per_token = static_cast<double>(c.layers) * 2.0 * static_cast<double>(c.kv_dim()) * 4.0;  // float32 cache
+  s.kv_per_token = static_cast<double>(c.layers) * 2.0 * static_cast<double>(c.kv_dim()) *
+                   static_cast<double>(npugraph::dtype_size(bench_kv_dtype()));
   return s;
 }
 
@@ -128,7 +130,7 @@ void BM_engine(benchmark::State& state, llm::StepMode mode, std::int64_t batch) 
   const Roofline roof = roofline();
   const int threads = roofline_threads();
   llm::Engine engine({.model = model_path(), .threads = threads, .max_batch = batch, .max_context = 512,
-                      .mode = mode});
+                      .mode = mode, .kv_dtype = bench_kv_dtype()});
   const StepBytes sb = step_bytes(engine.model());
   const double probe0 = measure_read_bandwidth(kProbeBytes, threads, 2);
   llm::RunStats best;
@@ -209,7 +211,8 @@ void BM_interleaved(benchmark::State& state, std::int64_t batch) {
   const int threads = roofline_threads();
   auto make = [&](llm::StepMode mode) {
     return std::make_unique<llm::Engine>(llm::EngineOptions{.model = model_path(), .threads = threads,
-                                                            .max_batch = batch, .max_context = 512, .mode = mode});
+                                                            .max_batch = batch, .max_context = 512, .mode = mode,
+                                                            .kv_dtype = bench_kv_dtype()});
   };
   const auto graph = make(llm::StepMode::graph), eager = make(llm::StepMode::eager);
   const auto tps = [&](llm::Engine& e) {
@@ -251,7 +254,7 @@ void BM_recapture(benchmark::State& state, std::int64_t batch) {
   for (auto _ : state) {
     state.PauseTiming();
     llm::Engine engine({.model = model_path(), .threads = roofline_threads(), .max_batch = batch,
-                        .max_context = 256, .mode = llm::StepMode::graph});
+                        .max_context = 256, .mode = llm::StepMode::graph, .kv_dtype = bench_kv_dtype()});
     std::vector<llm::Request> r(static_cast<std::size_t>(batch),
                                 llm::Request{.prompt = "Once upon a time", .max_tokens = 33, .chat = false});
     state.ResumeTiming();

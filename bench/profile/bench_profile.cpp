@@ -28,12 +28,13 @@
 //     head_GOPS, head_int8_frac        the output projection likewise
 //     rows                             mean decode rows per traced step (b unless a request ended)
 //     weight_MB, kv_MB, kv_length      what a step reads: the weights (the embedding table one row),
-//                                      and rows × kv_length × layers × 2 × kv_dim float32 of KV
+//                                      and rows × kv_length × layers × 2 × kv_dim elements of KV
 //                                      (kv_length: the rows' mean over the traced steps)
 //     prefill_tps                      prompt tokens / prefill seconds (RunStats) of this iteration's
 //                                      prompts, on the engine warmed up (prefill runs the same ops
 //                                      in both modes: eager, in chunks; only decode steps replay)
 //
+// The KV cache: float32, or $NPUGRAPH_BENCH_KV_DTYPE (f16, bf16; llm_models.hpp).
 // Models: $NPUGRAPH_MODEL_DIR (else ~/.cache/npugraph/models): SmolLM2-135M-Instruct Q4_1 and
 // Gemma 3 270M Q4_K_M, as tools/fetch_model.py fetches them; a missing file is a skipped case
 // naming it. One case:
@@ -182,7 +183,8 @@ void BM_profile(benchmark::State& state, const std::string& model, llm::StepMode
   }
   const int threads = roofline_threads();
   const double int8 = int8_peak();
-  llm::Engine engine({.model = path, .threads = threads, .max_batch = batch, .max_context = 512, .mode = mode});
+  llm::Engine engine({.model = path, .threads = threads, .max_batch = batch, .max_context = 512, .mode = mode,
+                      .kv_dtype = bench_kv_dtype()});
   const LinearWork work = linear_work(engine.model());
   // Warm-up: the bucket's capture, the caches, the pages.
   engine.generate(std::vector<llm::Request>(static_cast<std::size_t>(batch),
@@ -238,7 +240,8 @@ void BM_profile(benchmark::State& state, const std::string& model, llm::StepMode
   // What a step reads: every weight once, and each row's K and V (float32) in every layer.
   const llm::ModelConfig& mc = engine.model().config();
   c["weight_MB"] = work.bytes / 1e6;
-  c["kv_MB"] = rows * kv_length * static_cast<double>(mc.layers * 2 * mc.kv_dim()) * 4 / 1e6;
+  c["kv_MB"] = rows * kv_length * static_cast<double>(mc.layers * 2 * mc.kv_dim()) *
+                static_cast<double>(npugraph::dtype_size(bench_kv_dtype())) / 1e6;
   c["kv_length"] = kv_length;
   c["rows"] = rows;
   c["prefill_tps"] = prefill_tps;

@@ -87,7 +87,11 @@ void dispatch(DType t, F&& f) {
 }
 
 void RunSwiglu(const SwigluParams& p, const ExecContext& ctx) {
-  const std::int64_t grain = std::max<std::int64_t>(1, 16384 / std::max<std::int64_t>(1, p.H));
+  // Rows per chunk: about 16K elements for SiLU; GELU's tanh costs ~3x as much an element, so 4K
+  // (Gemma 3's batch of 8 rows of 2048 is two chunks, not one). Rows are independent: the chunks
+  // change who computes a row, never its bits.
+  const std::int64_t per_chunk = p.fn == GateFn::gelu_tanh ? 4096 : 16384;
+  const std::int64_t grain = std::max<std::int64_t>(1, per_chunk / std::max<std::int64_t>(1, p.H));
   dispatch(p.in_dtype, [&](auto ti) {
     dispatch(p.out_dtype, [&](auto to) {
       ctx.parallel_for(p.rows, grain, [&](std::int64_t b, std::int64_t e) {

@@ -4,8 +4,9 @@
 //
 // Each value is computed as ggml's reference dequantize_row_* computes it, one float multiply (and
 // one float add or subtract for the formats with a minimum), so results are bitwise equal to ggml's
-// and to gguf-py's numpy code. This file must not be built with -ffp-contract=fast (the project
-// builds ISO C++, where GCC does not contract).
+// and to gguf-py's numpy code. This file must not be built with -ffp-contract=fast: GCC contracts
+// C++ by default even in ISO mode, and a baseline with FMA (aarch64) would fuse; CMakeLists.txt
+// builds it with -ffp-contract=off.
 #include <cstring>
 
 #include "npugraph/dtype.hpp"

@@ -18,6 +18,8 @@ using norm_impl::RmsNormParams;
 // Rows per chunk: about 16K elements, a function of H only.
 std::int64_t grain(std::int64_t H) { return std::max<std::int64_t>(1, (1 << 14) / std::max<std::int64_t>(H, 1)); }
 
+// Any float dtypes; float32 rows take rms_norm_rows_f32, which gives these bits (Note [RMSNorm
+// lanes] in rms_norm_simd.cpp).
 template <class TX, class TG, class TY, class TO, bool kAdd>
 void rows_kernel(const RmsNormParams& p, std::int64_t r0, std::int64_t r1) {
   const std::int64_t H = p.H;
@@ -52,6 +54,14 @@ void rows_kernel(const RmsNormParams& p, std::int64_t r0, std::int64_t r1) {
 template <bool kAdd>
 void rms_norm_cpu(const void* raw, std::size_t size, const ExecContext& ctx) {
   const auto& p = params_of<RmsNormParams>(raw, size, kAdd ? "add_rms_norm" : "rms_norm");
+  if (p.x_dtype == DType::f32 && p.gamma_dtype == DType::f32 && p.y_dtype == DType::f32 &&
+      (!kAdd || p.x_out_dtype == DType::f32)) {
+    // The same bits, a vector at a time (Note [RMSNorm lanes] in rms_norm_simd.cpp).
+    ctx.parallel_for(p.rows, grain(p.H), [&](std::int64_t b, std::int64_t e) {
+      norm_impl::rms_norm_rows_f32(p, kAdd, b, e);
+    });
+    return;
+  }
   dispatch_float(p.x_dtype, [&](auto tx) {
     dispatch_float(p.gamma_dtype, [&](auto tg) {
       dispatch_float(p.y_dtype, [&](auto ty) {

@@ -22,6 +22,10 @@ struct RmsNormParams {
         x_out_dtype = DType::f32;
 };
 
+// Rows [r0, r1) of float32 x, gamma, y (and x2, x_out for add) on the machine's SIMD target, with
+// the scalar kernel's bits (Note [RMSNorm lanes] in rms_norm_simd.cpp).
+void rms_norm_rows_f32(const RmsNormParams& p, bool add, std::int64_t r0, std::int64_t r1);
+
 void rms_norm_cuda(const void* params, std::size_t size, const void* device_params, void* stream);
 void add_rms_norm_cuda(const void* params, std::size_t size, const void* device_params, void* stream);
 

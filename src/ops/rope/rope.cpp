@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "npugraph/memory.hpp"
@@ -22,11 +23,14 @@ using rope_impl::RopeParams;
 // A position's cos and sin (float64 trig, rounded to float) were once computed for every call:
 // the decode step's q and k of every layer share the step's positions, and for Gemma 3's 128
 // pairs per token the trig was most of the op (1 ms of a 55 ms B8 step; bench_profile). Each
-// thread now keeps the last rows it computed, 64 slots chosen by position, each tagged with the
-// position and everything the angles depend on (rot, theta, freq_scale, the frequency factors'
-// values, hashed and compared through the hash): a hit reads the same floats the computation
-// gives, so results are bitwise what they were, and a miss (a new position, other parameters, two
-// positions on one slot) computes them as before. The cache is the thread's own: no locks.
+// thread now keeps the last rows it computed, 64 sets chosen by position, two rows in each (the
+// least recently used one is replaced), each tagged with the position and everything the angles
+// depend on (rot, theta, freq_scale, the frequency factors' values, hashed and compared through
+// the hash): a hit reads the same floats the computation gives, so results are bitwise what they
+// were, and a miss (a new position, other parameters, three rows on one set) computes them as
+// before. Two ways, because Gemma 3 alternates two rope bases (local and global layers) at the
+// same positions: with one row per slot each switch of base recomputed the step's angles. The
+// cache is the thread's own: no locks.
 struct AngleKey {
   std::int64_t rot = -1;
   double theta = 0, freq_scale = 0;
@@ -56,11 +60,20 @@ AngleKey angle_key(const RopeParams& p) {
 
 // The cos and sin of every pair at `position` (Note [RoPE angle cache]).
 const float* angles(const RopeParams& p, const AngleKey& key, std::int64_t position) {
-  constexpr std::size_t kSlots = 64;
-  thread_local std::vector<AngleRow> cache(kSlots);
-  AngleRow& row = cache[static_cast<std::size_t>(position) % kSlots];
+  constexpr std::size_t kSets = 64;
+  thread_local std::vector<AngleRow> cache(2 * kSets);
+  thread_local std::vector<std::uint8_t> victim(kSets);
+  const std::size_t set = static_cast<std::size_t>(position) % kSets;
+  for (std::size_t way = 0; way < 2; ++way) {
+    AngleRow& hit = cache[2 * set + way];
+    if (hit.position == position && hit.key == key) {
+      victim[set] = static_cast<std::uint8_t>(1 - way);  // keep the row just used
+      return hit.cs.data();
+    }
+  }
+  AngleRow& row = cache[2 * set + victim[set]];
+  victim[set] = static_cast<std::uint8_t>(1 - victim[set]);
   const std::int64_t half = p.rot / 2;
-  if (row.position == position && row.key == key) return row.cs.data();
   row.cs.resize(static_cast<std::size_t>(2 * half));
   const auto pos = static_cast<double>(position);
   for (std::int64_t i = 0; i < half; ++i) {
@@ -80,6 +93,10 @@ void rope_tokens(const RopeParams& p, std::int64_t t0, std::int64_t t1) {
   const bool in_place = p.x == p.out;
   for (std::int64_t t = t0; t < t1; ++t) {
     const float* c = angles(p, key, p.positions[t]);
+    if constexpr (std::is_same_v<TX, float> && std::is_same_v<TO, float>) {
+      rope_impl::rope_token_f32(p, t, c);  // the same bits, a vector at a time
+      continue;
+    }
     const float* s = c + half;
     for (std::int64_t h = 0; h < p.heads; ++h) {
       const std::int64_t base = (t * p.heads + h) * p.D;

@@ -37,6 +37,10 @@ NG_ROPE_HD inline double inv_freq(const RopeParams& p, std::int64_t i) {
   return f;
 }
 
+// Token t of float32 x into float32 out on the machine's SIMD target, with the scalar kernel's bits
+// (rope_simd.cpp); cs: the cos of pairs 0..rot/2-1, then their sin.
+void rope_token_f32(const RopeParams& p, std::int64_t t, const float* cs);
+
 void rope_cuda(const void* params, std::size_t size, const void* device_params, void* stream);
 
 }  // namespace npugraph::ops::rope_impl

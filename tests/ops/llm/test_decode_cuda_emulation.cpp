@@ -71,7 +71,9 @@ TEST(DecodeCudaEmulation, RmsNormAndAddRmsNormAreBitwiseTheCpuOps) {
   for (const DType dt : {DType::f32, DType::f16, DType::bf16})
     for (const std::int64_t H : {576, 67}) {
       SCOPED_TRACE(testing::Message() << ng::dtype_name(dt) << " H " << H);
-      const Tensor x = random_tensor({3, H}, 1, dt, -2, 2), x2 = random_tensor({3, H}, 2, dt);
+      // 9 rows: the float32 kernel's two groups of four rows side by side, then one alone
+      // (Note [RMSNorm lanes]); H 67: a tail past the last quad and the last vector.
+      const Tensor x = random_tensor({9, H}, 1, dt, -2, 2), x2 = random_tensor({9, H}, 2, dt);
       const Tensor g = random_tensor({H}, 3, dt, 0.5f, 1.5f);
       const auto cpu = ops::npu_rms_norm(x, g, 1e-5);
       const auto cpu_add = ops::npu_add_rms_norm(x, x2, g, 1e-6);
@@ -82,7 +84,7 @@ TEST(DecodeCudaEmulation, RmsNormAndAddRmsNormAreBitwiseTheCpuOps) {
       p.gamma = g.data();
       p.y = y.data();
       p.rstd = rstd.data_ptr<float>();
-      p.rows = 3;
+      p.rows = 9;
       p.H = H;
       p.epsilon = 1e-5;
       p.x_dtype = p.gamma_dtype = p.y_dtype = p.x_out_dtype = dt;
@@ -104,19 +106,20 @@ TEST(DecodeCudaEmulation, RmsNormAndAddRmsNormAreBitwiseTheCpuOps) {
 
 TEST(DecodeCudaEmulation, RotaryEmbeddingIsBitwiseTheCpuOpInBothStylesPartialAndInPlace) {
   const Tensor pos = int_tensor({0, 7, 4095, 123456}, {4});
+  // D 64 and rot 32 fill the float32 kernel's vectors; D 20 (10 pairs) and rot 12 leave a tail.
   for (const ops::RopeStyle style : {ops::RopeStyle::neox, ops::RopeStyle::norm})
-    for (const std::int64_t rot : {0, 32})
+    for (const auto& [D, rot] : std::vector<std::pair<std::int64_t, std::int64_t>>{{64, 0}, {64, 32}, {20, 0}, {20, 12}})
       for (const DType dt : {DType::f32, DType::f16}) {
-        SCOPED_TRACE(testing::Message() << "neox " << (style == ops::RopeStyle::neox) << " rot " << rot << " "
-                                        << ng::dtype_name(dt));
-        const Tensor x = random_tensor({4, 3, 64}, 5, dt, -3, 3);
+        SCOPED_TRACE(testing::Message() << "neox " << (style == ops::RopeStyle::neox) << " D " << D << " rot "
+                                        << rot << " " << ng::dtype_name(dt));
+        const Tensor x = random_tensor({4, 3, D}, 5, dt, -3, 3);
         // with Llama 3's per-pair divisors and a linear scale (Note [RoPE scaling])
-        std::vector<float> ffv(static_cast<std::size_t>((rot == 0 ? 64 : rot) / 2));
+        std::vector<float> ffv(static_cast<std::size_t>((rot == 0 ? D : rot) / 2));
         for (std::size_t i = 0; i < ffv.size(); ++i) ffv[i] = 1.0f + static_cast<float>(i % 3);
         const Tensor ff = make_tensor(ffv, {static_cast<std::int64_t>(ffv.size())});
         const ops::RopeOptions opt{.theta = 100000.0, .style = style, .rotary_dim = rot, .freq_scale = 0.5, .freq_factors = ff};
         const Tensor cpu = ops::rotary_embedding(pos, x, opt, dt);
-        const Tensor in_place = random_tensor({4, 3, 64}, 5, dt, -3, 3);
+        const Tensor in_place = random_tensor({4, 3, D}, 5, dt, -3, 3);
         ops::rotary_embedding_out(pos, in_place, in_place, opt);
         ng::device_synchronize();
         ops::rope_impl::RopeParams p;
@@ -126,8 +129,8 @@ TEST(DecodeCudaEmulation, RotaryEmbeddingIsBitwiseTheCpuOpInBothStylesPartialAnd
         p.out = out.data();
         p.T = 4;
         p.heads = 3;
-        p.D = 64;
-        p.rot = rot == 0 ? 64 : rot;
+        p.D = D;
+        p.rot = rot == 0 ? D : rot;
         p.theta = 100000.0;
         p.freq_scale = 0.5;
         p.freq_factors = ff.data_ptr<float>();
@@ -136,7 +139,7 @@ TEST(DecodeCudaEmulation, RotaryEmbeddingIsBitwiseTheCpuOpInBothStylesPartialAnd
         namespace cc = ops::rope_impl::cuda_core;
         for (std::int64_t k = 0; k < cc::item_count(p); ++k) cc::item(p, k);
         EXPECT_TRUE(same_bytes(out, cpu));
-        const Tensor emu_in_place = random_tensor({4, 3, 64}, 5, dt, -3, 3);
+        const Tensor emu_in_place = random_tensor({4, 3, D}, 5, dt, -3, 3);
         p.x = p.out = emu_in_place.data();
         for (std::int64_t k = 0; k < cc::item_count(p); ++k) cc::item(p, k);
         EXPECT_TRUE(same_bytes(emu_in_place, in_place));
