@@ -49,7 +49,7 @@
 //     count only (Note [FIA decode splits]; on CUDA split_count() in fia_cuda_core.hpp), and
 //     merges the splits in order; the block table maps the same columns in the same order
 //     wherever the blocks are. It once sized the splits from the whole batch's KV length: a row
-//     past kMinSplit (then 256) tokens got fewer splits beside others than alone, and 0 of 16 copies
+//     past kMinSplit (256) tokens got fewer splits beside others than alone, and 0 of 16 copies
 //     of a 3-chunk prompt kept their lone bits (issue 46, item 5).
 //   - A mixed step (below) computes each row with the ops of its own pass: the same bits.
 // Tested: tests/llm/test_engine_batch_invariance.cpp (16 copies of a 3-chunk prompt; 16 prompt

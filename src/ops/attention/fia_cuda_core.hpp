@@ -13,11 +13,11 @@
 //     factor, the weights, then the accumulators (float32 throughout).
 //   - Decode plans (the workspace plan has fast_splits > 0: query S <= kDecodeMaxSeq) split batch
 //     b's KV columns into split_count() ranges (at least kMinSplit columns each, at most
-//     cuda_splits) and write one partial (acc, max, sum) per (query row, split) into the
+//     fast_splits) and write one partial (acc, max, sum) per (query row, split) into the
 //     workspace's partial records (Note [FIA workspace]); combine_row() merges them in split order
 //     and writes the row. Prefill plans have one split and write their rows directly.
 //   - The grid is a function of the FiaShapeKey and the workspace plan only (geometry()), which
-//     fia_check_update keeps fixed: x = kv_heads * row_chunks, y = cuda_splits (decode) or 1, z =
+//     fia_check_update keeps fixed: x = kv_heads * row_chunks, y = fast_splits (decode) or 1, z =
 //     batch. Everything else — pointers, strides, actual lengths, scale, the band, the mask and pse
 //     — is read from the device copy of the block, so an updated block (new lengths) changes a
 //     replayed graph's result with no change to the launch; blocks whose split starts past the
@@ -58,7 +58,7 @@ struct Geometry {
   std::int64_t cols = 0;        // KV columns per tile
   std::int64_t head_rows = 0;   // query rows sharing one (batch, KV head): group * q_seq
   std::int64_t row_chunks = 0;  // blocks per (batch, KV head) and split
-  std::int64_t splits = 1;      // the grid's y: cuda_splits (decode) or 1
+  std::int64_t splits = 1;      // the grid's y: fast_splits (decode) or 1
   bool split = false;           // decode: partial records + combine_row
   std::int64_t grid_x() const { return kv_heads * row_chunks; }
 };
@@ -78,7 +78,7 @@ NG_FIA_HD inline Geometry geometry(const FiaShapeKey& key, const FiaWorkspacePla
   g.head_rows = g.group * g.q_seq;
   g.row_chunks = max64(1, cdiv(g.head_rows, g.rows));
   g.split = plan.fast_splits > 0;
-  g.splits = g.split ? plan.cuda_splits : 1;
+  g.splits = g.split ? plan.fast_splits : 1;
   return g;
 }
 

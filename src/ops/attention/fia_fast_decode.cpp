@@ -6,7 +6,7 @@
 //
 // Note [FIA decode splits]
 // The KV columns of batch b are [0, lkv_b) (shared prefix first). With T = ctx.num_threads(), batch
-// b's split length is max(kCpuMinSplit, ceil(lkv_b * KV_N / 4T)) rounded up to kFastChunk — what
+// b's split length is max(kMinSplit, ceil(lkv_b * KV_N / 4T)) rounded up to kFastChunk — what
 // keeps T threads busy with b alone (4T units) — and b gets ceil(lkv_b / length) splits (1 at
 // least, at most the plan's fast_splits), the length then evened out over them. So b's splits,
 // and with them its outputs' bits (the merge combines them in split order), depend only on
@@ -20,12 +20,8 @@
 // acquire-release counter, only when some batch has several splits), and the unit that computes
 // the last one merges the rows of that KV head's group in split order and writes them, so a
 // launch is one parallel pass (the merge's arithmetic, and so its bits, do not depend on which
-// unit does it). With one split per batch (KV lengths up to kCpuMinSplit always) a unit writes its
+// unit does it). With one split per batch (KV lengths up to kMinSplit always) a unit writes its
 // rows as soon as it is computed.
-// kCpuMinSplit is one tile (64 columns); it was kMinSplit (256), CUDA's, under which a decode
-// row of up to 256 tokens was one unit per KV head: Gemma 3 (one KV head) attended on one thread
-// at batch 1, SmolLM2 (three) on two threads 2 : 1. A split's cost is its partial record and its
-// share of the merge: Dv + 2 floats a row.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "ops/attention/fia_fast_decode.cpp"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
@@ -82,7 +78,7 @@ DecodeSplits::DecodeSplits(const FiaLaunch& l, std::int64_t threads) {
   for (std::int64_t b = 0; b < B; ++b) {
     // Batch b's own length only, never the launch's total (batch invariance).
     const std::int64_t n = std::max<std::int64_t>(1, l.lkv(b));
-    std::int64_t len = std::max(kCpuMinSplit, (n * kvn + target - 1) / target);
+    std::int64_t len = std::max(kMinSplit, (n * kvn + target - 1) / target);
     len = (len + kFastChunk - 1) / kFastChunk * kFastChunk;
     std::int64_t c = std::clamp<std::int64_t>((n + len - 1) / len, 1, l.p.plan.fast_splits);
     std::int64_t per = (n + c - 1) / c;

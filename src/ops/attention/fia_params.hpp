@@ -53,8 +53,7 @@
 //     (kFastChunk x fast_dv) in float32. Decode plans (fast_splits > 0) add, after the slots, one
 //     partial record of fast_partial_bytes (acc[fast_dv], max, sum, padding) per (query row,
 //     split) for fast_splits = the most KV splits a (batch, KV head) can get for this shape
-//     (ceil(KV capacity / kCpuMinSplit), at most kMaxSplits: the CPU's splits, the CUDA grid's
-//     kMinSplit ones no more); the launch chooses the actual splits
+//     (ceil(KV capacity / kMinSplit), at most kMaxSplits); the launch chooses the actual splits
 //     from the lengths and the thread count, never more.
 #pragma once
 
@@ -101,12 +100,7 @@ inline constexpr std::int64_t kFastSlots = 64;     // scratch slots (threads use
 std::int64_t fast_slot_count();
 inline constexpr std::int64_t kDecodeMaxSeq = 4;   // query S up to this runs the decode kernel
 inline constexpr std::int64_t kPrefillRows = 64;   // query rows (heads x positions) per prefill unit
-inline constexpr std::int64_t kMinSplit = 256;     // KV columns per decode split at least (CUDA)
-// The CPU's decode splits: at least one tile of columns. With 256 (kMinSplit), the KV lengths of
-// a chat's decode (a few hundred tokens) gave each (batch, KV head) one unit, so a launch with
-// fewer KV heads than threads (Gemma 3: one) ran on one thread (Note [FIA decode splits]).
-inline constexpr std::int64_t kCpuMinSplit = kFastChunk;
-static_assert(kMinSplit >= kCpuMinSplit && kMinSplit % kFastChunk == 0);
+inline constexpr std::int64_t kMinSplit = 256;     // KV columns per decode split at least
 inline constexpr std::int64_t kMaxSplits = 32;     // decode splits per (batch, KV head) at most
 inline constexpr std::int64_t kMaxHeadDim = 512;   // D at most (fia_plan_layout.cpp checks it)
 
@@ -126,7 +120,6 @@ struct FiaWorkspacePlan {
   std::int64_t fast_slot_bytes = 0;
   std::int64_t fast_slots = 0;
   std::int64_t fast_splits = 0;         // decode: splits per (batch, KV head) at most; 0: prefill
-  std::int64_t cuda_splits = 0;         // decode: the CUDA grid's (kMinSplit columns each) <= fast_splits
   std::int64_t fast_tile = 0;           // prefill: query positions per unit
   std::int64_t fast_partial_offset = 0;  // decode: after the slots
   std::int64_t fast_partial_bytes = 0;   // one (row, split) record

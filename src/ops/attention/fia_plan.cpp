@@ -85,8 +85,7 @@ FiaWorkspacePlan plan_workspace(const FiaShapeKey& key) {
   const bool decode = !token && key.q_seq <= kDecodeMaxSeq;
   if (decode) {
     p.fast_rows = group * key.q_seq;
-    p.fast_splits = std::clamp<std::int64_t>(ceil_div(kv_seq, kCpuMinSplit), 1, kMaxSplits);
-    p.cuda_splits = std::clamp<std::int64_t>(ceil_div(kv_seq, kMinSplit), 1, kMaxSplits);
+    p.fast_splits = std::clamp<std::int64_t>(ceil_div(kv_seq, kMinSplit), 1, kMaxSplits);
   } else {
     p.fast_tile = std::max<std::int64_t>(1, kPrefillRows / group);
     p.fast_rows = group * p.fast_tile;
