@@ -267,8 +267,64 @@ std::int32_t sample_row(const SampleParams& params, std::int64_t row, Scratch& s
   return byindex.back().first;
 }
 
+// Note [Greedy rows split]
+// A row is one unit of `sample`, so a lone greedy row (the decode step at batch 1) ran on one thread:
+// Gemma 3's 262,144 logits took ~100 us a step while the other core waited. With fewer rows than
+// threads and long rows, a greedy row with no adjustments and no mask is cut into parts of at
+// least kSplitMin logits, each part's argmax_row (its first NaN, else the first index of its
+// maximum) computed by whoever claims it; then, in part order, the first part whose result is a
+// NaN gives the row's token, else the first strictly larger maximum. That is the first NaN of the
+// row, else the first index of its maximum: argmax_row's answer, whatever the parts, so the bits
+// do not depend on the thread count. Other rows (sampled, adjusted, masked) stay whole, one unit
+// each (their part 0).
+constexpr std::int64_t kSplitMin = std::int64_t{1} << 15;  // logits per part at least
+constexpr std::int64_t kSplitUnits = 64;                   // rows x parts at most (on the stack)
+
+bool plain_greedy(const SampleParams& p, std::int64_t row) {
+  const std::int64_t n = p.adjust_count ? std::clamp<std::int64_t>(p.adjust_count[row], 0, p.adjust_capacity) : 0;
+  const bool masked = p.mask_on && p.mask_on[row] != 0;
+  return n == 0 && !masked && sampling_impl::row_sampling(p, row).temperature == 0;
+}
+
+// Note [Greedy rows split]: true when it ran the launch.
+bool sample_split(const SampleParams& p, const ExecContext& ctx) {
+  const std::int64_t threads = std::max(1, ctx.num_threads());
+  if (p.B >= threads) return false;
+  const std::int64_t parts = std::min({threads / p.B, p.V / kSplitMin, kSplitUnits / p.B});
+  if (parts < 2) return false;
+  std::int32_t found[kSplitUnits];
+  bool plain[kSplitUnits];
+  for (std::int64_t r = 0; r < p.B; ++r) plain[r] = plain_greedy(p, r);
+  ctx.parallel_for(p.B * parts, 1, [&](std::int64_t b, std::int64_t e) {
+    Scratch scratch;
+    for (std::int64_t u = b; u < e; ++u) {
+      const std::int64_t r = u / parts, k = u % parts;
+      if (!plain[r]) {
+        if (k == 0) p.out[r] = sample_row(p, r, scratch);
+        continue;
+      }
+      const std::int64_t lo = p.V * k / parts, hi = p.V * (k + 1) / parts;
+      found[u] = static_cast<std::int32_t>(lo) + argmax_row(p.logits + r * p.V + lo, hi - lo);
+    }
+  });
+  for (std::int64_t r = 0; r < p.B; ++r) {
+    if (plain[r]) {
+      const float* x = p.logits + r * p.V;
+      std::int32_t best = found[r * parts];
+      for (std::int64_t k = 1; k < parts && !std::isnan(x[best]); ++k) {
+        const std::int32_t i = found[r * parts + k];
+        if (std::isnan(x[i]) || x[i] > x[best]) best = i;
+      }
+      p.out[r] = best;
+    }
+    if (p.advance_steps) p.steps[r] += 1;
+  }
+  return true;
+}
+
 void sample_cpu(const void* raw, std::size_t size, const ExecContext& ctx) {
   const auto& p = params_of<SampleParams>(raw, size, "sample");
+  if (sample_split(p, ctx)) return;
   ctx.parallel_for(p.B, 1, [&](std::int64_t b, std::int64_t e) {
     Scratch scratch;
     for (std::int64_t r = b; r < e; ++r) {

@@ -270,6 +270,60 @@ TEST(Sampling, CapturedGraphAdvancesStepsAndDrawsAnew) {
   EXPECT_GT(drawn.size(), 5u);  // different draws across replays, no update
 }
 
+// Note [Greedy rows split]: a lone greedy row of many logits is cut into parts over the pool's
+// threads; its token is still the first NaN, else the first index of the maximum, on 1, 2 and 7
+// threads (1, 2 and 3 parts of a row of 3 x 2^15 + 7), wherever the maximum, the tie, the NaN or
+// the infinity falls; a sampled row beside it keeps its draw, and steps advance once per row.
+TEST(SampleRows, AGreedyRowSplitOverThreadsKeepsArgmaxsAnswer) {
+  const std::int64_t V = 3 * (std::int64_t{1} << 15) + 7;
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> base = floats(random_tensor({1, V}, 21, DType::f32, -4, 4));
+  auto with = [&](std::vector<std::pair<std::int64_t, float>> set) {
+    std::vector<float> v = base;
+    for (const auto& [i, x] : set) v[static_cast<std::size_t>(i)] = x;
+    return v;
+  };
+  auto expected = [](const std::vector<float>& v) {  // the first NaN, else the first maximum
+    for (std::size_t i = 0; i < v.size(); ++i)
+      if (std::isnan(v[i])) return static_cast<std::int32_t>(i);
+    std::size_t best = 0;
+    for (std::size_t i = 1; i < v.size(); ++i)
+      if (v[i] > v[best]) best = i;
+    return static_cast<std::int32_t>(best);
+  };
+  const std::vector<std::vector<float>> rows{
+      with({{V - 3, 9.0f}}),                              // the maximum in the last part
+      with({{5, 9.0f}, {V - 3, 9.0f}}),                   // a tie across parts: the first
+      with({{7, 9.0f}, {V - 2, nan}}),                    // a NaN in the last part only
+      with({{40000, nan}, {V - 2, nan}}),                 // NaNs in two parts: the first
+      with({{70000, inf}, {80000, inf}, {3, 9.0f}}),      // infinities: the first
+      std::vector<float>(static_cast<std::size_t>(V), -inf)};  // every value -inf: 0
+  for (int threads : {1, 2, 7}) {
+    const ng::Stream stream = ng::Stream::create(ng::Device::cpu(), {.num_threads = threads});
+    const ng::StreamGuard on(stream);
+    for (std::size_t c = 0; c < rows.size(); ++c) {
+      SCOPED_TRACE(testing::Message() << threads << " threads, case " << c);
+      const Tensor logits = make_tensor(rows[c], {1, V});
+      const Tensor steps = i64_tensor({4}), out = ng::empty({1}, DType::i32);
+      ng::ops::sample_out(logits, i64_tensor({1}), steps, out, {.temperature = 0});
+      stream.synchronize();
+      EXPECT_EQ(ints(out)[0], expected(rows[c]));
+    }
+    // Two rows, one greedy and one sampled (3 parts of the greedy row on 7 threads).
+    std::vector<float> two = rows[1];
+    two.insert(two.end(), base.begin(), base.end());
+    const Tensor logits = make_tensor(two, {2, V});
+    const Tensor steps = i64_tensor({4, 9}), out = ng::empty({2}, DType::i32);
+    ng::ops::sample_rows_out(logits, i64_tensor({1, 2}), steps,
+                             {.temperature = f32_tensor({0, 0.8f}), .advance_steps = true}, out);
+    stream.synchronize();
+    EXPECT_EQ(ints(out)[0], 5);
+    EXPECT_EQ(ints(out)[1], reference_sample(base, {.temperature = 0.8f}, ng::ops::sampling_uniform(2, 9, 0)));
+    EXPECT_EQ(steps.data_ptr<std::int64_t>()[0], 5);
+    EXPECT_EQ(steps.data_ptr<std::int64_t>()[1], 10);
+  }
+}
+
 TEST(SampleRows, EachRowDrawsWithItsOwnParametersAndACounterWithoutItsRow) {
   // Six rows, six settings (greedy, plain, top-k, top-p, both, top-k 1): each row's token is the
   // reference's for that row's options and the uniform of (seed, step, 0).
