@@ -289,7 +289,7 @@ bool plain_greedy(const SampleParams& p, std::int64_t row) {
 // Note [Greedy rows split]: true when it ran the launch.
 bool sample_split(const SampleParams& p, const ExecContext& ctx) {
   const std::int64_t threads = std::max(1, ctx.num_threads());
-  if (p.B >= threads) return false;
+  if (p.B == 0 || p.B >= threads) return false;
   const std::int64_t parts = std::min({threads / p.B, p.V / kSplitMin, kSplitUnits / p.B});
   if (parts < 2) return false;
   std::int32_t found[kSplitUnits];

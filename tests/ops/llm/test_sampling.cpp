@@ -321,6 +321,10 @@ TEST(SampleRows, AGreedyRowSplitOverThreadsKeepsArgmaxsAnswer) {
     EXPECT_EQ(ints(out)[1], reference_sample(base, {.temperature = 0.8f}, ng::ops::sampling_uniform(2, 9, 0)));
     EXPECT_EQ(steps.data_ptr<std::int64_t>()[0], 5);
     EXPECT_EQ(steps.data_ptr<std::int64_t>()[1], 10);
+    // No rows: nothing to split, nothing written.
+    const Tensor none = ng::empty({0}, DType::i32);
+    ng::ops::sample_out(ng::empty({0, V}, DType::f32), i64_tensor({}), i64_tensor({}), none, {.temperature = 0});
+    stream.synchronize();
   }
 }
 
