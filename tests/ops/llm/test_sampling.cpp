@@ -323,7 +323,8 @@ TEST(SampleRows, AGreedyRowSplitOverThreadsKeepsArgmaxsAnswer) {
     EXPECT_EQ(steps.data_ptr<std::int64_t>()[1], 10);
     // No rows: nothing to split, nothing written.
     const Tensor none = ng::empty({0}, DType::i32);
-    ng::ops::sample_out(ng::empty({0, V}, DType::f32), i64_tensor({}), i64_tensor({}), none, {.temperature = 0});
+    ng::ops::sample_out(ng::empty({0, V}, DType::f32), ng::empty({0}, DType::i64), ng::empty({0}, DType::i64), none,
+                       {.temperature = 0});
     stream.synchronize();
   }
 }
