@@ -120,13 +120,19 @@ float max_of(const float* x, std::int64_t V) {
   return best;
 }
 
+// Row `row`'s adjustments (its count clamped to the capacity) and whether its token mask applies.
+std::int64_t adjustment_count(const SampleParams& p, std::int64_t row) {
+  return p.adjust_count ? std::clamp<std::int64_t>(p.adjust_count[row], 0, p.adjust_capacity) : 0;
+}
+bool row_masked(const SampleParams& p, std::int64_t row) { return p.mask_on && p.mask_on[row] != 0; }
+
 // One row of `sample` (the header's definition).
 // Row `row`'s logits with its adjustment list and then its token mask applied (the header's
 // definitions), in s.adjusted; or the row itself when it has neither.
 const float* adjusted_row(const SampleParams& p, std::int64_t row, Scratch& s) {
   const float* x = p.logits + row * p.V;
-  const std::int64_t n = p.adjust_count ? std::clamp<std::int64_t>(p.adjust_count[row], 0, p.adjust_capacity) : 0;
-  const bool masked = p.mask_on && p.mask_on[row] != 0;
+  const std::int64_t n = adjustment_count(p, row);
+  const bool masked = row_masked(p, row);
   if (n == 0 && !masked) return x;
   s.adjusted.assign(x, x + p.V);
   const std::int64_t at = row * p.adjust_capacity;
@@ -280,10 +286,9 @@ std::int32_t sample_row(const SampleParams& params, std::int64_t row, Scratch& s
 constexpr std::int64_t kSplitMin = std::int64_t{1} << 15;  // logits per part at least
 constexpr std::int64_t kSplitUnits = 64;                   // rows x parts at most (on the stack)
 
+// Greedy on the logits as they are (adjusted_row would return the row itself).
 bool plain_greedy(const SampleParams& p, std::int64_t row) {
-  const std::int64_t n = p.adjust_count ? std::clamp<std::int64_t>(p.adjust_count[row], 0, p.adjust_capacity) : 0;
-  const bool masked = p.mask_on && p.mask_on[row] != 0;
-  return n == 0 && !masked && sampling_impl::row_sampling(p, row).temperature == 0;
+  return adjustment_count(p, row) == 0 && !row_masked(p, row) && sampling_impl::row_sampling(p, row).temperature == 0;
 }
 
 // Note [Greedy rows split]: true when it ran the launch.
