@@ -52,7 +52,7 @@ struct QuantRows {
   std::int8_t* q = nullptr;
   float* d = nullptr;
   // Q4_K / Q5_K / Q6_K on AVX-512 targets: per (row, super-block) 64 + 16 floats derived from q and
-  // d (Note [Q8 super-blocks] in linear_q8_super-inl.h); null elsewhere.
+  // d (Note [Q8 super-blocks] in linear_q8_super-inl.h); on AVX2 the 16 of xs only; null elsewhere.
   const float* super_dxe = nullptr;
   const float* super_xs = nullptr;
 };

@@ -24,7 +24,8 @@
 // y[t, n] = the horizontal sum of the lanes, plus the bias. 16-lane targets (AVX3) take the blocks
 // two at a time in 512-bit vectors (each lane still one block's group) and an odd last block in a
 // second accumulator: y = the pairs' lane sum + the last block's lane sum; there the K-quants and
-// Q6_K take a super-block at a time instead (Note [Q8 super-blocks] in linear_q8_super-inl.h).
+// Q6_K take a super-block at a time instead (Note [Q8 super-blocks] in linear_q8_super-inl.h), as
+// they do on AVX2 (Note [Q8 super-blocks on AVX2], there).
 // So, as in the float32 GEMV, y[t, n] depends on x[t], w[n] and the SIMD target only — not on the
 // other rows, the chunking or the thread count — and eager, replayed and updated runs agree
 // bitwise. Against the float32 result it differs by the quantisation of x: at most half a step
@@ -445,7 +446,7 @@ inline std::uint16_t load_u16(const std::byte* p) {
   return v;
 }
 
-// The super-block formats on AVX-512 (TileSuper; a textual part of this namespace, no includes).
+// The super-block formats on AVX-512 and AVX2 (TileSuper; a textual part of this namespace, no includes).
 #include "ops/linear/linear_q8_super-inl.h"  // NOLINT(build/include)
 
 // res[r][t] += the lane sums over blocks [b_begin, b_end) of weight rows w[r] against row t0 + t
@@ -523,14 +524,17 @@ HWY_INLINE void Tile(const LinearParams& p, const QuantRows& xq, const std::byte
   const std::int64_t nb = p.K / kBlock;
   float res[R][TB] = {};
   std::int64_t b0 = 0;
-#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3 && HWY_TARGET != HWY_SCALAR && HWY_TARGET != HWY_EMU128
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2 && HWY_TARGET != HWY_SCALAR && HWY_TARGET != HWY_EMU128
   if constexpr (kSuper<F>) {
     TileSuper<F, R, TB>(p, xq, w, t0, res);
     b0 = nb;
-  } else {
+  }
+#if HWY_TARGET <= HWY_AVX3
+  if constexpr (!kSuper<F>) {
     TilePairs<F, R, TB>(p, xq, w, t0, res);
     b0 = nb / 2 * 2;
   }
+#endif
 #endif
   if (b0 < nb) TileBlocks<F, R, TB>(p, xq, w, t0, b0, nb, res);
   for (int r = 0; r < R; ++r)
@@ -539,17 +543,23 @@ HWY_INLINE void Tile(const LinearParams& p, const QuantRows& xq, const std::byte
 
 // Weight rows and rows of x per tile: the accumulators R * TB stay in registers (32 of them on
 // AVX3, 16 elsewhere); T not a multiple of TB ends with one tile of the rest, not rest tiles of 1.
-// The super-block formats on AVX3 (TileSuper) decode a super-block once per weight row and tile of
+// The super-block formats on AVX3 and AVX2 (TileSuper) decode a super-block once per weight row and tile of
 // up to 8 rows of x (issue 45: T:8 decodes each super-block once; the decoded super-block takes 10
 // registers, the accumulators 8); a chunk runs its rows for rows 0-7 of x, then for 8-15, so that
 // the 8 rows' quants and sums (27 KB at K = 1536) stay in L1 (all 16 rows of x for each weight row
 // stream 54 KB from L2 per row: T:16 took 3.5x T:8), and at large K fewer rows a tile for the same
 // reason (K = 4096: 4 rows, 37 KB; 8 rows took Q4_K 16384x4096 T:8 from 36 to 52 ms).
 constexpr int kTB = HWY_TARGET <= HWY_AVX3 ? 4 : 2;
-constexpr bool kSuperTiles = HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3 && HWY_TARGET != HWY_SCALAR &&
+constexpr bool kSuperTiles = HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2 && HWY_TARGET != HWY_SCALAR &&
                              HWY_TARGET != HWY_EMU128;
 constexpr int kSuperTB = 8;
 constexpr std::int64_t kSuperXBytes = 40 << 10;
+// AVX2 (Note [Q8 super-blocks on AVX2]): Q4_K and Q5_K at up to kSuperFewRows rows of x take
+// kSuperWideR weight rows a tile; Q6_K, and AVX3 (a whole super-block decoded per weight row), 1.
+template <GgmlType F>
+constexpr int kSuperFewRows = HWY_TARGET == HWY_AVX2 && F != GgmlType::Q6_K ? 2 : 0;
+template <GgmlType F>
+constexpr int kSuperWideR = 4;
 
 // The last tile, of `rest` (<= TB) rows of x: Tile<F, R, rest>.
 template <GgmlType F, int R, int TB>
@@ -591,7 +601,7 @@ void GemvTiles(const LinearParams& p, const QuantRows& xq, const ExecContext& ct
   });
 }
 
-// The super-block formats on AVX3: tiles of 1 weight row x kSuperTB rows of x, the tiles of rows of
+// The super-block formats on AVX3 and AVX2: tiles of 1 weight row x kSuperTB rows of x, the tiles of rows of
 // x outermost in a chunk (whose weights, <= 256 KiB, stay in L2 for the second tile of T > 8).
 template <GgmlType F>
 void GemvSuperTiles(const LinearParams& p, const QuantRows& xq, const ExecContext& ctx) {
@@ -604,7 +614,16 @@ void GemvSuperTiles(const LinearParams& p, const QuantRows& xq, const ExecContex
     const std::int64_t tb = std::clamp<std::int64_t>(kSuperXBytes / (p.K * 9 / 4), 1, kSuperTB);
     for (std::int64_t t0 = 0; t0 < p.T; t0 += tb) {
       const std::int64_t rows = std::min(tb, p.T - t0);
-      for (std::int64_t n = n_begin; n < n_end; ++n) {
+      std::int64_t n = n_begin;
+      if (rows <= kSuperFewRows<F>)  // kSuperWideR weight rows a tile: that many chains in flight
+        for (; n + kSuperWideR<F> <= n_end; n += kSuperWideR<F>) {
+          const std::byte* w[kSuperWideR<F>];
+          for (int r = 0; r < kSuperWideR<F>; ++r) w[r] = row(n + r);
+          const std::byte* ahead = w[0] + linear_impl::kPrefetchAhead;
+          if (t0 == 0 && ahead < end) linear_impl::prefetch_range(ahead, std::min(end, ahead + kSuperWideR<F> * p.w_row_bytes));
+          LastTile<F, kSuperWideR<F>, kSuperFewRows<F>>(p, xq, w, n, t0, rows);
+        }
+      for (; n < n_end; ++n) {
         const std::byte* w[1] = {row(n)};
         const std::byte* ahead = w[0] + linear_impl::kPrefetchAhead;
         if (t0 == 0 && ahead < end) linear_impl::prefetch_range(ahead, std::min(end, ahead + p.w_row_bytes));
@@ -621,7 +640,7 @@ void Gemv(const LinearParams& p, const QuantRows& xq, const ExecContext& ctx) {
   GemvTiles<F, 4, kTB>(p, xq, ctx);
 }
 
-#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3 && HWY_TARGET != HWY_SCALAR && HWY_TARGET != HWY_EMU128
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2 && HWY_TARGET != HWY_SCALAR && HWY_TARGET != HWY_EMU128
 // The launching thread's buffer of the super-block sums (one for every type).
 std::vector<float>& SuperBuffer() {
   thread_local std::vector<float> super;
@@ -635,6 +654,8 @@ void RunType(const LinearParams& p, QuantRows xq, const ExecContext& ctx) {
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3 && HWY_TARGET != HWY_SCALAR && HWY_TARGET != HWY_EMU128
   if constexpr (F == GgmlType::Q4_0 || F == GgmlType::Q4_1 || F == GgmlType::Q5_0)
     PairLayout(xq, p.T, p.K / kBlock);
+#endif
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2 && HWY_TARGET != HWY_SCALAR && HWY_TARGET != HWY_EMU128
   if constexpr (kKQuant<F>) PrepareSuperRows<GgmlType::Q4_K>(xq, p.T, p.K, SuperBuffer());
   if constexpr (F == GgmlType::Q6_K) PrepareSuperRows<GgmlType::Q6_K>(xq, p.T, p.K, SuperBuffer());
 #endif
