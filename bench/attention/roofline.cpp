@@ -7,6 +7,8 @@
 //          the rows16 GEMV's AVX3_DL code) in registers: 16 covers its latency (5 cycles) times
 //          2 ports. Compiled with a target attribute (not through Highway: Highway 1.0 builds
 //          AVX3_DL only where HWY_WANT_AVX3_DL is defined) and run only where the CPU has VNNI.
+//          Where it has AVX2 and no VNNI, the sequence the AVX2 q8 GEMVs use instead: 8 chains of
+//          acc += pmaddwd(pmaddubsw(a, b), 1) on 256-bit vectors (64 ops per step: 32 byte pairs).
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "attention/roofline.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
@@ -146,13 +148,48 @@ __attribute__((target("avx512f,avx512vnni"), noinline)) int VnniChains(std::size
 }
 
 bool has_vnni() { return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vnni"); }
+
+// `iters` rounds of 8 chains of acc += pmaddwd(pmaddubsw(a, b), 1): the AVX2 int8 dot product (64
+// ops a step). pmaddubsw is inline assembly (volatile), so its constant inputs are not hoisted.
+__attribute__((target("avx2"), noinline)) int Avx2DotChains(std::size_t iters, double* ops) {
+  const __m256i a = _mm256_set1_epi8(3);
+  const __m256i b = _mm256_set1_epi8(-5);
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256i c[8];
+  for (int i = 0; i < 8; ++i) c[i] = _mm256_set1_epi32(i);
+  for (std::size_t n = 0; n < iters; ++n)
+    for (int i = 0; i < 8; ++i) {
+      __m256i p;
+      asm volatile("vpmaddubsw %2, %1, %0" : "=x"(p) : "x"(a), "x"(b));
+      c[i] = _mm256_add_epi32(c[i], _mm256_madd_epi16(p, ones));
+    }
+  *ops = 64.0 * 8.0 * static_cast<double>(iters);
+  __m256i s = c[0];
+  for (int i = 1; i < 8; ++i) s = _mm256_add_epi32(s, c[i]);
+  alignas(32) std::int32_t lanes[8];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), s);
+  int sum = 0;
+  for (int v : lanes) sum += v;
+  return sum;
+}
+bool has_avx2() { return __builtin_cpu_supports("avx2"); }
 #else
 int VnniChains(std::size_t, double* ops) {
   *ops = 0;
   return 0;
 }
 bool has_vnni() { return false; }
+int Avx2DotChains(std::size_t, double* ops) {
+  *ops = 0;
+  return 0;
+}
+bool has_avx2() { return false; }
 #endif
+
+// The int8 chains this CPU runs: VNNI's, else AVX2's.
+int Int8Chains(std::size_t iters, double* ops) {
+  return has_vnni() ? VnniChains(iters, ops) : Avx2DotChains(iters, ops);
+}
 
 // The calling thread's CPU time (seconds): what it ran, not what the machine's other processes did.
 double thread_cpu_seconds() {
@@ -224,17 +261,17 @@ double measure_fma_peak(double seconds, int threads) {
 
 double measure_int8_peak(double seconds, int threads, double* cpu_time_rate) {
   if (cpu_time_rate) *cpu_time_rate = 0;
-  if (!has_vnni()) return 0;
+  if (!has_vnni() && !has_avx2()) return 0;
   double ops = 0;
   const auto t0 = Clock::now();
-  g_sink = g_sink + static_cast<float>(VnniChains(1 << 20, &ops));
+  g_sink = g_sink + static_cast<float>(Int8Chains(1 << 20, &ops));
   const double per_round = std::chrono::duration<double>(Clock::now() - t0).count() / (1 << 20);
   const auto rounds = static_cast<std::size_t>(seconds / std::max(per_round, 1e-12));
   std::vector<double> done(static_cast<std::size_t>(threads)), cpu(static_cast<std::size_t>(threads));
   std::vector<int> sinks(static_cast<std::size_t>(threads));
   const double s = timed_on_threads(threads, [&](int t) {
     const double c0 = thread_cpu_seconds();
-    sinks[static_cast<std::size_t>(t)] = VnniChains(rounds, &done[static_cast<std::size_t>(t)]);
+    sinks[static_cast<std::size_t>(t)] = Int8Chains(rounds, &done[static_cast<std::size_t>(t)]);
     cpu[static_cast<std::size_t>(t)] = thread_cpu_seconds() - c0;
   });
   double total = 0;
@@ -271,7 +308,7 @@ void int8_peak_benchmark(benchmark::State& state) {
   state.counters["GOPS"] = best / 1e9;
   state.counters["GOPS_cpu_time"] = cpu_time / 1e9;
   state.counters["threads"] = roofline_threads();
-  if (best == 0) state.SetLabel("no AVX512-VNNI");
+  state.SetLabel(best == 0 ? "no AVX512-VNNI or AVX2" : has_vnni() ? "vpdpbusd" : "AVX2 pmaddubsw+pmaddwd (no VNNI)");
 }
 
 void note_read_bandwidth(double bytes_per_s) { g_read.push_back(bytes_per_s); }

@@ -28,7 +28,8 @@ double best_fma_peak();
 
 // The int8 dot-product peak: register-resident vpdpbusd (AVX512-VNNI) chains on `threads` threads
 // for about `seconds`; returns int8 ops per second (a multiply and an add per byte pair: one
-// 512-bit vpdpbusd is 128 ops). 0 where the CPU (or the compiler) has no AVX512-VNNI.
+// 512-bit vpdpbusd is 128 ops); without AVX512-VNNI, AVX2's pmaddubsw + pmaddwd chains (64 ops a
+// step: what the AVX2 q8 GEMVs run); 0 where the CPU (or the compiler) has neither.
 // *cpu_time_rate (when given): each thread's ops over its own CPU time, summed — the peak of the
 // cores themselves, which other processes on a shared machine do not lower (they lower the
 // wall-clock figure, as they do the kernels' times).

@@ -5,8 +5,9 @@
 //   roofline/fma_f32              GFLOPs      register-resident SIMD FMA chains on every core
 //   roofline/int8_vnni            GOPS        register-resident vpdpbusd (AVX512-VNNI) chains on every
 //                                             core: the int8 dot-product peak the q8 GEMVs' integer
-//                                             sums run against (128 ops an instruction); 0 and the
-//                                             label "no AVX512-VNNI" where the CPU lacks it
+//                                             sums run against (128 ops an instruction); without
+//                                             VNNI, AVX2's pmaddubsw + pmaddwd chains (label says
+//                                             which); 0 where the CPU has neither
 //                                 GOPS_cpu_time  the same ops over each thread's CPU time, summed:
 //                                             the cores' own peak, which a machine shared with other
 //                                             processes does not lower (GOPS, the wall figure the
