@@ -446,7 +446,8 @@ inline std::uint16_t load_u16(const std::byte* p) {
   return v;
 }
 
-// The super-block formats on AVX-512 and AVX2 (TileSuper; a textual part of this namespace, no includes).
+// The super-block formats on AVX-512 and AVX2 (TileSuper; a textual part of this namespace, no
+// includes).
 #include "ops/linear/linear_q8_super-inl.h"  // NOLINT(build/include)
 
 // res[r][t] += the lane sums over blocks [b_begin, b_end) of weight rows w[r] against row t0 + t
@@ -543,9 +544,9 @@ HWY_INLINE void Tile(const LinearParams& p, const QuantRows& xq, const std::byte
 
 // Weight rows and rows of x per tile: the accumulators R * TB stay in registers (32 of them on
 // AVX3, 16 elsewhere); T not a multiple of TB ends with one tile of the rest, not rest tiles of 1.
-// The super-block formats on AVX3 and AVX2 (TileSuper) decode a super-block once per weight row and tile of
-// up to 8 rows of x (issue 45: T:8 decodes each super-block once; the decoded super-block takes 10
-// registers, the accumulators 8); a chunk runs its rows for rows 0-7 of x, then for 8-15, so that
+// The super-block formats on AVX3 and AVX2 (TileSuper) decode a super-block once per weight row and
+// tile of up to 8 rows of x (issue 45: T:8 decodes each super-block once; on AVX3 the decoded
+// super-block takes 10 registers, the accumulators 8); a chunk runs its rows for rows 0-7 of x, then for 8-15, so that
 // the 8 rows' quants and sums (27 KB at K = 1536) stay in L1 (all 16 rows of x for each weight row
 // stream 54 KB from L2 per row: T:16 took 3.5x T:8), and at large K fewer rows a tile for the same
 // reason (K = 4096: 4 rows, 37 KB; 8 rows took Q4_K 16384x4096 T:8 from 36 to 52 ms).
@@ -558,7 +559,6 @@ constexpr std::int64_t kSuperXBytes = 40 << 10;
 // kSuperWideR weight rows a tile; Q6_K, and AVX3 (a whole super-block decoded per weight row), 1.
 template <GgmlType F>
 constexpr int kSuperFewRows = HWY_TARGET == HWY_AVX2 && F != GgmlType::Q6_K ? 2 : 0;
-template <GgmlType F>
 constexpr int kSuperWideR = 4;
 
 // The last tile, of `rest` (<= TB) rows of x: Tile<F, R, rest>.
@@ -601,8 +601,8 @@ void GemvTiles(const LinearParams& p, const QuantRows& xq, const ExecContext& ct
   });
 }
 
-// The super-block formats on AVX3 and AVX2: tiles of 1 weight row x kSuperTB rows of x, the tiles of rows of
-// x outermost in a chunk (whose weights, <= 256 KiB, stay in L2 for the second tile of T > 8).
+// The super-block formats on AVX3 and AVX2: tiles of 1 weight row x kSuperTB rows of x (AVX2 at
+// T <= 2: kSuperWideR weight rows), the tiles of rows of x outermost in a chunk (whose weights, <= 256 KiB, stay in L2 for the second tile of T > 8).
 template <GgmlType F>
 void GemvSuperTiles(const LinearParams& p, const QuantRows& xq, const ExecContext& ctx) {
   ctx.parallel_for(p.N, p.chunk_rows, [&](std::int64_t n_begin, std::int64_t n_end) {
@@ -616,12 +616,13 @@ void GemvSuperTiles(const LinearParams& p, const QuantRows& xq, const ExecContex
       const std::int64_t rows = std::min(tb, p.T - t0);
       std::int64_t n = n_begin;
       if (rows <= kSuperFewRows<F>)  // kSuperWideR weight rows a tile: that many chains in flight
-        for (; n + kSuperWideR<F> <= n_end; n += kSuperWideR<F>) {
-          const std::byte* w[kSuperWideR<F>];
-          for (int r = 0; r < kSuperWideR<F>; ++r) w[r] = row(n + r);
+        for (; n + kSuperWideR <= n_end; n += kSuperWideR) {
+          const std::byte* w[kSuperWideR];
+          for (int r = 0; r < kSuperWideR; ++r) w[r] = row(n + r);
           const std::byte* ahead = w[0] + linear_impl::kPrefetchAhead;
-          if (t0 == 0 && ahead < end) linear_impl::prefetch_range(ahead, std::min(end, ahead + kSuperWideR<F> * p.w_row_bytes));
-          LastTile<F, kSuperWideR<F>, kSuperFewRows<F>>(p, xq, w, n, t0, rows);
+          if (t0 == 0 && ahead < end)
+            linear_impl::prefetch_range(ahead, std::min(end, ahead + kSuperWideR * p.w_row_bytes));
+          LastTile<F, kSuperWideR, kSuperFewRows<F>>(p, xq, w, n, t0, rows);
         }
       for (; n < n_end; ++n) {
         const std::byte* w[1] = {row(n)};

@@ -220,8 +220,9 @@ HWY_INLINE void LoadHead(const std::byte* sb, const float* table, SuperHead& o) 
     o.pairs[1] = BothHalves(_mm256_cvtepu16_epi32(_mm256_extracti128_si256(sc16, 1)));
     const float d = table[load_u16(sb + 208)];
     o.d = _mm256_set1_ps(d);
-    for (int h = 0; h < 2; ++h)
-      o.mn[h] = _mm256_mul_ps(_mm256_set1_ps(-32.0f * d), _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(sc8, 8 * h))));
+    // groups 0-7, then 8-15 (the byte shift's count must be an immediate: no loop, even at -O1)
+    o.mn[0] = _mm256_mul_ps(_mm256_set1_ps(-32.0f * d), _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(sc8)));
+    o.mn[1] = _mm256_mul_ps(_mm256_set1_ps(-32.0f * d), _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(sc8, 8))));
   } else {
     const __m128i sm = ScalesMinsK4(sb + 4);  // scales in bytes 0-7, minimums in 8-15
     o.pairs[0] = BothHalves(_mm256_cvtepu8_epi32(sm));
