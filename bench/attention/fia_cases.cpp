@@ -58,7 +58,8 @@ void make_paged(const FiaCaseSpec& s, std::uint32_t seed, FiaInputs& in) {
     const std::int64_t used = ceil_div(s.kv_lengths[static_cast<std::size_t>(b)], s.block_size);
     for (std::int64_t i = 0; i < used; ++i) t[b * max_blocks + i] = ids[next++];
   }
-  const ng::Shape cache{blocks, s.kv_heads, s.block_size, s.dim};
+  const ng::Shape cache = s.bsh ? ng::Shape{blocks, s.block_size, s.kv_heads * s.dim}
+                                : ng::Shape{blocks, s.kv_heads, s.block_size, s.dim};
   in.k = random_tensor(cache, s.dtype, seed + 1);
   in.v = random_tensor(cache, s.dtype, seed + 2);
   in.opt.block_table = table;
@@ -71,7 +72,7 @@ FiaInputs make_inputs(const FiaCaseSpec& s, const ng::Tensor& q, std::uint32_t s
   in.q = q;
   in.opt.num_heads = s.heads;
   in.opt.num_key_value_heads = s.kv_heads;
-  in.opt.input_layout = "BNSD";
+  in.opt.input_layout = s.bsh ? "BSH" : "BNSD";
   in.opt.scale = 1.0 / std::sqrt(static_cast<double>(s.dim));
   if (s.block_size > 0) {
     make_paged(s, seed, in);
@@ -102,10 +103,12 @@ std::unique_ptr<FiaCase> build(const FiaCaseSpec& s) {
     c->flops += 4.0 * static_cast<double>(s.dim * s.heads) * pairs;
   }
   const bool decode = s.q_len == 1;
-  const int copies = decode && !s.hot ? std::clamp(static_cast<int>(std::ceil(kColdBytes / c->kv_bytes)), 1,
+  const int copies = decode && !s.hot && s.copies > 0 ? s.copies
+                     : decode && !s.hot ? std::clamp(static_cast<int>(std::ceil(kColdBytes / c->kv_bytes)), 1,
                                          kMaxCopies)
                             : 1;
-  const ng::Tensor q = random_tensor({s.batch, s.heads, s.q_len, s.dim}, s.dtype, 7);
+  const ng::Tensor q = s.bsh ? random_tensor({s.batch, s.q_len, s.heads * s.dim}, s.dtype, 7)
+                             : random_tensor({s.batch, s.heads, s.q_len, s.dim}, s.dtype, 7);
   for (int i = 0; i < copies; ++i)
     c->copies.push_back(make_inputs(s, q, 100 + 10 * static_cast<std::uint32_t>(i)));
   const FiaInputs& in = c->copies.front();
@@ -146,6 +149,12 @@ const std::vector<FiaCaseSpec>& fia_case_specs() {
        .block_size = 128, .hot = true},
       {.name = "decode_f16_small_b8", .batch = 8, .heads = 9, .kv_heads = 3, .dim = 64,
        .kv_lengths = ragged_lengths(8, 150, 190), .block_size = 128, .hot = true},
+      // The engine's own form of it: BSH, the cache [blocks, 128, KV_N * D] (a KV head's rows 384 bytes
+      // apart), and cold: 64 copies (41 MB) in turn, as a step's 30 layers' caches exceed the L3.
+      {.name = "decode_f16_small_b8_bsh", .batch = 8, .heads = 9, .kv_heads = 3, .dim = 64,
+       .kv_lengths = ragged_lengths(8, 190, 230), .block_size = 128, .bsh = true, .copies = 64},
+      {.name = "decode_f16_small_b8_bshhot", .batch = 8, .heads = 9, .kv_heads = 3, .dim = 64,
+       .kv_lengths = ragged_lengths(8, 190, 230), .block_size = 128, .bsh = true, .hot = true},
       // The same past kMinSplit (256): long chats, where each row's KV splits are its own length's
       // (batch invariance, Note [FIA decode splits]) — more units than the batch's total would ask.
       {.name = "decode_f16_small_b8_long", .batch = 8, .heads = 9, .kv_heads = 3, .dim = 64,

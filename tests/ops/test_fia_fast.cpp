@@ -272,6 +272,44 @@ TEST(FiaFast, DecodeRowsHaveTheirLoneBitsInAnyBatch) {
   }
 }
 
+// The direct path's row blocks (3 rows for GQA 3: SmolLM2's 9 heads on 3; 1 row for a lone head)
+// give a row the same bits: each query head of a GQA-3 launch equals that head alone with its KV
+// head (one row per unit), at D 64 (whole register blocks) and 80 (the single-vector remainder),
+// lengths within one split (ending mid-block) and past kMinSplit.
+// Dimension 1's index i of a contiguous tensor of 4 dimensions (a BNSD head), as a contiguous copy.
+Tensor head_of(const Tensor& t, std::int64_t i) {
+  const Shape s = t.shape();
+  Tensor out = ng::empty({s[0], 1, s[2], s[3]}, t.dtype());
+  const std::size_t inner = static_cast<std::size_t>(s[2] * s[3]) * t.element_size();
+  for (std::int64_t b = 0; b < s[0]; ++b)
+    std::memcpy(static_cast<std::byte*>(out.data()) + static_cast<std::size_t>(b) * inner,
+                static_cast<const std::byte*>(t.data()) + static_cast<std::size_t>(b * s[1] + i) * inner, inner);
+  return out;
+}
+
+TEST(FiaFast, DecodeDirectRowBlocksDoNotChangeARowsBits) {
+  for (std::int64_t D : {64, 80}) {
+    SCOPED_TRACE(testing::Message() << "D " << D);
+    const std::int64_t N = 9, KVN = 3;
+    Big b = make_big(DType::f16, 2, N, KVN, 1, 600, 91, D);
+    b.opt.actual_seq_lengths_kv = {203, 600};
+    const att::FiaPathCounts before = att::fia_path_counts();
+    const auto all = ng::ops::fused_infer_attention_score(b.q, b.k, b.v, b.opt);
+    ng::device_synchronize();
+    ASSERT_TRUE(ran_on(before, FiaPath::decode_direct));
+    for (std::int64_t n = 0; n < N; ++n) {
+      const std::int64_t h = n / (N / KVN);
+      FiaOptions o = b.opt;
+      o.num_heads = 1;
+      o.num_key_value_heads = 1;
+      const auto alone = ng::ops::fused_infer_attention_score(head_of(b.q, n), head_of(b.k, h), head_of(b.v, h), o);
+      ng::device_synchronize();
+      EXPECT_TRUE(bitwise_equal(head_of(all.attention_out, n), alone.attention_out)) << "head " << n;
+      EXPECT_TRUE(bitwise_equal(head_of(all.softmax_lse, n), alone.softmax_lse)) << "head " << n;
+    }
+  }
+}
+
 // Captures b's call in a group, replays it, updates its KV lengths and replays again: each replay is
 // bitwise the eager call with the same arguments (b: B 2, N 8, 2048 KV tokens, Sq 1), and every
 // launch (the captured one, its replays, the updated replays, the eager ones) ran the fast decode.

@@ -34,7 +34,7 @@ HWY_INLINE void PrefetchRows(const std::byte* base, std::int64_t stride, std::in
 }
 
 // Q·K of R query rows against `cols` KV rows of T converted in registers (no tile): scores
-// s[r][c] = q_r · k_c, C columns at a time (R x C accumulators: 1 x 8, 4 x 4, or 4 x 2 on 16 registers; enough
+// s[r][c] = q_r · k_c, C columns at a time (R x C accumulators: 1 x 8, 3 x 4, 4 x 4, or 4 x 2 on 16 registers; enough
 // independent FMA chains to cover the FMA latency). The rows of `ahead` (the next run,
 // `ahead_rows` rows) are prefetched as the columns are consumed, one row per column.
 template <int R, int C, class T, Dq K>
@@ -67,6 +67,13 @@ HWY_INLINE void DirectScores(const float* const* q, const T* k, std::int64_t str
         // loading every column first would need C more (17 for C = 8: one more than AVX2 has).
         const VF y = hn::Load(df, q[0] + d);
         for (int c = 0; c < C; ++c) a[0][c] = hn::MulAdd(y, LoadKv<T, K>(kc[c], d, dq, rs[c], ro[c]), a[0][c]);
+      } else if constexpr (R * C + C + 1 > kVecRegs) {
+        // Too many accumulators to hold every column too (3 x 4 on 16 registers): a column at a
+        // time, the rows' queries read by the FMAs from memory (R C + 1 registers).
+        for (int c = 0; c < C; ++c) {
+          const VF x = LoadKv<T, K>(kc[c], d, dq, rs[c], ro[c]);
+          for (int r = 0; r < R; ++r) a[r][c] = hn::MulAdd(hn::Load(df, q[r] + d), x, a[r][c]);
+        }
       } else {
         VF x[C];
         for (int c = 0; c < C; ++c) x[c] = LoadKv<T, K>(kc[c], d, dq, rs[c], ro[c]);
@@ -89,7 +96,7 @@ HWY_INLINE void DirectScores(const float* const* q, const T* k, std::int64_t str
 }
 
 // acc_r += sum_c p_r[c] * v_c for R rows, V rows of T converted in registers, W vectors of D
-// at a time (R x W accumulators: 1 x 8, 4 x 4, or 4 x 2 on 16 registers); `ahead` as in DirectScores, prefetched by the
+// at a time (R x W accumulators: 1 x 8, 3 x 4, 4 x 4, or 3 x 2 and 4 x 2 on 16 registers); `ahead` as in DirectScores, prefetched by the
 // first block. D is a multiple of the vector length.
 template <int R, int W, class T, Dq K>
 HWY_INLINE void DirectPV(float* const* acc, const float* const* p, const T* v,
@@ -145,8 +152,8 @@ HWY_INLINE void DirectPV(float* const* acc, const float* const* p, const T* v,
 // kDirectRows query rows (decode at small GQA groups): K and V are converted in registers as they
 // are used instead of through float32 tiles, and the next run's rows are prefetched while each
 // phase streams (K during Q·K, V during P·V), so the loads stay evenly spread over the run. Rows
-// are computed in blocks of R (1 or 4; 2 and 3 rows run as 4 with the extra rows discarded,
-// except 3 rows on 32 vector registers, which run as 3: a row's scores and accumulator take the
+// are computed in blocks of R (1, 3 or 4; 2 rows run as 4 with the extra rows discarded, 3 rows
+// (GQA 3: SmolLM2) as 3, a quarter fewer FMAs than as 4: a row's scores and accumulator take the
 // same operations in the same order whatever rows are blocked beside it).
 inline constexpr std::int64_t kDirectRows = 4;
 
@@ -178,9 +185,9 @@ struct DirectPath {
                                 pf.len, sa);
       return;
     }
-    // 3 rows (GQA 3) x 4 columns on 32 registers: no spare row's FMAs (the same bits: a row's
-    // scores do not depend on the rows beside it).
-    if (kVecRegs >= 32 && na == 3) {
+    // 3 rows (GQA 3) x 4 columns: no spare row's FMAs (the same bits: a row's scores do not
+    // depend on the rows beside it). On 16 registers its 12 accumulators leave room for one column.
+    if (na == 3) {
       DirectScores<3, 4, T, KK>(qa, k, run.k_stride, l.key.dk, run.len, &kq, nk, pf.k_stride,
                                 pf.len, sa);
       return;
@@ -205,9 +212,9 @@ struct DirectPath {
                             pf.len);
       return;
     }
-    if (kVecRegs >= 32 && npv == 3) {
-      DirectPV<3, 4, T, VK>(acc, p, v, run.v_stride, l.key.dv, run.len, &vq, nv, pf.v_stride,
-                            pf.len);
+    if (npv == 3) {  // GQA 3: 3 x 4 accumulators on 32 registers, 3 x 2 on 16 (no spare row)
+      DirectPV<3, kVecRegs >= 32 ? 4 : 2, T, VK>(acc, p, v, run.v_stride, l.key.dv, run.len, &vq, nv,
+                                                 pf.v_stride, pf.len);
       return;
     }
     for (std::int64_t a = npv; a < kDirectRows; ++a) {
