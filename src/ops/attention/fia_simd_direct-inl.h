@@ -96,7 +96,7 @@ HWY_INLINE void DirectScores(const float* const* q, const T* k, std::int64_t str
 }
 
 // acc_r += sum_c p_r[c] * v_c for R rows, V rows of T converted in registers, W vectors of D
-// at a time (R x W accumulators: 1 x 8, 3 x 4, 4 x 4, or 3 x 2 and 4 x 2 on 16 registers); `ahead` as in DirectScores, prefetched by the
+// at a time (R x W accumulators: 1 x 8, 3 x 4, 4 x 4, or 4 x 2 on 16 registers); `ahead` as in DirectScores, prefetched by the
 // first block. D is a multiple of the vector length.
 template <int R, int W, class T, Dq K>
 HWY_INLINE void DirectPV(float* const* acc, const float* const* p, const T* v,
@@ -121,6 +121,14 @@ HWY_INLINE void DirectPV(float* const* acc, const float* const* p, const T* v,
         // As in DirectScores: each vector loaded into its FMA (W + 2 registers, not 2W + 1).
         const VF w = hn::Set(df, p[0][c]);
         for (int i = 0; i < W; ++i) a[0][i] = hn::MulAdd(w, LoadKv<T, K>(vc, d0 + i * N, dq, rs, ro), a[0][i]);
+      } else if constexpr (R * W + W + 1 > kVecRegs) {
+        // 3 x 4 on 16 registers: the rows' weights first, then a vector at a time (R W + R + 1).
+        VF w[R];
+        for (int r = 0; r < R; ++r) w[r] = hn::Set(df, p[r][c]);
+        for (int i = 0; i < W; ++i) {
+          const VF x = LoadKv<T, K>(vc, d0 + i * N, dq, rs, ro);
+          for (int r = 0; r < R; ++r) a[r][i] = hn::MulAdd(w[r], x, a[r][i]);
+        }
       } else {
         VF x[W];
         for (int i = 0; i < W; ++i) x[i] = LoadKv<T, K>(vc, d0 + i * N, dq, rs, ro);
@@ -212,9 +220,8 @@ struct DirectPath {
                             pf.len);
       return;
     }
-    if (npv == 3) {  // GQA 3: 3 x 4 accumulators on 32 registers, 3 x 2 on 16 (no spare row)
-      DirectPV<3, kVecRegs >= 32 ? 4 : 2, T, VK>(acc, p, v, run.v_stride, l.key.dv, run.len, &vq, nv,
-                                                 pf.v_stride, pf.len);
+    if (npv == 3) {  // GQA 3: 3 x 4 accumulators (no spare row)
+      DirectPV<3, 4, T, VK>(acc, p, v, run.v_stride, l.key.dv, run.len, &vq, nv, pf.v_stride, pf.len);
       return;
     }
     for (std::int64_t a = npv; a < kDirectRows; ++a) {
