@@ -26,7 +26,8 @@
 //   - direct (units of at most kDirectRows query rows, no rope, D a multiple of the vector: decode
 //     at GQA groups up to 4): K and V are loaded and converted in registers inside the Q·K and
 //     P·V loops (Q·K 1 row x 8 columns or 4 x 4; P·V 1 row x 8 vectors or 4 x 4; 3 rows, GQA 3,
-//     as 3 x 4 on 32 vector registers rather than 4 x 4 with a spare row), and the next run's
+//     as 3 x 4 rather than 4 x 4 with a spare row, on 16 vector registers too: a key column or a
+//     value vector at a time), and the next run's
 //     keys are prefetched while scoring and its values while accumulating (into L2), so that the
 //     loads are spread over the whole run rather than issued in bursts during conversions, which
 //     leaves the memory bus idle between bursts; each worker also prefetches the first run of the
