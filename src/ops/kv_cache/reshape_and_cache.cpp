@@ -2,8 +2,13 @@
 // tokens written in order, so a slot given twice keeps the later token).
 #include "npugraph/ops/kv_cache.hpp"
 
+#include <algorithm>
+#include <cstddef>
+#include <cstring>
+
 #include "npugraph/stream.hpp"
 #include "ops/activation/float_io.hpp"
+#include "ops/convert/float_rows.hpp"
 #include "ops/kv_cache/cache_params.hpp"
 
 namespace npugraph::ops {
@@ -13,15 +18,24 @@ using namespace detail_llm;
 
 using cache_impl::CacheParams;
 
-template <class TI, class TC>
-void write(const CacheParams& p) {
-  for (std::int64_t t = 0; t < p.T; ++t) {
-    const std::int64_t slot = p.slots[t];
-    if (slot < 0) continue;
-    for (std::int64_t i = 0; i < p.H; ++i) {
-      store<TC>(p.key_cache, slot * p.H + i, load<TI>(p.key, t * p.H + i));
-      store<TC>(p.value_cache, slot * p.H + i, load<TI>(p.value, t * p.H + i));
-    }
+// One token's H values from `src` (of dtype `from`) into `dst` (of dtype `to`): a copy when the
+// dtypes agree, else the exact row conversions of ops/convert (Note [Exact float rows]: the bits of
+// a scalar T(float(x)), with SIMD).
+void write_row(const void* src, DType from, void* dst, DType to, std::int64_t H) {
+  if (from == to) {
+    std::memcpy(dst, src, static_cast<std::size_t>(H) * dtype_size(from));
+    return;
+  }
+  if (from == DType::f32) return store_row_f32(static_cast<const float*>(src), H, dst, to);
+  constexpr std::int64_t kChunk = 512;
+  float buf[kChunk];
+  const auto in = static_cast<const std::byte*>(src);
+  const auto out = static_cast<std::byte*>(dst);
+  const std::size_t isz = dtype_size(from), osz = dtype_size(to);
+  for (std::int64_t i = 0; i < H; i += kChunk) {
+    const std::int64_t n = std::min(kChunk, H - i);
+    load_row_f32(in + static_cast<std::size_t>(i) * isz, from, n, buf);
+    store_row_f32(buf, n, out + static_cast<std::size_t>(i) * osz, to);
   }
 }
 
@@ -32,10 +46,19 @@ void cache_cpu(const void* raw, std::size_t size, const ExecContext&) {
       NG_THROW(TaskError, "reshape_and_cache: slot_mapping[", t, "] = ", p.slots[t],
                ": outside the cache's ", p.capacity,
                " slots (num_blocks * block_size; negative skips a token) (nothing written)");
-  // One token is a few hundred elements: written in one pass on this thread, in token order.
-  dispatch_float(p.kv_dtype, [&](auto ti) {
-    dispatch_float(p.cache_dtype, [&](auto tc) { write<decltype(ti), decltype(tc)>(p); });
-  });
+  // One token is a few hundred elements: written on this thread, in token order.
+  const auto in = [&](const void* base, std::int64_t t) {
+    return static_cast<const std::byte*>(base) + static_cast<std::size_t>(t * p.H) * dtype_size(p.kv_dtype);
+  };
+  const auto out = [&](void* base, std::int64_t slot) {
+    return static_cast<std::byte*>(base) + static_cast<std::size_t>(slot * p.H) * dtype_size(p.cache_dtype);
+  };
+  for (std::int64_t t = 0; t < p.T; ++t) {
+    const std::int64_t slot = p.slots[t];
+    if (slot < 0) continue;
+    write_row(in(p.key, t), p.kv_dtype, out(p.key_cache, slot), p.cache_dtype, p.H);
+    write_row(in(p.value, t), p.kv_dtype, out(p.value_cache, slot), p.cache_dtype, p.H);
+  }
 }
 
 const KernelDef kCache{.name = "reshape_and_cache", .cpu = cache_cpu,

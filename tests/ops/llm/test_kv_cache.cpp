@@ -19,28 +19,31 @@ Tensor host_zeros(ng::Shape s, DType dt) {
 }
 
 TEST(KvCache, WritesEachTokenAtItsSlot) {
-  const std::int64_t T = 5, KVN = 3, D = 64, NB = 4, BS = 8, H = KVN * D;
+  const std::int64_t T = 5, KVN = 3, NB = 4, BS = 8;
   const std::vector<std::int32_t> slots = {0, 31, -1, 9, 17};
-  for (DType in : {DType::f32, DType::f16})
-    for (DType cd : {DType::f16, DType::bf16, DType::f32})
-      for (bool four_d : {false, true}) {
-        const Tensor k = random_tensor({T, KVN, D}, 1, in), v = random_tensor({T, KVN, D}, 2, in);
-        const ng::Shape cs = four_d ? ng::Shape({NB, BS, KVN, D}) : ng::Shape({NB, BS, H});
-        const Tensor kc = host_zeros(cs, cd), vc = host_zeros(cs, cd);
-        ng::ops::reshape_and_cache(k, v, kc, vc, int_tensor(slots, {T}));
-        ng::device_synchronize();
-        const auto kv = floats(k), vv = floats(v), kcv = floats(kc), vcv = floats(vc);
-        std::vector<float> want_k(kcv.size(), 0), want_v(vcv.size(), 0);
-        for (std::int64_t t = 0; t < T; ++t) {
-          if (slots[t] < 0) continue;
-          for (std::int64_t i = 0; i < H; ++i) {
-            want_k[slots[t] * H + i] = at(make_tensor({kv[t * H + i]}, {1}, cd), 0);
-            want_v[slots[t] * H + i] = at(make_tensor({vv[t * H + i]}, {1}, cd), 0);
+  // D 200: a token of 600 values, longer than the kernel's 512-value conversion chunk.
+  for (std::int64_t D : {64, 200})
+    for (DType in : {DType::f32, DType::f16, DType::bf16})
+      for (DType cd : {DType::f16, DType::bf16, DType::f32})
+        for (bool four_d : {false, true}) {
+          const std::int64_t H = KVN * D;
+          const Tensor k = random_tensor({T, KVN, D}, 1, in), v = random_tensor({T, KVN, D}, 2, in);
+          const ng::Shape cs = four_d ? ng::Shape({NB, BS, KVN, D}) : ng::Shape({NB, BS, H});
+          const Tensor kc = host_zeros(cs, cd), vc = host_zeros(cs, cd);
+          ng::ops::reshape_and_cache(k, v, kc, vc, int_tensor(slots, {T}));
+          ng::device_synchronize();
+          const auto kv = floats(k), vv = floats(v), kcv = floats(kc), vcv = floats(vc);
+          std::vector<float> want_k(kcv.size(), 0), want_v(vcv.size(), 0);
+          for (std::int64_t t = 0; t < T; ++t) {
+            if (slots[t] < 0) continue;
+            for (std::int64_t i = 0; i < H; ++i) {
+              want_k[slots[t] * H + i] = at(make_tensor({kv[t * H + i]}, {1}, cd), 0);
+              want_v[slots[t] * H + i] = at(make_tensor({vv[t * H + i]}, {1}, cd), 0);
+            }
           }
+          EXPECT_EQ(kcv, want_k);
+          EXPECT_EQ(vcv, want_v);
         }
-        EXPECT_EQ(kcv, want_k);
-        EXPECT_EQ(vcv, want_v);
-      }
 }
 
 TEST(KvCache, ARepeatedSlotKeepsTheLaterToken) {
