@@ -58,7 +58,7 @@ void make_paged(const FiaCaseSpec& s, std::uint32_t seed, FiaInputs& in) {
     const std::int64_t used = ceil_div(s.kv_lengths[static_cast<std::size_t>(b)], s.block_size);
     for (std::int64_t i = 0; i < used; ++i) t[b * max_blocks + i] = ids[next++];
   }
-  const ng::Shape cache = s.bsh ? ng::Shape{blocks, s.block_size, s.kv_heads * s.dim}
+  const ng::Shape cache = s.bsh && !s.bsh_query_only ? ng::Shape{blocks, s.block_size, s.kv_heads * s.dim}
                                 : ng::Shape{blocks, s.kv_heads, s.block_size, s.dim};
   in.k = random_tensor(cache, s.dtype, seed + 1);
   in.v = random_tensor(cache, s.dtype, seed + 2);
@@ -153,6 +153,9 @@ const std::vector<FiaCaseSpec>& fia_case_specs() {
       // apart), and cold: 64 copies (41 MB) in turn, as a step's 30 layers' caches exceed the L3.
       {.name = "decode_f16_small_b8_bsh", .batch = 8, .heads = 9, .kv_heads = 3, .dim = 64,
        .kv_lengths = ragged_lengths(8, 190, 230), .block_size = 128, .bsh = true, .copies = 64},
+      {.name = "decode_f16_small_b8_bshnd", .batch = 8, .heads = 9, .kv_heads = 3, .dim = 64,
+       .kv_lengths = ragged_lengths(8, 190, 230), .block_size = 128, .bsh = true, .bsh_query_only = true,
+       .copies = 64},
       {.name = "decode_f16_small_b8_bshhot", .batch = 8, .heads = 9, .kv_heads = 3, .dim = 64,
        .kv_lengths = ragged_lengths(8, 190, 230), .block_size = 128, .bsh = true, .hot = true},
       // The same past kMinSplit (256): long chats, where each row's KV splits are its own length's

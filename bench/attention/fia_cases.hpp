@@ -21,6 +21,7 @@ struct FiaCaseSpec {
   std::vector<std::int64_t> kv_lengths;    // one per batch
   std::int64_t block_size = 0;             // 0: contiguous BNSD; else paged [blocks, KV_N, bs, D]
   bool bsh = false;                        // paged only: BSH, the cache [blocks, bs, KV_N * D] (the decode engine's)
+  bool bsh_query_only = false;             // with bsh: the query BSH, the cache still [blocks, KV_N, bs, D]
   bool causal = false;                     // sparse_mode 3 with the compressed 2048 x 2048 mask
   // One copy of a KV small enough for the last-level cache: the kernel's own rate without DRAM (its
   // GBps over the DRAM read rate says how far the kernel is from being the limit), decode only.

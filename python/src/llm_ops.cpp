@@ -288,17 +288,26 @@ void bind_llm_ops(py::module_& m) {
 
   m.def(
       "_npu_reshape_and_cache",
-      [](py::handle key, py::handle value, py::handle key_cache, py::handle value_cache, py::handle slot_indices) {
+      [](py::handle key, py::handle value, py::handle key_cache, py::handle value_cache, py::handle slot_indices,
+         const std::string& cache_layout) {
         const Tensor k = to_tensor(key, "key"), v = to_tensor(value, "value");
         const Tensor kc = to_tensor(key_cache, "key_cache"), vc = to_tensor(value_cache, "value_cache");
         const Tensor s = to_tensor(slot_indices, "slot_indices");
-        run(k, [&] { ops::reshape_and_cache(k, v, kc, vc, s); });
+        NG_CHECK_ARG(cache_layout == "token_major" || cache_layout == "head_major",
+                     "_npu_reshape_and_cache: cache_layout = '", cache_layout,
+                     "': must be 'token_major' or 'head_major'");
+        const auto layout =
+            cache_layout == "head_major" ? ops::KvCacheLayout::head_major : ops::KvCacheLayout::token_major;
+        run(k, [&] { ops::reshape_and_cache(k, v, kc, vc, s, layout); });
       },
       py::arg("key"), py::arg("value"), py::arg("key_cache"), py::arg("value_cache"), py::arg("slot_indices"),
+      py::kw_only(), py::arg("cache_layout") = "token_major",
       "torch_npu._npu_reshape_and_cache: writes key/value [tokens, kv_heads, head_dim] into the paged\n"
-      "caches [num_blocks, block_size, kv_heads * head_dim] (or [..., kv_heads, head_dim]) at\n"
-      "slot_indices (int32, slot = block * block_size + offset; negative: skipped). A slot past the\n"
-      "cache raises npugraph.TaskError naming it (nothing written).");
+      "caches at slot_indices (int32, slot = block * block_size + offset; negative: skipped).\n"
+      "cache_layout: 'token_major' (torch_npu's): [num_blocks, block_size, kv_heads * head_dim] (or\n"
+      "[..., kv_heads, head_dim]); 'head_major' (npugraph's): [num_blocks, kv_heads, block_size, head_dim],\n"
+      "which fused_infer_attention_score reads as a BNSD paged cache. A slot past the cache raises\n"
+      "npugraph.TaskError naming it (nothing written).");
 
   m.def(
       "npu_argmax",

@@ -180,6 +180,17 @@ def test_reshape_and_cache(rng):
     assert not kc.reshape(8, 16)[[1, 2, 3, 4, 6, 7]].any()
     with pytest.raises(npugraph.TaskError, match=r"slot_mapping\[0\] = 8: outside the cache's 8 slots"):
         op("_npu_reshape_and_cache")(k[:1], v[:1], kc, vc, np.array([8], dtype=np.int32))
+    # head_major: [num_blocks, kv_heads, block_size, head_dim]; slot 5 is block 1, row 1 of each head
+    hkc = np.zeros((2, 2, 4, 8), np.float16)
+    hvc = np.zeros((2, 2, 4, 8), np.float16)
+    op("_npu_reshape_and_cache")(k, v, hkc, hvc, np.array([5, -1, 0], dtype=np.int32), cache_layout="head_major")
+    np.testing.assert_array_equal(hkc[1, :, 1], k[0].astype(np.float16))
+    np.testing.assert_array_equal(hvc[0, :, 0], v[2].astype(np.float16))
+    assert np.count_nonzero(hkc) == np.count_nonzero(k[[0, 2]].astype(np.float16))
+    with pytest.raises(ValueError, match=r"cache_layout = 'bnsd': must be 'token_major' or 'head_major'"):
+        op("_npu_reshape_and_cache")(k, v, hkc, hvc, np.array([5, -1, 0], dtype=np.int32), cache_layout="bnsd")
+    with pytest.raises(ValueError, match=r"a head_major cache must be \[num_blocks, kv_heads"):
+        op("_npu_reshape_and_cache")(k, v, kc, vc, np.array([5, -1, 0], dtype=np.int32), cache_layout="head_major")
 
 
 def test_argmax_and_sampling(rng):

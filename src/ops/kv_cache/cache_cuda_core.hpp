@@ -35,8 +35,9 @@ NG_HD inline bool skip_share(const CacheParams& p, std::int64_t t, std::int64_t 
 // Phase 2: element i of token t (the caller skipped tokens phase 1 refused and negative slots).
 NG_HD inline void copy_element(const CacheParams& p, std::int64_t t, std::int64_t i) {
   const std::int64_t slot = p.slots[t];
-  store(p.cache_dtype, p.key_cache, slot * p.H + i, load(p.kv_dtype, p.key, t * p.H + i));
-  store(p.cache_dtype, p.value_cache, slot * p.H + i, load(p.kv_dtype, p.value, t * p.H + i));
+  const std::int64_t at = cache_offset(p, slot, i);
+  store(p.cache_dtype, p.key_cache, at, load(p.kv_dtype, p.key, t * p.H + i));
+  store(p.cache_dtype, p.value_cache, at, load(p.kv_dtype, p.value, t * p.H + i));
 }
 
 }  // namespace npugraph::ops::cache_impl::cuda_core

@@ -46,18 +46,23 @@ void cache_cpu(const void* raw, std::size_t size, const ExecContext&) {
       NG_THROW(TaskError, "reshape_and_cache: slot_mapping[", t, "] = ", p.slots[t],
                ": outside the cache's ", p.capacity,
                " slots (num_blocks * block_size; negative skips a token) (nothing written)");
-  // One token is a few hundred elements: written on this thread, in token order.
-  const auto in = [&](const void* base, std::int64_t t) {
-    return static_cast<const std::byte*>(base) + static_cast<std::size_t>(t * p.H) * dtype_size(p.kv_dtype);
+  // One token is a few hundred elements: written on this thread, in token order, a run of values
+  // at a time (the whole token, or one head's D values in a head-major cache).
+  const std::int64_t run = p.head_major ? p.D : p.H;
+  const std::size_t in_size = dtype_size(p.kv_dtype), out_size = dtype_size(p.cache_dtype);
+  const auto in = [&](const void* base, std::int64_t t, std::int64_t i) {
+    return static_cast<const std::byte*>(base) + static_cast<std::size_t>(t * p.H + i) * in_size;
   };
-  const auto out = [&](void* base, std::int64_t slot) {
-    return static_cast<std::byte*>(base) + static_cast<std::size_t>(slot * p.H) * dtype_size(p.cache_dtype);
+  const auto out = [&](void* base, std::int64_t slot, std::int64_t i) {
+    return static_cast<std::byte*>(base) + static_cast<std::size_t>(cache_offset(p, slot, i)) * out_size;
   };
   for (std::int64_t t = 0; t < p.T; ++t) {
     const std::int64_t slot = p.slots[t];
     if (slot < 0) continue;
-    write_row(in(p.key, t), p.kv_dtype, out(p.key_cache, slot), p.cache_dtype, p.H);
-    write_row(in(p.value, t), p.kv_dtype, out(p.value_cache, slot), p.cache_dtype, p.H);
+    for (std::int64_t i = 0; i < p.H; i += run) {
+      write_row(in(p.key, t, i), p.kv_dtype, out(p.key_cache, slot, i), p.cache_dtype, run);
+      write_row(in(p.value, t, i), p.kv_dtype, out(p.value_cache, slot, i), p.cache_dtype, run);
+    }
   }
 }
 
@@ -69,13 +74,24 @@ std::int64_t token_elems(const char* arg, const Tensor& t) {
   check_float("reshape_and_cache", arg, t);
   NG_CHECK_ARG(t.dim() == 3 || t.dim() == 2, "reshape_and_cache: ", arg, " = ", t.str(),
                ": must be [tokens, kv_heads, head_dim] or [tokens, kv_heads * head_dim]");
-  return t.numel() / std::max<std::int64_t>(1, t.size(0));
+  return t.dim() == 3 ? t.size(1) * t.size(2) : t.size(1);
 }
 
-// [num_blocks, block_size, H] or [num_blocks, block_size, KV_N, D] -> the slot count.
-std::int64_t cache_slots(const char* arg, const Tensor& c, std::int64_t H, const Tensor& key) {
+// The cache's slot count, its shape checked against the layout and the token's H values (key:
+// [T, KV_N, D] or [T, KV_N * D]).
+std::int64_t cache_slots(const char* arg, const Tensor& c, KvCacheLayout layout, std::int64_t H,
+                         const Tensor& key) {
   constexpr const char* op = "reshape_and_cache";
   check_float(op, arg, c);
+  if (layout == KvCacheLayout::head_major) {
+    NG_CHECK_ARG(c.dim() == 4 && c.size(0) > 0 && c.size(2) > 0, op, ": ", arg, " = ", c.str(),
+                 ": a head_major cache must be [num_blocks, kv_heads, block_size, head_dim]");
+    NG_CHECK_ARG(c.size(1) * c.size(3) == H && (key.dim() != 3 || (key.size(1) == c.size(1) &&
+                                                                   key.size(2) == c.size(3))),
+                 op, ": ", arg, " = ", c.str(), ": its kv_heads and head_dim must be those of key = ",
+                 key.str());
+    return c.size(0) * c.size(2);
+  }
   NG_CHECK_ARG((c.dim() == 3 || c.dim() == 4) && c.size(0) > 0 && c.size(1) > 0, op, ": ", arg,
                " = ", c.str(),
                ": must be [num_blocks, block_size, kv_heads * head_dim] or [num_blocks, block_size, kv_heads, head_dim]");
@@ -90,7 +106,7 @@ std::int64_t cache_slots(const char* arg, const Tensor& c, std::int64_t H, const
 const KernelDef& reshape_and_cache_kernel() { return kCache; }
 
 void reshape_and_cache(const Tensor& key, const Tensor& value, const Tensor& key_cache,
-                       const Tensor& value_cache, const Tensor& slot_mapping) {
+                       const Tensor& value_cache, const Tensor& slot_mapping, KvCacheLayout layout) {
   const Stream& stream = current_stream_ref(key.device());
   const UpdateErrorGuard guard(stream);
   constexpr const char* op = "reshape_and_cache";
@@ -98,8 +114,10 @@ void reshape_and_cache(const Tensor& key, const Tensor& value, const Tensor& key
   token_elems("value", value);
   NG_CHECK_ARG(value.shape() == key.shape() && value.dtype() == key.dtype(), op, ": value = ",
                value.str(), ": must have the shape and dtype of key = ", key.str());
-  const std::int64_t slots = cache_slots("key_cache", key_cache, H, key);
-  cache_slots("value_cache", value_cache, H, key);
+  NG_CHECK_ARG(layout == KvCacheLayout::token_major || layout == KvCacheLayout::head_major, op,
+               ": layout = ", static_cast<int>(layout), ": must be token_major or head_major");
+  const std::int64_t slots = cache_slots("key_cache", key_cache, layout, H, key);
+  cache_slots("value_cache", value_cache, layout, H, key);
   NG_CHECK_ARG(value_cache.shape() == key_cache.shape() && value_cache.dtype() == key_cache.dtype(),
                op, ": value_cache = ", value_cache.str(), ": must have the shape and dtype of key_cache = ",
                key_cache.str());
@@ -121,6 +139,11 @@ void reshape_and_cache(const Tensor& key, const Tensor& value, const Tensor& key
   p.capacity = slots;
   p.kv_dtype = key.dtype();
   p.cache_dtype = key_cache.dtype();
+  if (layout == KvCacheLayout::head_major) {
+    p.head_major = true;
+    p.block_size = key_cache.size(2);
+    p.D = key_cache.size(3);
+  }
   const Tensor* uses[] = {&key, &value, &key_cache, &value_cache, &slot_mapping};
   launch(stream, kCache, p, uses);
 }

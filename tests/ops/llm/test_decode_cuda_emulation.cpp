@@ -239,26 +239,29 @@ void emulate_cache(const ops::cache_impl::CacheParams& p) {
 
 TEST(DecodeCudaEmulation, ReshapeAndCacheIsBitwiseTheCpuOpWithRepeatedAndNegativeSlots) {
   const std::vector<std::int32_t> slots{5, -1, 2, 5, 0};  // slot 5 twice: the later token stays
-  for (const auto& [dkv, dc] : {std::pair{DType::f32, DType::f16}, {DType::f32, DType::f32}, {DType::bf16, DType::bf16}}) {
-    const Tensor k = random_tensor({5, 2, 8}, 13, dkv), v = random_tensor({5, 2, 8}, 14, dkv);
-    const Tensor kc = random_tensor({2, 4, 16}, 15, dc), vc = random_tensor({2, 4, 16}, 16, dc);
-    const Tensor ekc = random_tensor({2, 4, 16}, 15, dc), evc = random_tensor({2, 4, 16}, 16, dc);
-    const Tensor sm = int_tensor(slots, {5});
-    ops::reshape_and_cache(k, v, kc, vc, sm);
-    ng::device_synchronize();
-    ops::cache_impl::CacheParams p{k.data(), v.data(), ekc.data(), evc.data(), sm.data_ptr<std::int32_t>(),
-                                   5, 16, 8, dkv, dc};
-    emulate_cache(p);
-    EXPECT_TRUE(same_bytes(ekc, kc)) << ng::dtype_name(dc);
-    EXPECT_TRUE(same_bytes(evc, vc)) << ng::dtype_name(dc);
-    // A slot past the capacity: the CPU kernel writes nothing and throws; the CUDA one writes nothing.
-    const Tensor bad = int_tensor({1, 8, 3, 4, 0}, {5});
-    const Tensor before = zeros_like(ekc);
-    std::memcpy(before.data(), ekc.data(), ekc.nbytes());
-    p.slots = bad.data_ptr<std::int32_t>();
-    emulate_cache(p);
-    EXPECT_TRUE(same_bytes(ekc, before));
-  }
+  for (const auto& [dkv, dc] : {std::pair{DType::f32, DType::f16}, {DType::f32, DType::f32}, {DType::bf16, DType::bf16}})
+    for (bool head_major : {false, true}) {  // [2 blocks, 4 slots, 2 heads * 8] or [2, 2 heads, 4, 8]
+      const ng::Shape cs = head_major ? ng::Shape{2, 2, 4, 8} : ng::Shape{2, 4, 16};
+      const Tensor k = random_tensor({5, 2, 8}, 13, dkv), v = random_tensor({5, 2, 8}, 14, dkv);
+      const Tensor kc = random_tensor(cs, 15, dc), vc = random_tensor(cs, 16, dc);
+      const Tensor ekc = random_tensor(cs, 15, dc), evc = random_tensor(cs, 16, dc);
+      const Tensor sm = int_tensor(slots, {5});
+      ops::reshape_and_cache(k, v, kc, vc, sm,
+                             head_major ? ops::KvCacheLayout::head_major : ops::KvCacheLayout::token_major);
+      ng::device_synchronize();
+      ops::cache_impl::CacheParams p{k.data(), v.data(), ekc.data(), evc.data(), sm.data_ptr<std::int32_t>(),
+                                     5, 16, 8, dkv, dc, head_major, head_major ? 4 : 0, head_major ? 8 : 0};
+      emulate_cache(p);
+      EXPECT_TRUE(same_bytes(ekc, kc)) << ng::dtype_name(dc);
+      EXPECT_TRUE(same_bytes(evc, vc)) << ng::dtype_name(dc);
+      // A slot past the capacity: the CPU kernel writes nothing and throws; the CUDA one writes nothing.
+      const Tensor bad = int_tensor({1, 8, 3, 4, 0}, {5});
+      const Tensor before = zeros_like(ekc);
+      std::memcpy(before.data(), ekc.data(), ekc.nbytes());
+      p.slots = bad.data_ptr<std::int32_t>();
+      emulate_cache(p);
+      EXPECT_TRUE(same_bytes(ekc, before));
+    }
 }
 
 // ---- linear / weight_quant_linear: a warp per weight row, its lanes and butterfly ----
