@@ -132,8 +132,9 @@ ModelRunner::ModelRunner(std::shared_ptr<const Model> model, const EngineOptions
     lw.gate_up = for_linear(w.gate_up);
   }
   for (std::int64_t l = 0; l < c.layers; ++l) {
-    k_cache_.push_back(empty({nb, bs, kv_dim_}, options.kv_dtype, d));
-    v_cache_.push_back(empty({nb, bs, kv_dim_}, options.kv_dtype, d));
+    const std::int64_t hd = model_->config().head_dim;  // Note [KV cache layout]
+    k_cache_.push_back(empty({nb, kv_heads_, bs, hd}, options.kv_dtype, d));
+    v_cache_.push_back(empty({nb, kv_heads_, bs, hd}, options.kv_dtype, d));
   }
   if (c.sliding_window > 0 && c.sliding_window < options.max_context) {  // Note [Sliding window]
     window_ = c.sliding_window;

@@ -47,7 +47,7 @@ struct LayerStep {
   Tensor gate, up, gate_up;    // gate_up defined: gate|up as one GEMV, swiglu reading its halves
   Tensor positions, slots;     // [n] int32
   Tensor rope_freqs;           // Model::rope_freqs on the device (undefined without them)
-  Tensor k_cache, v_cache;     // this layer's
+  Tensor k_cache, v_cache;     // this layer's, head-major (Note [KV cache layout] in runner.hpp)
   // A mixed step's decode rows (rows [0, split) of every tensor above; Note [Mixed steps]): a
   // projection whose arithmetic depends on the row count is issued per part. 0: one pass's rows.
   std::int64_t split = 0;

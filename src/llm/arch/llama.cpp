@@ -191,7 +191,8 @@ void llama_layer(const LayerStep& s) {
                               .freq_factors = s.rope_freqs};
   ops::rotary_embedding_out(s.positions, q3, q3, rope);
   ops::rotary_embedding_out(s.positions, k3, k3, rope);
-  ops::reshape_and_cache(k3, s.v.view({n, s.kv_heads, hd}), s.k_cache, s.v_cache, s.slots);
+  ops::reshape_and_cache(k3, s.v.view({n, s.kv_heads, hd}), s.k_cache, s.v_cache, s.slots,
+                         ops::KvCacheLayout::head_major);
   s.attention();
   matmul(s.attn, w.o, Tensor(), s.h, s);
   s.reduce(s.h);
