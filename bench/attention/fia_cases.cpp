@@ -149,10 +149,11 @@ const std::vector<FiaCaseSpec>& fia_case_specs() {
        .block_size = 128, .hot = true},
       {.name = "decode_f16_small_b8", .batch = 8, .heads = 9, .kv_heads = 3, .dim = 64,
        .kv_lengths = ragged_lengths(8, 150, 190), .block_size = 128, .hot = true},
-      // The engine's own form of it: BSH, the cache [blocks, 128, KV_N * D] (a KV head's rows 384 bytes
+      // The engine's old form of it: BSH, the cache [blocks, 128, KV_N * D] (a KV head's rows 384 bytes
       // apart), and cold: 64 copies (41 MB) in turn, as a step's 30 layers' caches exceed the L3.
       {.name = "decode_f16_small_b8_bsh", .batch = 8, .heads = 9, .kv_heads = 3, .dim = 64,
        .kv_lengths = ragged_lengths(8, 190, 230), .block_size = 128, .bsh = true, .copies = 64},
+      // Its form now (Note [KV cache layout] in src/llm/runner.hpp): the cache head-major.
       {.name = "decode_f16_small_b8_bshnd", .batch = 8, .heads = 9, .kv_heads = 3, .dim = 64,
        .kv_lengths = ragged_lengths(8, 190, 230), .block_size = 128, .bsh = true, .bsh_query_only = true,
        .copies = 64},

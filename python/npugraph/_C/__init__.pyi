@@ -211,12 +211,14 @@ def _npu_fused_infer_attention_score_v2_get_max_workspace(query: typing.Any, key
     """
     The workspace (uint8) the .out form needs for the worst case of these shapes.
     """
-def _npu_reshape_and_cache(key: typing.Any, value: typing.Any, key_cache: typing.Any, value_cache: typing.Any, slot_indices: typing.Any) -> None:
+def _npu_reshape_and_cache(key: typing.Any, value: typing.Any, key_cache: typing.Any, value_cache: typing.Any, slot_indices: typing.Any, *, cache_layout: str = 'token_major') -> None:
     """
     torch_npu._npu_reshape_and_cache: writes key/value [tokens, kv_heads, head_dim] into the paged
-    caches [num_blocks, block_size, kv_heads * head_dim] (or [..., kv_heads, head_dim]) at
-    slot_indices (int32, slot = block * block_size + offset; negative: skipped). A slot past the
-    cache raises npugraph.TaskError naming it (nothing written).
+    caches at slot_indices (int32, slot = block * block_size + offset; negative: skipped).
+    cache_layout: 'token_major' (torch_npu's): [num_blocks, block_size, kv_heads * head_dim] (or
+    [..., kv_heads, head_dim]); 'head_major' (npugraph's): [num_blocks, kv_heads, block_size, head_dim],
+    which fused_infer_attention_score reads as a BNSD paged cache. A slot past the cache raises
+    npugraph.TaskError naming it (nothing written).
     """
 def _torch_op_route(ordering: bool) -> int:
     """
