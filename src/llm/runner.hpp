@@ -59,8 +59,8 @@
 // arithmetic are the same in both (FIA's result is bitwise the same; tests/ops/llm/
 // test_kv_cache.cpp), only the addresses differ. Measured (AMD EPYC Zen 3, AVX2, 2 cores):
 // SmolLM2's attention layer at batch 8 from a cold cache, `bench_attention
-// --benchmark_filter='fia/decode_f16_small_b8_bsh(nd)?/fast_graph'`, 255-314 us a call
-// token-major against 163-212 us head-major.
+// --benchmark_filter='fia/decode_f16_small_b8_bsh(nd)?/fast_graph'`, us_per_call in three rounds:
+// 221-251 us token-major against 134-166 us head-major.
 //
 // Note [Engine on a device]
 // EngineOptions::device places the step on the cpu or on cuda:N. On cuda the runner copies the
