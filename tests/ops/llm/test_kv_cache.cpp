@@ -1,6 +1,7 @@
-// reshape_and_cache against a reference scatter: dtypes, both cache layouts, negative slots,
-// repeated slots, a bad slot failing the task with nothing written; a captured graph follows the
-// slot mapping; FIA reads what it wrote through block_table; argument errors.
+// reshape_and_cache against a reference scatter: dtypes, the token-major caches (3-D and 4-D) and
+// the head-major one, negative slots, repeated slots, a bad slot failing the task with nothing
+// written; a captured graph follows the slot mapping; FIA reads what it wrote through block_table
+// (both layouts, the same bits); argument errors.
 #include <gtest/gtest.h>
 
 #include <cstring>
