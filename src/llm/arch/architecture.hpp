@@ -121,6 +121,9 @@ std::vector<LayerTensor> tensor_table(Parts... parts) {
 // with the biases the weights have); act = activation(y Wg^T) * (y Wu^T), SwiGLU or GeGLU (gelu).
 void qkv_projections(const LayerStep& s);
 void gated_ffn(const LayerStep& s, bool gelu);
+// k3 [n, kv_heads, head_dim] and s.v into the layer's caches at s.slots, in the caches' layout
+// (head-major: Note [KV cache layout] in runner.hpp).
+void cache_kv(const LayerStep& s, const Tensor& k3);
 
 // A projection: weight_quant_linear or linear, q8 activations only where the weight's type has a
 // kernel for them (Note [Quantisation table]). bias may be undefined.

@@ -21,7 +21,6 @@
 
 #include "npugraph/error.hpp"
 #include "npugraph/ops/elementwise.hpp"
-#include "npugraph/ops/kv_cache.hpp"
 #include "npugraph/ops/rms_norm.hpp"
 #include "npugraph/ops/rope.hpp"
 
@@ -73,8 +72,7 @@ class Gemma3 final : public Architecture {
                                 .freq_scale = sliding ? 1.0 : c.rope_freq_scale, .freq_factors = s.rope_freqs};
     ops::rotary_embedding_out(s.positions, q3, q3, rope);
     ops::rotary_embedding_out(s.positions, k3, k3, rope);
-    ops::reshape_and_cache(k3, s.v.view({n, s.kv_heads, hd}), s.k_cache, s.v_cache, s.slots,
-                           ops::KvCacheLayout::head_major);
+    cache_kv(s, k3);
     s.attention();
     matmul(s.attn, w.o, Tensor(), s.h, s);
     s.reduce(s.h);

@@ -176,6 +176,10 @@ void gated_ffn(const LayerStep& s, bool gelu) {
   }
 }
 
+void cache_kv(const LayerStep& s, const Tensor& k3) {
+  ops::reshape_and_cache(k3, s.v.view(k3.shape()), s.k_cache, s.v_cache, s.slots, ops::KvCacheLayout::head_major);
+}
+
 void llama_layer(const LayerStep& s) {
   const ModelConfig& c = *s.config;
   const LayerWeights& w = *s.w;
@@ -191,8 +195,7 @@ void llama_layer(const LayerStep& s) {
                               .freq_factors = s.rope_freqs};
   ops::rotary_embedding_out(s.positions, q3, q3, rope);
   ops::rotary_embedding_out(s.positions, k3, k3, rope);
-  ops::reshape_and_cache(k3, s.v.view({n, s.kv_heads, hd}), s.k_cache, s.v_cache, s.slots,
-                         ops::KvCacheLayout::head_major);
+  cache_kv(s, k3);
   s.attention();
   matmul(s.attn, w.o, Tensor(), s.h, s);
   s.reduce(s.h);
