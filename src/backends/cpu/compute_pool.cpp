@@ -91,6 +91,7 @@ void ComputePool::retire_untraced(Job* job) {
 }
 
 void ComputePool::helper_loop(int index) {
+  t_pool_helper = index;
   std::unique_lock lock(mu_);
   for (;;) {
     Job* job = nullptr;
@@ -120,7 +121,7 @@ void ComputePool::helper_loop(int index) {
     }
     job->active_.fetch_add(1, std::memory_order_relaxed);
     lock.unlock();
-    if (tracing_on()) {  // Note [Pool events in the trace]
+    if (tracing_on() && !job->traces_itself()) {  // Note [Pool events in the trace]
       const std::int64_t start = trace_now_ns();
       job->help();
       trace_event({.name = "help", .category = "helper", .start_ns = start, .duration_ns = trace_now_ns() - start,

@@ -27,6 +27,8 @@ class ComputePool final : public ChunkRunner {
     virtual ~Job() = default;
     virtual bool has_work() const = 0;
     virtual void help() = 0;
+    // Whether help() records its own "help" events while tracing (Note [A replay's team]).
+    virtual bool traces_itself() const { return false; }
 
    private:
     friend class ComputePool;
@@ -73,6 +75,9 @@ class ComputePool final : public ChunkRunner {
   bool stop_ = false;
   std::vector<std::thread> threads_;
 };
+
+// The index of the pool helper running on this thread; -1 on other threads.
+inline thread_local int t_pool_helper = -1;
 
 // The process-wide pool: hardware_concurrency() - 1 helpers.
 ComputePool& compute_pool();

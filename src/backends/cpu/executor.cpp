@@ -7,7 +7,8 @@
 // Other newly ready nodes go to a shared queue; sources are claimed in shrinking batches from one
 // atomic cursor. Helpers from the compute pool join only graphs that have parallel work (a fork or
 // several sources), and only as many as the stream's thread count allows. The owner returns once all
-// sinks have run — every node is an ancestor of a sink, so then every node has run.
+// sinks have run — every node is an ancestor of a sink, so then every node has run. A chain's
+// parallel kernels share one team of helpers for the whole replay (Note [A replay's team]).
 #include <algorithm>
 #include <chrono>
 #include <cstring>
@@ -89,7 +90,7 @@ void RunState::run_node(std::uint32_t id) {
 void RunState::run_node_untraced(std::uint32_t id, const ExecNode& node) {
   try {
     if (node.kind == TaskKind::kernel) {
-      const ExecContext ctx(pool, stream->num_threads);
+      const ExecContext ctx(use_team ? static_cast<ChunkRunner*>(&team) : pool, stream->num_threads);
       if (node.group < 0) {
         node.fn(node.params, node.param_size, ctx);
       } else {
@@ -203,8 +204,12 @@ void run_graph(ExecGraph& graph, TablePin pin, LaunchTicket ticket, StreamState&
   run->sinks_left.store(graph.sinks, std::memory_order_release);
   const bool helpers = run->parallel && stream.num_threads > 1 && pool.helpers() > 0;
   if (helpers) pool.post(run.get(), stream.num_threads - 1);
+  // A chain runs one node at a time, here: its kernels' chunks go to one team for the whole replay.
+  run->use_team = !run->parallel && stream.num_threads > 1 && pool.helpers() > 0;
+  if (run->use_team) run->team.begin(pool, stream.num_threads - 1);
   run->work(/*owner=*/true);
   if (helpers) pool.retire(run.get());
+  if (run->use_team) run->team.end();
   for (auto& p : run->pinned) p.reset();
   run->table.reset();
   {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "backends/cpu/compute_pool.hpp"
+#include "backends/cpu/replay_team.hpp"
 #include "graph/exec_graph.hpp"
 
 namespace npugraph::detail {
@@ -36,6 +37,8 @@ struct RunState final : ComputePool::Job {
   StreamState* stream = nullptr;
   ComputePool* pool = nullptr;
   bool parallel = false;  // whether helpers are invited
+  bool use_team = false;  // a chain's kernels run their chunks on `team` (Note [A replay's team])
+  ReplayTeam team;
 
   std::unique_ptr<std::atomic<std::int32_t>[]> counters;
   TablePin table;                // the launch table pinned at launch (Note [Update order])
