@@ -202,11 +202,12 @@ void run_graph(ExecGraph& graph, TablePin pin, LaunchTicket ticket, StreamState&
   run->next_source.store(0, std::memory_order_relaxed);
   run->cancelled.store(false, std::memory_order_relaxed);
   run->sinks_left.store(graph.sinks, std::memory_order_release);
-  const bool helpers = run->parallel && stream.num_threads > 1 && pool.helpers() > 0;
-  if (helpers) pool.post(run.get(), stream.num_threads - 1);
   // A chain runs one node at a time, here: its kernels' chunks go to one team for the whole replay.
+  // Set before post(): a parallel graph's helpers read use_team.
   run->use_team = !run->parallel && stream.num_threads > 1 && pool.helpers() > 0;
   if (run->use_team) run->team.begin(pool, stream.num_threads - 1);
+  const bool helpers = run->parallel && stream.num_threads > 1 && pool.helpers() > 0;
+  if (helpers) pool.post(run.get(), stream.num_threads - 1);
   run->work(/*owner=*/true);
   if (helpers) pool.retire(run.get());
   if (run->use_team) run->team.end();

@@ -45,7 +45,8 @@ void ReplayTeam::run_chunks(std::int64_t n, std::int64_t grain, int threads, Chu
     for (std::int64_t b = 0; b < n; b += grain) fn(obj, b, std::min(n, b + grain));
     return;
   }
-  if (chunks > kMaxChunks || in_job_ || std::this_thread::get_id() != owner_)
+  // The owner's thread first: in_job_ is the owner's alone.
+  if (std::this_thread::get_id() != owner_ || in_job_ || chunks > kMaxChunks)
     return pool_->run_chunks(n, grain, threads, fn, obj);
   in_job_ = true;
   // Every chunk of the last job has finished (wait_done), so no helper reads these now.
