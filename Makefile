@@ -16,7 +16,7 @@ PACKAGES := cmake make g++ libgtest-dev libgmock-dev libbenchmark-dev \
             libhwy-dev libtbb-dev libopenblas0-pthread \
             clang-16 libclang-rt-16-dev python3-venv graphviz \
             openmpi-bin libopenmpi-dev python3-mpi4py libboost-dev nlohmann-json3-dev pkg-config \
-            chromium chromium-driver
+            chromium chromium-driver ccache
 PYTHON := /usr/bin/python3
 # The project venv (PEP 668: Debian's Python takes no pip installs): Debian's torch, numpy and
 # pybind11 stay visible; the pinned test packages of tools/requirements-test.txt go into it.
@@ -34,7 +34,13 @@ TORCH27_VENV ?= $(HOME)/.cache/npugraph/venv-torch2.7
 TORCH27_PY := $(TORCH27_VENV)/bin/python
 # The module is built for the venv's interpreter (Debian's python3 behind it), the one pip uses too,
 # against the venv's pinned pybind11 (>= 2.12 reads numpy 2's dtype layout; Debian's 2.10 does not).
-CMAKE_COMMON := -DNPUGRAPH_WERROR=ON -DPython3_EXECUTABLE=$(CURDIR)/$(VENV_PY) \
+# Every build goes through ccache (in PACKAGES; looked up when the recipe runs, so the first run on
+# a fresh machine has it too): a machine that built before recompiles only what changed, in any
+# clone. Paths under the checkout are hashed relative to it, and the working directory not at all.
+CCACHE_LAUNCHERS := $(foreach l,C CXX CUDA,-DCMAKE_$(l)_COMPILER_LAUNCHER=$$(command -v ccache))
+export CCACHE_BASEDIR := $(CURDIR)
+export CCACHE_NOHASHDIR := 1
+CMAKE_COMMON := $(CCACHE_LAUNCHERS) -DNPUGRAPH_WERROR=ON -DPython3_EXECUTABLE=$(CURDIR)/$(VENV_PY) \
                 -Dpybind11_DIR=$$($(CURDIR)/$(VENV_PY) -m pybind11 --cmakedir) \
                 -DNPUGRAPH_TORCH2_PYTHON=$(TORCH2_PY) -DNPUGRAPH_TORCH27_PYTHON=$(TORCH27_PY)
 
@@ -183,7 +189,7 @@ FUZZ_ENV := ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:allocator_may_return_nu
 FUZZ_RUN_FLAGS := -timeout=20 -rss_limit_mb=4096 -max_len=4096 -print_final_stats=1
 
 fuzz-build: setup
-	cmake -S . -B $(FUZZ_BUILD) $(SANITIZE_FLAGS) -DCMAKE_CXX_COMPILER=$(FUZZ_CXX) \
+	cmake -S . -B $(FUZZ_BUILD) $(SANITIZE_FLAGS) $(CCACHE_LAUNCHERS) -DCMAKE_CXX_COMPILER=$(FUZZ_CXX) \
 	  -DNPUGRAPH_SANITIZE=fuzzer -DNPUGRAPH_BUILD_TESTS=OFF -DNPUGRAPH_BUILD_BENCH=OFF \
 	  -DNPUGRAPH_BUILD_EXAMPLES=OFF -DNPUGRAPH_BUILD_PYTHON=OFF $(CMAKE_FLAGS)
 	cmake --build $(FUZZ_BUILD) -j$(JOBS) --target $(FUZZERS)
