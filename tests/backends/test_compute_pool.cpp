@@ -12,32 +12,21 @@
 #include <vector>
 
 #include "backends/cpu/compute_pool.hpp"
+#include "support/chunk_coverage.hpp"
 #include "support/wait.hpp"
 
 namespace {
 
 namespace nd = npugraph::detail;
 
-// Counts each index of [0, n) the chunks covered.
-struct Coverage {
-  std::vector<std::atomic<int>> hits;
-  explicit Coverage(std::int64_t n) : hits(static_cast<std::size_t>(n)) {}
-  static void run(void* self, std::int64_t b, std::int64_t e) {
-    auto* c = static_cast<Coverage*>(self);
-    for (std::int64_t i = b; i < e; ++i) c->hits[static_cast<std::size_t>(i)].fetch_add(1);
-  }
-  int bad() const {
-    int n = 0;
-    for (const auto& h : hits) n += h.load() != 1;
-    return n;
-  }
-};
+using Coverage = ngtest::ChunkCoverage;
 
 TEST(ComputePool, EveryChunkRunsOnceAcrossBackToBackJobs) {
   nd::ComputePool pool(3);
   for (int rep = 0; rep < 2000; ++rep) {
-    Coverage c(257);
-    pool.run_chunks(257, 1 + rep % 7, 4, &Coverage::run, &c);
+    const std::int64_t grain = 1 + rep % 7;
+    Coverage c(257, grain);
+    pool.run_chunks(257, grain, 4, &Coverage::run, &c);
     ASSERT_EQ(c.bad(), 0) << "rep " << rep;
   }
 }
@@ -93,7 +82,7 @@ TEST(ComputePool, OwnersOnSeveralThreadsShareOnePool) {
   for (int t = 0; t < 3; ++t)
     owners.emplace_back([&, t] {
       for (int rep = 0; rep < 300; ++rep) {
-        Coverage c(64 + t);
+        Coverage c(64 + t, 3);
         pool.run_chunks(64 + t, 3, 3, &Coverage::run, &c);
         if (c.bad() != 0) failures.fetch_add(1);
       }
@@ -115,7 +104,7 @@ TEST(ComputePool, AChunkThatThrowsReachesTheOwnerAndThePoolStaysUsable) {
       EXPECT_STREQ(e.what(), "chunk 5 failed");
     }
   }
-  Coverage c(100);
+  Coverage c(100, 4);
   pool.run_chunks(100, 4, 2, &Coverage::run, &c);
   EXPECT_EQ(c.bad(), 0);
 }
@@ -126,7 +115,7 @@ TEST(ComputePool, DestroyingAPoolJoinsItsHelpersAtAnyStage) {
   for (int rep = 0; rep < 300; ++rep) {
     nd::ComputePool pool(2);
     if (rep % 2) {
-      Coverage c(32);
+      Coverage c(32, 1);
       pool.run_chunks(32, 1, 3, &Coverage::run, &c);
       ASSERT_EQ(c.bad(), 0);
     }

@@ -14,29 +14,14 @@
 
 #include "backends/cpu/compute_pool.hpp"
 #include "backends/cpu/replay_team.hpp"
+#include "support/chunk_coverage.hpp"
 #include "support/wait.hpp"
 
 namespace {
 
 namespace nd = npugraph::detail;
 
-// Counts each index of [0, n) the chunks covered, and chunks whose bounds are not the pool's.
-struct Coverage {
-  std::vector<std::atomic<int>> hits;
-  std::int64_t n, grain;
-  std::atomic<int> bad_bounds{0};
-  Coverage(std::int64_t n_, std::int64_t grain_) : hits(static_cast<std::size_t>(n_)), n(n_), grain(grain_) {}
-  static void run(void* self, std::int64_t b, std::int64_t e) {
-    auto* c = static_cast<Coverage*>(self);
-    if (b % c->grain != 0 || e != std::min(c->n, b + c->grain)) c->bad_bounds.fetch_add(1);
-    for (std::int64_t i = b; i < e; ++i) c->hits[static_cast<std::size_t>(i)].fetch_add(1);
-  }
-  int bad() const {
-    int k = bad_bounds.load();
-    for (const auto& h : hits) k += h.load() != 1;
-    return k;
-  }
-};
+using Coverage = ngtest::ChunkCoverage;
 
 TEST(ReplayTeam, EveryChunkRunsOnceWithThePoolsBoundsAcrossThousandsOfJobs) {
   nd::ComputePool pool(3);
