@@ -56,6 +56,20 @@ void cache_cpu(const void* raw, std::size_t size, const ExecContext&) {
   const auto out = [&](void* base, std::int64_t slot, std::int64_t i) {
     return static_cast<std::byte*>(base) + static_cast<std::size_t>(cache_offset(p, slot, i)) * out_size;
   };
+  // Note [Cache writes miss]: the slots written are new positions, not touched since the cache was
+  // allocated or since this slot's last sequence: in DRAM, whatever the cache's size, behind the
+  // step's weights. One row's stores wait for its lines one after another, so every destination
+  // line is asked for first (a prefetch for writing), and the misses overlap.
+  for (std::int64_t t = 0; t < p.T; ++t) {
+    const std::int64_t slot = p.slots[t];
+    if (slot < 0) continue;
+    for (std::int64_t i = 0; i < p.H; i += run)
+      for (void* base : {p.key_cache, p.value_cache}) {
+        const std::byte* first = out(base, slot, i);
+        for (std::size_t b = 0; b < static_cast<std::size_t>(run) * out_size; b += 64)
+          __builtin_prefetch(first + b, 1, 3);
+      }
+  }
   for (std::int64_t t = 0; t < p.T; ++t) {
     const std::int64_t slot = p.slots[t];
     if (slot < 0) continue;
