@@ -137,6 +137,39 @@ void launch(const Stream& stream, const KernelDef& kernel, std::span<const std::
             TensorUses uses, std::shared_ptr<const void> capture_state);
 const void* captured_state(const Stream& stream, const KernelDef& kernel);
 
+// Note [Kernel fusion]
+// When a graph is instantiated for the cpu, two neighbouring kernel tasks run as one task when a
+// fusion is registered for their pair of kernels (first, then second) and its `match` accepts their
+// parameter blocks, as torch_npu's super-kernel scopes fuse an Ascend graph's neighbours. Neighbours:
+// the second task is the first's only successor and the first is the second's only predecessor, and
+// neither is in a task group (an update could rewrite a block after `match` accepted it). Pairs are
+// taken in task order, and a task joins at most one pair. `cpu` receives both blocks and must give
+// the bits the two kernels give one after the other — the same floating-point operations in the
+// same order, for instance row by row instead of pass by pass — so that a replay stays bitwise equal
+// to eager (docs/semantics.md). `match` must refuse what it cannot promise that for: other dtypes,
+// memory that one kernel writes and the other reads at other offsets. In a trace the pair is one
+// task named `name`; errors name the first task. Eager launches and the CUDA backend run the two
+// kernels as launched.
+using FusedKernelFn = void (*)(const void* first, std::size_t first_size, const void* second,
+                               std::size_t second_size, const ExecContext& ctx);
+using FusionMatchFn = bool (*)(std::span<const std::byte> first, std::span<const std::byte> second);
+struct KernelFusion {
+  const char* name;  // the fused task's name, e.g. "add+rms_norm"
+  const KernelDef* first;
+  const KernelDef* second;
+  FusionMatchFn match;
+  FusedKernelFn cpu;
+};
+// Registers `fusion` (static storage duration) for the graphs instantiated after it; thread-safe.
+// ArgumentError when a field is null or a fusion for the same pair is registered already.
+void register_kernel_fusion(const KernelFusion& fusion);
+// The fusion registered for (first, second), or null.
+const KernelFusion* find_kernel_fusion(const KernelDef& first, const KernelDef& second);
+// Whether graphs instantiated from now on fuse (already instantiated graphs keep their tasks). On by
+// default; NPUGRAPH_KERNEL_FUSION=0 in the environment (read once, at the first query) starts it off.
+void set_kernel_fusion(bool on);
+bool kernel_fusion();
+
 namespace detail {
 template <class T>
 inline constexpr bool is_span_v = false;

@@ -18,7 +18,13 @@ using detail::state_of;
 
 namespace {
 std::atomic<std::uint64_t> g_next_graph_id{1};
+
+// For the instantiation's log line (Note [Kernel fusion] in npugraph/kernel.hpp).
+std::string fused_note(const detail::ExecGraph& g) {
+  const std::uint32_t pairs = g.backend ? g.backend->fused_pairs() : 0;
+  return pairs ? detail::cat(", ", pairs, " pair(s) of kernels fused") : std::string();
 }
+}  // namespace
 
 CaptureMode parse_capture_mode(const std::string& name) {
   if (name == "global") return CaptureMode::global;
@@ -134,7 +140,8 @@ void Graph::capture_end(const Stream& stream) {
   if (detail::log_on(LogLevel::info))
     detail::log_line(LogLevel::info, detail::cat("graph ", core_->id, ": capture ended on ", s.str(), ": ",
                                                  core_->exec->nodes.size(), " task(s), ",
-                                                 core_->exec->groups.size(), " task group(s), instantiated"));
+                                                 core_->exec->groups.size(), " task group(s), instantiated",
+                                                 fused_note(*core_->exec)));
 }
 
 void Graph::replay() const { replay(current_stream()); }

@@ -31,6 +31,8 @@ class BackendGraph {
   // turn when `ticket` holds one, with the launch table pinned at launch when `pin` holds one (both
   // empty: a replay run by a graph's node, which pins now and takes no turn).
   virtual void replay(ExecGraph& graph, TablePin pin, LaunchTicket ticket, StreamState& stream) = 0;
+  // Pairs of tasks that run as one (Note [Kernel fusion] in npugraph/kernel.hpp): for the log.
+  virtual std::uint32_t fused_pairs() const { return 0; }
 };
 
 class GraphBackend {

@@ -31,11 +31,12 @@ bool graph_is_parallel(const ExecGraph& g) {
 }
 }  // namespace
 
-RunState::RunState(const ExecGraph& g)
-    : graph(&g),
-      parallel(graph_is_parallel(g)),
-      counters(new std::atomic<std::int32_t>[g.counter_init.size()]),
-      pinned(g.groups.size()) {}
+RunState::RunState(const CpuGraph& c)
+    : graph(c.graph),
+      cpu(&c),
+      parallel(graph_is_parallel(*c.graph)),
+      counters(new std::atomic<std::int32_t>[c.graph->counter_init.size()]),
+      pinned(c.graph->groups.size()) {}
 
 bool RunState::has_work() const {
   return ready_count.load(std::memory_order_relaxed) > 0 ||
@@ -79,19 +80,27 @@ void RunState::run_node(std::uint32_t id) {
   // A cancelled replay (Note [Stalls]) skips what is left; the walk goes on so that it ends.
   if (cancelled.load(std::memory_order_relaxed)) return;
   const ExecNode& node = graph->nodes[id];
-  if (!tracing_on()) return run_node_untraced(id, node);
+  const KernelFusion* fusion = nullptr;
+  if (!cpu->fused.empty()) {  // Note [Kernel fusion]
+    if (cpu->fused[id].absorbed) return;  // it ran inside its predecessor's task
+    fusion = cpu->fused[id].run;
+  }
+  if (!tracing_on()) return run_node_untraced(id, node, fusion);
   const TraceLaneScope lane(stream->id);  // a parallel kernel's join event goes to its lane
   const std::int64_t start = trace_now_ns();
-  run_node_untraced(id, node);
-  trace_task(graph->names[id], node.kind, node.object, start, stream->id, graph->graph_id,
+  run_node_untraced(id, node, fusion);
+  trace_task(fusion ? fusion->name : graph->names[id], node.kind, node.object, start, stream->id, graph->graph_id,
              static_cast<std::int32_t>(id), node.group);
 }
 
-void RunState::run_node_untraced(std::uint32_t id, const ExecNode& node) {
+void RunState::run_node_untraced(std::uint32_t id, const ExecNode& node, const KernelFusion* fusion) {
   try {
     if (node.kind == TaskKind::kernel) {
       const ExecContext ctx(use_team ? static_cast<ChunkRunner*>(&team) : pool, stream->num_threads);
-      if (node.group < 0) {
+      if (fusion) {  // both outside groups: their blocks are the arena's
+        const ExecNode& second = graph->nodes[graph->succ[node.succ_begin]];
+        fusion->cpu(node.params, node.param_size, second.params, second.param_size, ctx);
+      } else if (node.group < 0) {
         node.fn(node.params, node.param_size, ctx);
       } else {
         const auto g = static_cast<std::size_t>(node.group);
@@ -107,10 +116,16 @@ void RunState::run_node_untraced(std::uint32_t id, const ExecNode& node) {
         cancelled.store(true, std::memory_order_relaxed);
     }
   } catch (const std::exception& e) {
-    stream->report_error(cat("graph ", graph->graph_id, " ", graph->describe(id), " failed: ", e.what()));
+    stream->report_error(cat("graph ", graph->graph_id, " ", describe(id, fusion), " failed: ", e.what()));
   } catch (...) {
-    stream->report_error(cat("graph ", graph->graph_id, " ", graph->describe(id), " failed"));
+    stream->report_error(cat("graph ", graph->graph_id, " ", describe(id, fusion), " failed"));
   }
+}
+
+std::string RunState::describe(std::uint32_t id, const KernelFusion* fusion) const {
+  if (!fusion) return graph->describe(id);
+  return cat(graph->describe(id), " (fused as '", fusion->name, "' with ",
+             graph->describe(graph->succ[graph->nodes[id].succ_begin]), ")");
 }
 
 void RunState::work(bool owner) {
@@ -193,7 +208,7 @@ void run_graph(ExecGraph& graph, TablePin pin, LaunchTicket ticket, StreamState&
       cpu.free_runs.pop_back();
     }
   }
-  if (!run) run = std::make_unique<RunState>(graph);
+  if (!run) run = std::make_unique<RunState>(cpu);
   run->stream = &stream;
   run->pool = &pool;
   run->table = pin.get() ? std::move(pin) : graph.pin_table();

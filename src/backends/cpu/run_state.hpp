@@ -5,6 +5,7 @@
 #include <condition_variable>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "backends/cpu/compute_pool.hpp"
@@ -17,15 +18,26 @@ namespace npugraph::detail {
 // nested launch inside a replay takes another).
 struct RunState;
 struct CpuGraph final : BackendGraph {
-  explicit CpuGraph(ExecGraph& g) : graph(&g) {}
+  explicit CpuGraph(ExecGraph& g);  // plans the fused pairs (fusion_plan.cpp)
   void replay(ExecGraph& g, TablePin pin, LaunchTicket ticket, StreamState& stream) override;  // run_graph
+  std::uint32_t fused_pairs() const override { return fused_count; }
   ExecGraph* graph;
   std::mutex runs_mu;
   std::vector<std::unique_ptr<RunState>> free_runs;
+
+  // Note [Kernel fusion] (npugraph/kernel.hpp): per node, the fusion it runs with its only successor
+  // (null: none), and whether it ran already, inside its predecessor's fused task. Empty when no pair
+  // fused.
+  struct Fused {
+    const KernelFusion* run = nullptr;
+    bool absorbed = false;
+  };
+  std::vector<Fused> fused;
+  std::uint32_t fused_count = 0;
 };
 
 struct RunState final : ComputePool::Job {
-  explicit RunState(const ExecGraph& graph);
+  explicit RunState(const CpuGraph& cpu);
 
   bool has_work() const override;
   void help() override;
@@ -34,6 +46,7 @@ struct RunState final : ComputePool::Job {
   void work(bool owner);
 
   const ExecGraph* graph = nullptr;
+  const CpuGraph* cpu = nullptr;
   StreamState* stream = nullptr;
   ComputePool* pool = nullptr;
   bool parallel = false;  // whether helpers are invited
@@ -58,7 +71,8 @@ struct RunState final : ComputePool::Job {
 
  private:
   void run_node(std::uint32_t node);  // traced while a trace runs (npugraph/trace.hpp)
-  void run_node_untraced(std::uint32_t id, const ExecNode& node);
+  void run_node_untraced(std::uint32_t id, const ExecNode& node, const KernelFusion* fusion);
+  std::string describe(std::uint32_t id, const KernelFusion* fusion) const;  // for errors
   void push_ready(std::uint32_t node);
   bool pop_ready(std::uint32_t& node);
   void finish_sinks(std::uint32_t count);

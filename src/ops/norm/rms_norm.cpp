@@ -2,10 +2,15 @@
 #include "npugraph/ops/rms_norm.hpp"
 
 #include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <span>
 
 #include "npugraph/memory.hpp"
+#include "npugraph/ops/elementwise.hpp"
 #include "npugraph/stream.hpp"
 #include "ops/activation/float_io.hpp"
+#include "ops/elementwise/elementwise_params.hpp"
 #include "ops/norm/rms_norm_params.hpp"
 
 namespace npugraph::ops {
@@ -83,6 +88,57 @@ const KernelDef kRmsNorm{.name = "rms_norm", .cpu = rms_norm_cpu<false>,
                          .cuda = NG_LLM_CUDA_SLOT(&norm_impl::rms_norm_cuda)};
 const KernelDef kAddRmsNorm{.name = "add_rms_norm", .cpu = rms_norm_cpu<true>,
                             .cuda = NG_LLM_CUDA_SLOT(&norm_impl::add_rms_norm_cuda)};
+
+// Note [add then rms_norm]
+// A graph's add(a, b -> out) followed by rms_norm(out -> y) runs as add_rms_norm (Note [Kernel
+// fusion] in npugraph/kernel.hpp): as a decoder layer's residual add and the next layer's norm do.
+// Float32 only, where both kernels give the scalar kernels' bits: the add is one float add per
+// element either way, and add_rms_norm's rows read the sums it wrote, as rms_norm's read the add's
+// (Note [RMSNorm lanes]). The fused task goes row by row (a few rows at a time) where the two
+// went pass by pass, so a row may read only its own row of what the other kernel writes: out and
+// y may each be a, b, each other or apart from them, and gamma and rstd apart from what is written.
+struct Bytes {
+  const void* p;
+  std::size_t n;
+};
+bool apart(Bytes a, Bytes b) {
+  const auto x = reinterpret_cast<std::uintptr_t>(a.p), y = reinterpret_cast<std::uintptr_t>(b.p);
+  return x + a.n <= y || y + b.n <= x;
+}
+bool same_or_apart(Bytes a, Bytes b) { return (a.p == b.p && a.n == b.n) || apart(a, b); }
+
+bool add_then_norm_match(std::span<const std::byte> first, std::span<const std::byte> second) {
+  if (first.size() != sizeof(elementwise::BinaryParams) || second.size() != sizeof(RmsNormParams)) return false;
+  elementwise::BinaryParams a;
+  RmsNormParams r;
+  std::memcpy(&a, first.data(), sizeof a);
+  std::memcpy(&r, second.data(), sizeof r);
+  if (a.dtype != DType::f32 || r.x_dtype != DType::f32 || r.gamma_dtype != DType::f32 || r.y_dtype != DType::f32)
+    return false;
+  if (r.x1 != a.out || r.x2 || r.H <= 0 || r.rows <= 0 || r.rows * r.H != a.n) return false;
+  const auto n = static_cast<std::size_t>(a.n) * sizeof(float);
+  const Bytes A{a.a, n}, B{a.b, n}, X{a.out, n}, Y{r.y, n}, G{r.gamma, static_cast<std::size_t>(r.H) * sizeof(float)};
+  if (!same_or_apart(X, A) || !same_or_apart(X, B) || !same_or_apart(Y, A) || !same_or_apart(Y, B) ||
+      !same_or_apart(Y, X) || !apart(G, X) || !apart(G, Y))
+    return false;
+  const Bytes S{r.rstd, static_cast<std::size_t>(r.rows) * sizeof(float)};
+  return !r.rstd || (apart(S, A) && apart(S, B) && apart(S, X) && apart(S, Y) && apart(S, G));
+}
+
+void add_then_norm_cpu(const void* first, std::size_t first_size, const void* second, std::size_t second_size,
+                       const ExecContext& ctx) {
+  const auto& a = params_of<elementwise::BinaryParams>(first, first_size, "add");
+  RmsNormParams p = params_of<RmsNormParams>(second, second_size, "rms_norm");
+  p.x1 = a.a;
+  p.x2 = a.b;
+  p.x_out = a.out;
+  p.x_out_dtype = DType::f32;
+  rms_norm_cpu<true>(&p, sizeof p, ctx);
+}
+
+const KernelFusion kAddThenNorm{.name = "add+rms_norm", .first = &add_kernel(), .second = &kRmsNorm,
+                                .match = add_then_norm_match, .cpu = add_then_norm_cpu};
+const bool kAddThenNormRegistered = (register_kernel_fusion(kAddThenNorm), true);
 
 Shape rstd_shape(const Tensor& x) {
   Shape s = x.shape();

@@ -1,0 +1,281 @@
+// Kernel fusion at instantiate (Note [Kernel fusion] in npugraph/kernel.hpp): which neighbours a
+// cpu graph runs as one task, that such a replay has the bits of the eager kernels run one after
+// the other, add then rms_norm (Note [add then rms_norm]) in the shapes and aliasings a decoder
+// layer has, the pairs that must stay apart, and the registry's errors.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstring>
+#include <string>
+
+#include "npugraph/kernel.hpp"
+#include "npugraph/ops/elementwise.hpp"
+#include "npugraph/ops/rms_norm.hpp"
+#include "npugraph/task_group.hpp"
+#include "npugraph/trace.hpp"
+#include "ops/llm/llm_ops_util.hpp"
+#include "support/throws.hpp"
+
+namespace llm_ops_test {
+namespace {
+
+using ngtest::throws;
+
+bool contains(const std::string& s, const std::string& what) { return s.find(what) != std::string::npos; }
+std::string named(const char* name) { return std::string("\"name\":\"") + name + "\""; }
+
+std::vector<std::byte> bytes_of(const Tensor& t) {
+  const auto* p = static_cast<const std::byte*>(t.data());
+  return {p, p + t.nbytes()};
+}
+
+// Sets fusion for the graphs instantiated in its scope.
+class FusionScope {
+ public:
+  explicit FusionScope(bool on) : was_(ng::kernel_fusion()) { ng::set_kernel_fusion(on); }
+  ~FusionScope() { ng::set_kernel_fusion(was_); }
+
+ private:
+  bool was_;
+};
+
+// What `issue` leaves in `outs` run eagerly after `reset` (which writes the inputs and poisons the
+// outputs), and the trace of a replay of its capture: each replay's outputs must be those bits.
+std::string expect_replay_bits(const std::vector<Tensor>& outs, const std::function<void()>& reset,
+                               const std::function<void()>& issue) {
+  reset();
+  issue();
+  ng::device_synchronize();
+  std::vector<std::vector<std::byte>> eager;
+  for (const Tensor& o : outs) eager.push_back(bytes_of(o));
+  ng::Graph g;
+  {
+    ng::CaptureScope c(g);
+    issue();
+  }
+  std::string trace;
+  for (int round = 0; round < 2; ++round) {
+    reset();
+    if (round == 1) ng::start_trace();
+    g.replay();
+    ng::device_synchronize();
+    if (round == 1) trace = ng::stop_trace();
+    for (std::size_t i = 0; i < outs.size(); ++i)
+      EXPECT_EQ(bytes_of(outs[i]), eager[i]) << "output " << i << " of replay " << round << " differs from eager";
+  }
+  return trace;
+}
+
+// A decoder layer's end and the next one's start: x += h; h = rmsnorm(x) * gamma.
+TEST(KernelFusion, AddThenRmsNormRunsAsOneTaskWithTheEagerBits) {
+  const FusionScope on(true);
+  std::uint32_t seed = 100;
+  for (const auto& [rows, H] : std::vector<std::pair<std::int64_t, std::int64_t>>{
+           {1, 576}, {8, 576}, {3, 7}, {5, 1001}, {13, 64}, {1, 1}}) {
+    const std::vector<float> x0 = random_values(rows * H, ++seed, -40, 40);
+    const std::vector<float> h0 = random_values(rows * H, ++seed, -1e-3f, 1e-3f);  // rounding matters
+    const Tensor x = make_tensor(x0, {rows, H}), h = make_tensor(h0, {rows, H});
+    const Tensor g = random_tensor({H}, ++seed, DType::f32, 0.5f, 1.5f);
+    const Tensor rstd = ng::empty({rows, 1}, DType::f32);
+    auto reset = [&] {
+      std::memcpy(x.data(), x0.data(), x.nbytes());
+      std::memcpy(h.data(), h0.data(), h.nbytes());
+      std::memset(rstd.data(), 0x5a, rstd.nbytes());
+    };
+    for (const bool with_rstd : {false, true}) {
+      const std::string trace = expect_replay_bits({x, h, rstd}, reset, [&] {
+        ng::ops::add_out(x, h, x);
+        ng::ops::rms_norm_out(x, g, 1e-5, h, with_rstd ? rstd : Tensor());
+      });
+      EXPECT_TRUE(contains(trace, named("add+rms_norm"))) << rows << "x" << H;
+      EXPECT_FALSE(contains(trace, named("rms_norm"))) << rows << "x" << H;
+    }
+  }
+}
+
+// Fusion off: the same graph keeps both tasks, with the same bits.
+TEST(KernelFusion, OffKeepsEveryTask) {
+  const std::vector<float> x0 = random_values(4 * 96, 1, -3, 3), h0 = random_values(4 * 96, 2, -3, 3);
+  const Tensor x = make_tensor(x0, {4, 96}), h = make_tensor(h0, {4, 96}), y = ng::empty({4, 96}, DType::f32);
+  const Tensor g = random_tensor({96}, 3);
+  auto reset = [&] {
+    std::memcpy(x.data(), x0.data(), x.nbytes());
+    std::memcpy(h.data(), h0.data(), h.nbytes());
+    std::memset(y.data(), 0x5a, y.nbytes());
+  };
+  auto issue = [&] {
+    ng::ops::add_out(x, h, x);
+    ng::ops::rms_norm_out(x, g, 1e-6, y);
+  };
+  std::vector<std::byte> fused, apart;
+  {
+    const FusionScope on(true);
+    EXPECT_TRUE(contains(expect_replay_bits({x, y}, reset, issue), named("add+rms_norm")));
+    fused = bytes_of(y);
+  }
+  {
+    const FusionScope off(false);
+    EXPECT_FALSE(ng::kernel_fusion());
+    const std::string trace = expect_replay_bits({x, y}, reset, issue);
+    EXPECT_FALSE(contains(trace, named("add+rms_norm")));
+    EXPECT_TRUE(contains(trace, named("add")) && contains(trace, named("rms_norm")));
+    apart = bytes_of(y);
+  }
+  EXPECT_EQ(fused, apart);
+}
+
+// What match() refuses runs as two tasks, still with the eager bits.
+TEST(KernelFusion, PairsThatCannotPromiseTheBitsStayTwoTasks) {
+  const FusionScope on(true);
+  const std::vector<float> x0 = random_values(6 * 32, 11, -3, 3), h0 = random_values(6 * 32, 12, -3, 3);
+  const Tensor x = make_tensor(x0, {6, 32}), h = make_tensor(h0, {6, 32});
+  const Tensor g = random_tensor({32}, 13), y = ng::empty({6, 32}, DType::f32);
+  auto reset = [&] {
+    std::memcpy(x.data(), x0.data(), x.nbytes());
+    std::memcpy(h.data(), h0.data(), h.nbytes());
+    std::memset(y.data(), 0x5a, y.nbytes());
+  };
+  auto expect_two = [&](const std::vector<Tensor>& outs, const std::function<void()>& issue, const char* what) {
+    const std::string trace = expect_replay_bits(outs, reset, issue);
+    EXPECT_FALSE(contains(trace, named("add+rms_norm"))) << what;
+    EXPECT_TRUE(contains(trace, named("rms_norm"))) << what;
+  };
+  // y overlaps h one row further on: a row of the norm would overwrite a row the add has not read.
+  const Tensor h5 = h.narrow(0, 1, 5), x5 = x.narrow(0, 0, 5);
+  expect_two({x, h}, [&] {
+    ng::ops::add_out(x5, h.narrow(0, 0, 5), x5);
+    ng::ops::rms_norm_out(x5, g, 1e-6, h5);
+  }, "y shifted over b");
+  // The norm reads another tensor than the add wrote.
+  expect_two({x, y}, [&] {
+    ng::ops::add_out(x, h, x);
+    ng::ops::rms_norm_out(h, g, 1e-6, y);
+  }, "norm of another tensor");
+  // gamma is written by the add.
+  const Tensor gx = ng::empty({7, 32}, DType::f32);
+  auto reset_gx = [&] {
+    reset();
+    std::memcpy(gx.data(), x0.data(), 6 * 32 * sizeof(float));
+    std::memcpy(static_cast<float*>(gx.data()) + 6 * 32, g.data(), 32 * sizeof(float));
+  };
+  {
+    const Tensor sums = gx.narrow(0, 1, 6), gamma = gx.narrow(0, 6, 1).view({32});
+    const std::string trace = expect_replay_bits({gx, y}, reset_gx, [&] {
+      ng::ops::add_out(h, h, sums);
+      ng::ops::rms_norm_out(sums, gamma, 1e-6, y);
+    });
+    EXPECT_FALSE(contains(trace, named("add+rms_norm"))) << "gamma written by the add";
+  }
+  // Half precision: not the float32 kernels' promise.
+  const Tensor xh = random_tensor({6, 32}, 14, DType::f16), hh = random_tensor({6, 32}, 15, DType::f16);
+  const Tensor gh = random_tensor({32}, 16, DType::f16), yh = ng::empty({6, 32}, DType::f16);
+  const Tensor sh = ng::empty({6, 32}, DType::f16);
+  expect_two({sh, yh}, [&] {
+    ng::ops::add_out(xh, hh, sh);
+    ng::ops::rms_norm_out(sh, gh, 1e-6, yh);
+  }, "float16");
+  // The norm in a task group: an update could change what match() saw.
+  expect_two({x, y}, [&] {
+    ng::ops::add_out(x, h, x);
+    const ng::Stream s = ng::current_stream();
+    const bool capturing = s.is_capturing();  // eagerly: the same two kernels
+    if (capturing) ng::task_group_begin(s);
+    ng::ops::rms_norm_out(x, g, 1e-6, y);
+    if (capturing) (void)ng::task_group_end(s);
+  }, "grouped norm");
+}
+
+// A fusion of the test's own kernels: v = v * 2, then v = v + 1, per element. The fused kernel
+// counts its runs, and throws when the first block's `fail` is set.
+struct Step {
+  float* v;
+  std::int64_t n;
+  bool fail;
+};
+void doubled(const void* p, std::size_t, const ng::ExecContext&) {
+  Step s;
+  std::memcpy(&s, p, sizeof s);
+  for (std::int64_t i = 0; i < s.n; ++i) s.v[i] *= 2;
+}
+void plus_one(const void* p, std::size_t, const ng::ExecContext&) {
+  Step s;
+  std::memcpy(&s, p, sizeof s);
+  for (std::int64_t i = 0; i < s.n; ++i) s.v[i] += 1;
+}
+const ng::KernelDef kDoubled{.name = "doubled", .cpu = &doubled};
+const ng::KernelDef kPlusOne{.name = "plus_one", .cpu = &plus_one};
+std::atomic<int> g_fused_runs{0};
+bool same_vector(std::span<const std::byte> a, std::span<const std::byte> b) {
+  Step x, y;
+  std::memcpy(&x, a.data(), sizeof x);
+  std::memcpy(&y, b.data(), sizeof y);
+  return x.v == y.v && x.n == y.n;
+}
+void doubled_plus_one(const void* a, std::size_t, const void*, std::size_t, const ng::ExecContext&) {
+  Step s;
+  std::memcpy(&s, a, sizeof s);
+  if (s.fail) throw std::runtime_error("the fused kernel refuses");
+  ++g_fused_runs;
+  for (std::int64_t i = 0; i < s.n; ++i) s.v[i] = s.v[i] * 2 + 1;
+}
+const ng::KernelFusion kDoubledPlusOne{.name = "doubled+plus_one", .first = &kDoubled, .second = &kPlusOne,
+                                       .match = &same_vector, .cpu = &doubled_plus_one};
+
+void issue_steps(float* v, std::int64_t n, bool fail, int pairs) {
+  const ng::Stream s = ng::current_stream();
+  for (int k = 0; k < pairs; ++k) {
+    const Step st{v, n, fail};
+    ng::launch(s, kDoubled, st);
+    ng::launch(s, kPlusOne, st);
+  }
+}
+
+TEST(KernelFusion, ARegisteredFusionRunsEachPairOnceAndNamesItsTasksInErrors) {
+  const FusionScope on(true);
+  if (!ng::find_kernel_fusion(kDoubled, kPlusOne)) ng::register_kernel_fusion(kDoubledPlusOne);
+  EXPECT_EQ(ng::find_kernel_fusion(kDoubled, kPlusOne), &kDoubledPlusOne);
+  EXPECT_EQ(ng::find_kernel_fusion(kPlusOne, kDoubled), nullptr);
+  float v[3] = {1, 2, 3};
+  ng::Graph g;
+  {
+    ng::CaptureScope c(g);
+    issue_steps(v, 3, false, 3);  // three pairs in a chain: d p d p d p
+  }
+  g_fused_runs = 0;
+  g.replay();
+  ng::device_synchronize();
+  EXPECT_EQ(g_fused_runs.load(), 3);
+  EXPECT_EQ(v[0], ((1 * 2 + 1) * 2 + 1) * 2 + 1);
+  EXPECT_EQ(v[2], ((3 * 2 + 1) * 2 + 1) * 2 + 1);
+
+  ng::Graph bad;
+  {
+    ng::CaptureScope c(bad);
+    issue_steps(v, 3, true, 1);
+  }
+  bad.replay();
+  EXPECT_TRUE(throws<ng::TaskError>([] { ng::device_synchronize(); },
+                                    {"task #0 'doubled'", "fused as 'doubled+plus_one'", "task #1 'plus_one'",
+                                     "the fused kernel refuses"}));
+  g.replay();  // the runtime goes on
+  ng::device_synchronize();
+  EXPECT_EQ(g_fused_runs.load(), 6);
+}
+
+TEST(KernelFusion, RegisterRefusesIncompleteFusionsAndASecondOneForAPair) {
+  const ng::KernelFusion* add_norm = ng::find_kernel_fusion(ng::ops::add_kernel(), ng::ops::rms_norm_kernel());
+  ASSERT_NE(add_norm, nullptr);
+  EXPECT_STREQ(add_norm->name, "add+rms_norm");
+  static const ng::KernelFusion no_match{.name = "broken", .first = &kDoubled, .second = &kPlusOne,
+                                         .match = nullptr, .cpu = &doubled_plus_one};
+  EXPECT_TRUE(throws<ng::ArgumentError>([] { ng::register_kernel_fusion(no_match); },
+                                        {"fusion 'broken'", "must all be set"}));
+  static const ng::KernelFusion again{.name = "again", .first = &ng::ops::add_kernel(),
+                                      .second = &ng::ops::rms_norm_kernel(), .match = &same_vector,
+                                      .cpu = &doubled_plus_one};
+  EXPECT_TRUE(throws<ng::ArgumentError>([] { ng::register_kernel_fusion(again); },
+                                        {"fusion 'again'", "'add' then 'rms_norm'", "already fuse as 'add+rms_norm'"}));
+}
+
+}  // namespace
+}  // namespace llm_ops_test
