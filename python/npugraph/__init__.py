@@ -20,9 +20,11 @@ from ._C import (
     _npu_fused_infer_attention_score_get_max_workspace,
     empty,
     empty_cache,
+    kernel_fusion,
     memory_stats,
     npu_fused_infer_attention_score,
     reset_peak_memory_stats,
+    set_kernel_fusion,
     set_log_level,
     start_trace,
     stop_trace,
@@ -71,7 +73,7 @@ _sys.modules[__name__ + ".llm"] = llm
 
 __all__ = sorted(
     ["ArgumentError", "Error", "StateError", "TaskError", "UnsupportedError", "WaitTimeoutError",
-     "cuda", "empty", "empty_cache", "llm", "memory_stats", "npu", "profile", "reset_peak_memory_stats",
-     "set_log_level", "start_trace", "stop_trace", "zeros", "_npu_paged_attention",
+     "cuda", "empty", "empty_cache", "kernel_fusion", "llm", "memory_stats", "npu", "profile",
+     "reset_peak_memory_stats", "set_kernel_fusion", "set_log_level", "start_trace", "stop_trace", "zeros", "_npu_paged_attention",
      "_npu_paged_attention_get_workspace", "npu_multi_head_latent_attention"]
     + [n for n in dir(_C) if n.startswith(("npu_", "_npu_")) or n in ("QuantWeight", "ResourceError")])

@@ -386,6 +386,11 @@ void bind_runtime(py::module_& m, py::module_& npu) {
         }, py::arg("level"),
         "Logs capture, instantiation, task updates (info) and replay launches (debug) to stderr; "
         "NPUGRAPH_LOG=info sets it from the environment.");
+  m.def("set_kernel_fusion", [](bool on) { set_kernel_fusion(on); }, py::arg("on"),
+        "Whether graphs instantiated from now on run registered pairs of neighbouring kernels as one "
+        "task (add then rms_norm, a rotation then its cache write), with the same bits; on by default, "
+        "NPUGRAPH_KERNEL_FUSION=0 starts it off. Graphs already instantiated keep their tasks.");
+  m.def("kernel_fusion", [] { return kernel_fusion(); }, "Whether graphs instantiated now fuse (set_kernel_fusion).");
   m.def("reset_peak_memory_stats", [] { reset_peak_memory_stats(); },
         "Restarts the peak_* values of memory_stats() from the current ones.");
   m.def("empty_cache", [] { empty_cache(); }, py::call_guard<py::gil_scoped_release>(),

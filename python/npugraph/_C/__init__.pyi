@@ -7,7 +7,7 @@ from . import cuda
 from . import dist
 from . import llm
 from . import npu
-__all__: list[str] = ['ArgumentError', 'Error', 'QuantWeight', 'ResourceError', 'StateError', 'TaskError', 'UnsupportedError', 'WaitTimeoutError', 'cuda', 'dist', 'empty', 'empty_cache', 'llm', 'memory_stats', 'npu', 'npu_add_rms_norm', 'npu_argmax', 'npu_embedding', 'npu_fused_infer_attention_score', 'npu_fused_infer_attention_score_v2', 'npu_linear', 'npu_rms_norm', 'npu_rotary_embedding', 'npu_sample', 'npu_silu_mul', 'npu_swiglu', 'npu_weight_quant_linear', 'reset_accumulated_memory_stats', 'reset_peak_memory_stats', 'set_log_level', 'start_trace', 'stop_trace', 'zeros']
+__all__: list[str] = ['ArgumentError', 'Error', 'QuantWeight', 'ResourceError', 'StateError', 'TaskError', 'UnsupportedError', 'WaitTimeoutError', 'cuda', 'dist', 'empty', 'empty_cache', 'kernel_fusion', 'llm', 'memory_stats', 'npu', 'npu_add_rms_norm', 'npu_argmax', 'npu_embedding', 'npu_fused_infer_attention_score', 'npu_fused_infer_attention_score_v2', 'npu_linear', 'npu_rms_norm', 'npu_rotary_embedding', 'npu_sample', 'npu_silu_mul', 'npu_swiglu', 'npu_weight_quant_linear', 'reset_accumulated_memory_stats', 'reset_peak_memory_stats', 'set_kernel_fusion', 'set_log_level', 'start_trace', 'stop_trace', 'zeros']
 class ArgumentError(Error, ValueError):
     """
     A bad argument: the message names the argument, the value and the rule.
@@ -232,6 +232,10 @@ def empty_cache() -> None:
     """
     Returns the default pool's cached free blocks to the system (waits for queued work first; a synchronizing call, refused inside a capture).
     """
+def kernel_fusion() -> bool:
+    """
+    Whether graphs instantiated now fuse (set_kernel_fusion).
+    """
 def memory_stats() -> dict:
     """
     The caching allocator's totals over every pool: reserved_bytes (held from the system), allocated_bytes (handed to live tensors), segments, pools, and the peaks of the first two since reset_peak_memory_stats().
@@ -296,6 +300,10 @@ def reset_accumulated_memory_stats() -> None:
 def reset_peak_memory_stats() -> None:
     """
     Restarts the peak_* values of memory_stats() from the current ones.
+    """
+def set_kernel_fusion(on: bool) -> None:
+    """
+    Whether graphs instantiated from now on run registered pairs of neighbouring kernels as one task (add then rms_norm, a rotation then its cache write), with the same bits; on by default, NPUGRAPH_KERNEL_FUSION=0 starts it off. Graphs already instantiated keep their tasks.
     """
 def set_log_level(level: typing.Any) -> None:
     """

@@ -1,7 +1,8 @@
 // Kernel fusion at instantiate (Note [Kernel fusion] in npugraph/kernel.hpp): which neighbours a
 // cpu graph runs as one task, that such a replay has the bits of the eager kernels run one after
 // the other, add then rms_norm (Note [add then rms_norm]) in the shapes and aliasings a decoder
-// layer has, the pairs that must stay apart, and the registry's errors.
+// layer has, the rotation of k with its cache write (Note [rotary_embedding then reshape_and_cache]),
+// the pairs that must stay apart, and the registry's errors.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -10,7 +11,9 @@
 
 #include "npugraph/kernel.hpp"
 #include "npugraph/ops/elementwise.hpp"
+#include "npugraph/ops/kv_cache.hpp"
 #include "npugraph/ops/rms_norm.hpp"
+#include "npugraph/ops/rope.hpp"
 #include "npugraph/task_group.hpp"
 #include "npugraph/trace.hpp"
 #include "ops/llm/llm_ops_util.hpp"
@@ -183,6 +186,67 @@ TEST(KernelFusion, PairsThatCannotPromiseTheBitsStayTwoTasks) {
     ng::ops::rms_norm_out(x, g, 1e-6, y);
     if (capturing) (void)ng::task_group_end(s);
   }, "grouped norm");
+}
+
+// A layer's rotation of q and k, then the cache write of k and v (Note [rotary_embedding then
+// reshape_and_cache]): k's rotation and the write run as one task, with the eager bits, in both
+// cache layouts and with a repeated and a skipped slot.
+TEST(KernelFusion, RopeThenCacheWriteRunsAsOneTaskWithTheEagerBits) {
+  const FusionScope on(true);
+  const std::int64_t T = 5, QN = 6, KVN = 2, D = 64, NB = 3, BS = 4;
+  const std::vector<float> q0 = random_values(T * QN * D, 21, -2, 2), k0 = random_values(T * KVN * D, 22, -2, 2);
+  const Tensor q = make_tensor(q0, {T, QN, D}), k = make_tensor(k0, {T, KVN, D});
+  const Tensor v = random_tensor({T, KVN, D}, 23), pos = int_tensor({7, 8, 9, 10, 11}, {T});
+  for (const bool head_major : {true, false}) {
+    const ng::Shape cs = head_major ? ng::Shape({NB, KVN, BS, D}) : ng::Shape({NB, BS, KVN * D});
+    const Tensor kc = ng::empty(cs, DType::f16), vc = ng::empty(cs, DType::f16);
+    const Tensor slots = int_tensor({3, 11, -1, 11, 0}, {T});  // 11 twice: the later token stays
+    auto reset = [&] {
+      std::memcpy(q.data(), q0.data(), q.nbytes());
+      std::memcpy(k.data(), k0.data(), k.nbytes());
+      std::memset(kc.data(), 0, kc.nbytes());
+      std::memset(vc.data(), 0, vc.nbytes());
+    };
+    const ng::ops::RopeOptions rope{.theta = 1e5, .style = ng::ops::RopeStyle::norm};
+    const std::string trace = expect_replay_bits({q, k, kc, vc}, reset, [&] {
+      ng::ops::rotary_embedding_out(pos, q, q, rope);
+      ng::ops::rotary_embedding_out(pos, k, k, rope);
+      ng::ops::reshape_and_cache(k, v, kc, vc, slots,
+                                 head_major ? ng::ops::KvCacheLayout::head_major : ng::ops::KvCacheLayout::token_major);
+    });
+    EXPECT_TRUE(contains(trace, named("rotary_embedding+reshape_and_cache"))) << head_major;
+    EXPECT_TRUE(contains(trace, named("rotary_embedding"))) << "q's rotation stays its own task";
+    EXPECT_FALSE(contains(trace, named("reshape_and_cache"))) << head_major;
+  }
+}
+
+// A slot outside the cache fails the fused task as it fails the cache write: k rotated, nothing
+// cached, the error naming both tasks and the slot.
+TEST(KernelFusion, ABadSlotFailsTheFusedTaskAsItFailsTheCacheWrite) {
+  const FusionScope on(true);
+  const std::vector<float> k0 = random_values(2 * 4, 31, -2, 2);
+  const Tensor k = make_tensor(k0, {2, 1, 4}), v = random_tensor({2, 1, 4}, 32);
+  const Tensor pos = int_tensor({1, 2}, {2}), slots = int_tensor({3, 8}, {2});
+  const Tensor kc = ng::empty({2, 4, 4}, DType::f16), vc = ng::empty({2, 4, 4}, DType::f16);
+  std::memset(kc.data(), 0, kc.nbytes());
+  std::memset(vc.data(), 0, vc.nbytes());
+  ng::Graph g;
+  {
+    ng::CaptureScope c(g);
+    ng::ops::rotary_embedding_out(pos, k, k, {});
+    ng::ops::reshape_and_cache(k, v, kc, vc, slots);
+  }
+  ng::ops::rotary_embedding_out(pos, make_tensor(k0, {2, 1, 4}), k, {});  // what the rotation leaves
+  ng::device_synchronize();
+  const std::vector<std::byte> rotated = bytes_of(k);
+  std::memcpy(k.data(), k0.data(), k.nbytes());
+  g.replay();
+  EXPECT_TRUE(throws<ng::TaskError>([] { ng::device_synchronize(); },
+                                    {"task #0 'rotary_embedding'", "fused as 'rotary_embedding+reshape_and_cache'",
+                                     "task #1 'reshape_and_cache'", "slot_mapping[1] = 8: outside the cache's 8 slots"}));
+  EXPECT_EQ(bytes_of(k), rotated);
+  EXPECT_EQ(bytes_of(kc), std::vector<std::byte>(kc.nbytes(), std::byte{0}));
+  EXPECT_EQ(bytes_of(vc), std::vector<std::byte>(vc.nbytes(), std::byte{0}));
 }
 
 // A fusion of the test's own kernels: v = v * 2, then v = v + 1, per element. The fused kernel

@@ -10,6 +10,7 @@ model with windows of 16 and 160; the real Gemma 3 270M file past its 512).
 
     .venv/bin/python -m pytest tests/python/llm/test_engine_reference.py
 """
+import json
 import pathlib
 import sys
 
@@ -248,6 +249,29 @@ def test_a_float16_kv_cache_matches_the_reference_rounding_keys_and_values(tiny)
 def test_tiny_model_graph_and_eager_are_bitwise_equal_for_one_and_a_ragged_five(tiny):
     graph_equals_eager(tiny, ["hello"], 16, 1)
     graph_equals_eager(tiny, ["a", "hello there, how are you", "xyz", "the quick brown fox", "ok"], 12, 8)
+
+
+def test_fused_neighbours_keep_the_graphs_bits(tiny):
+    """A graph step's fused pairs (add then rms_norm, k's rotation then its cache write) run as one
+    task each, and the logits are eager's and an unfused graph's, bit for bit."""
+    was = npugraph.kernel_fusion()
+    runs, traces = {}, {}
+    try:
+        for fused in (True, False):
+            npugraph.set_kernel_fusion(fused)
+            assert npugraph.kernel_fusion() is fused
+            engine = npugraph.llm.Engine(str(tiny), mode="graph", max_batch=4, keep_full_logits=True)
+            npugraph.start_trace()
+            runs[fused] = engine.generate(["a", "hello there", "xyz"], max_tokens=6)
+            traces[fused] = {e.get("name") for e in json.loads(npugraph.stop_trace())["traceEvents"]}
+    finally:
+        npugraph.set_kernel_fusion(was)
+    assert {"add+rms_norm", "rotary_embedding+reshape_and_cache"} <= traces[True]
+    assert not {"add+rms_norm", "rotary_embedding+reshape_and_cache"} & traces[False]
+    eager = npugraph.llm.Engine(str(tiny), mode="eager", max_batch=4, keep_full_logits=True)
+    for e, f, u in zip(eager.generate(["a", "hello there", "xyz"], max_tokens=6), runs[True], runs[False]):
+        assert e["tokens"] == f["tokens"] == u["tokens"]
+        assert e["logits"].tobytes() == f["logits"].tobytes() == u["logits"].tobytes()
 
 
 @pytest.fixture(scope="module")
