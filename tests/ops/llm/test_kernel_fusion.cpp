@@ -17,6 +17,7 @@
 #include "npugraph/task_group.hpp"
 #include "npugraph/trace.hpp"
 #include "ops/llm/llm_ops_util.hpp"
+#include "support/diagnostics.hpp"
 #include "support/throws.hpp"
 
 namespace llm_ops_test {
@@ -302,8 +303,16 @@ TEST(KernelFusion, ARegisteredFusionRunsEachPairOnceAndNamesItsTasksInErrors) {
   float v[3] = {1, 2, 3};
   ng::Graph g;
   {
-    ng::CaptureScope c(g);
-    issue_steps(v, 3, false, 3);  // three pairs in a chain: d p d p d p
+    const ngtest::DiagnosticLog log;
+    ng::set_log_level(ng::LogLevel::info);
+    {
+      ng::CaptureScope c(g);
+      issue_steps(v, 3, false, 3);  // three pairs in a chain: d p d p d p
+    }
+    ng::set_log_level(ng::LogLevel::off);
+    std::string all;
+    for (const std::string& line : log.lines()) all += line + "\n";
+    EXPECT_TRUE(contains(all, "6 task(s), 0 task group(s), instantiated, 3 pair(s) of kernels fused")) << all;
   }
   g_fused_runs = 0;
   g.replay();
