@@ -71,17 +71,19 @@ struct Rows {
   }
 };
 
-// Note [Cache writes miss]: the slots written are new positions, not touched since the cache was
-// allocated or since this slot's last sequence: in DRAM, whatever the cache's size, behind the
-// step's weights. One row's stores wait for its lines one after another, so every destination line
-// is asked for first (a prefetch for writing), and the misses overlap. Only for slots inside.
-// What is left is mostly the first write to each page, which faults it in (the kernel zeroes it):
-// a SmolLM2 step at batch 8 writes 8 tokens x 30 layers x 2 x 384 bytes (float16) of memory no
-// step touched before, ~45 pages, ~500 us on a 2-core KVM guest: about bench_profile's
-// k:reshape_and_cache_us there. A serving engine whose blocks were
-// used before pays none. Filling the engine's caches at creation removed them (98 -> 45 us a
-// step at batch 1), but commits the whole cache at once (1.5 GB by default for SmolLM2 in float32),
-// so it is not done; non-temporal stores instead of the prefetch changed nothing measurable.
+// Note [Cache writes miss]
+// The slots written are new positions, not touched since the cache was allocated or since this
+// slot's last sequence: in DRAM, whatever the cache's size, behind the step's weights. One row's
+// stores wait for its lines one after another, so every destination line is asked for first (a
+// prefetch for writing), and the misses overlap. Only for slots inside the cache. What is left is
+// mostly the first write to each page, which faults it in (the OS zeroes it): a SmolLM2 step at
+// batch 8 writes 8 tokens x 30 layers x 2 x 384 bytes (float16) of memory no step touched before,
+// ~45 pages, ~500 us on a 2-core KVM guest (about bench_profile's k:reshape_and_cache_us there).
+// A serving engine whose blocks were used before pays none. Filling the engine's caches at creation
+// removed them (98 -> 45 us a step at batch 1) but committed the whole cache at once (1.5 GB by
+// default for SmolLM2 in float32), so it is not done. Non-temporal stores instead of the prefetch
+// changed nothing measurable. A long prefill prefetches more lines than L1 holds: they wait in L2
+// or L3, still closer than DRAM.
 void prefetch_destinations(const CacheParams& p) {
   const Rows r{p};
   for (std::int64_t t = 0; t < p.T; ++t) {

@@ -2,10 +2,10 @@
 // cpu graph runs as one task, that such a replay has the bits of the eager kernels run one after
 // the other, add then rms_norm (Note [add then rms_norm]) in the shapes and aliasings a decoder
 // layer has, the rotation of k with its cache write (Note [rotary_embedding then reshape_and_cache]),
-// the pairs that must stay apart, and the registry's errors.
+// the pairs that must stay apart, and the registry's errors. The mechanism with the test's own
+// kernels, threads included: tests/graph/test_kernel_fusion_plan.cpp.
 #include <gtest/gtest.h>
 
-#include <atomic>
 #include <cstring>
 #include <string>
 
@@ -17,7 +17,6 @@
 #include "npugraph/task_group.hpp"
 #include "npugraph/trace.hpp"
 #include "ops/llm/llm_ops_util.hpp"
-#include "support/diagnostics.hpp"
 #include "support/throws.hpp"
 
 namespace llm_ops_test {
@@ -250,102 +249,18 @@ TEST(KernelFusion, ABadSlotFailsTheFusedTaskAsItFailsTheCacheWrite) {
   EXPECT_EQ(bytes_of(vc), std::vector<std::byte>(vc.nbytes(), std::byte{0}));
 }
 
-// A fusion of the test's own kernels: v = v * 2, then v = v + 1, per element. The fused kernel
-// counts its runs, and throws when the first block's `fail` is set.
-struct Step {
-  float* v;
-  std::int64_t n;
-  bool fail;
-};
-void doubled(const void* p, std::size_t, const ng::ExecContext&) {
-  Step s;
-  std::memcpy(&s, p, sizeof s);
-  for (std::int64_t i = 0; i < s.n; ++i) s.v[i] *= 2;
-}
-void plus_one(const void* p, std::size_t, const ng::ExecContext&) {
-  Step s;
-  std::memcpy(&s, p, sizeof s);
-  for (std::int64_t i = 0; i < s.n; ++i) s.v[i] += 1;
-}
-const ng::KernelDef kDoubled{.name = "doubled", .cpu = &doubled};
-const ng::KernelDef kPlusOne{.name = "plus_one", .cpu = &plus_one};
-std::atomic<int> g_fused_runs{0};
-bool same_vector(std::span<const std::byte> a, std::span<const std::byte> b) {
-  Step x, y;
-  std::memcpy(&x, a.data(), sizeof x);
-  std::memcpy(&y, b.data(), sizeof y);
-  return x.v == y.v && x.n == y.n;
-}
-void doubled_plus_one(const void* a, std::size_t, const void*, std::size_t, const ng::ExecContext&) {
-  Step s;
-  std::memcpy(&s, a, sizeof s);
-  if (s.fail) throw std::runtime_error("the fused kernel refuses");
-  ++g_fused_runs;
-  for (std::int64_t i = 0; i < s.n; ++i) s.v[i] = s.v[i] * 2 + 1;
-}
-const ng::KernelFusion kDoubledPlusOne{.name = "doubled+plus_one", .first = &kDoubled, .second = &kPlusOne,
-                                       .match = &same_vector, .cpu = &doubled_plus_one};
-
-void issue_steps(float* v, std::int64_t n, bool fail, int pairs) {
-  const ng::Stream s = ng::current_stream();
-  for (int k = 0; k < pairs; ++k) {
-    const Step st{v, n, fail};
-    ng::launch(s, kDoubled, st);
-    ng::launch(s, kPlusOne, st);
-  }
-}
-
-TEST(KernelFusion, ARegisteredFusionRunsEachPairOnceAndNamesItsTasksInErrors) {
-  const FusionScope on(true);
-  if (!ng::find_kernel_fusion(kDoubled, kPlusOne)) ng::register_kernel_fusion(kDoubledPlusOne);
-  EXPECT_EQ(ng::find_kernel_fusion(kDoubled, kPlusOne), &kDoubledPlusOne);
-  EXPECT_EQ(ng::find_kernel_fusion(kPlusOne, kDoubled), nullptr);
-  float v[3] = {1, 2, 3};
-  ng::Graph g;
-  {
-    const ngtest::DiagnosticLog log;
-    ng::set_log_level(ng::LogLevel::info);
-    {
-      ng::CaptureScope c(g);
-      issue_steps(v, 3, false, 3);  // three pairs in a chain: d p d p d p
-    }
-    ng::set_log_level(ng::LogLevel::off);
-    std::string all;
-    for (const std::string& line : log.lines()) all += line + "\n";
-    EXPECT_TRUE(contains(all, "6 task(s), 0 task group(s), instantiated, 3 pair(s) of kernels fused")) << all;
-  }
-  g_fused_runs = 0;
-  g.replay();
-  ng::device_synchronize();
-  EXPECT_EQ(g_fused_runs.load(), 3);
-  EXPECT_EQ(v[0], ((1 * 2 + 1) * 2 + 1) * 2 + 1);
-  EXPECT_EQ(v[2], ((3 * 2 + 1) * 2 + 1) * 2 + 1);
-
-  ng::Graph bad;
-  {
-    ng::CaptureScope c(bad);
-    issue_steps(v, 3, true, 1);
-  }
-  bad.replay();
-  EXPECT_TRUE(throws<ng::TaskError>([] { ng::device_synchronize(); },
-                                    {"task #0 'doubled'", "fused as 'doubled+plus_one'", "task #1 'plus_one'",
-                                     "the fused kernel refuses"}));
-  g.replay();  // the runtime goes on
-  ng::device_synchronize();
-  EXPECT_EQ(g_fused_runs.load(), 6);
-}
-
 TEST(KernelFusion, RegisterRefusesIncompleteFusionsAndASecondOneForAPair) {
   const ng::KernelFusion* add_norm = ng::find_kernel_fusion(ng::ops::add_kernel(), ng::ops::rms_norm_kernel());
   ASSERT_NE(add_norm, nullptr);
   EXPECT_STREQ(add_norm->name, "add+rms_norm");
-  static const ng::KernelFusion no_match{.name = "broken", .first = &kDoubled, .second = &kPlusOne,
-                                         .match = nullptr, .cpu = &doubled_plus_one};
+  static const ng::KernelFusion no_match{.name = "broken", .first = &ng::ops::add_kernel(),
+                                         .second = &ng::ops::rms_norm_kernel(), .match = nullptr,
+                                         .cpu = add_norm->cpu};
   EXPECT_TRUE(throws<ng::ArgumentError>([] { ng::register_kernel_fusion(no_match); },
                                         {"fusion 'broken'", "must all be set"}));
   static const ng::KernelFusion again{.name = "again", .first = &ng::ops::add_kernel(),
-                                      .second = &ng::ops::rms_norm_kernel(), .match = &same_vector,
-                                      .cpu = &doubled_plus_one};
+                                      .second = &ng::ops::rms_norm_kernel(), .match = add_norm->match,
+                                      .cpu = add_norm->cpu};
   EXPECT_TRUE(throws<ng::ArgumentError>([] { ng::register_kernel_fusion(again); },
                                         {"fusion 'again'", "'add' then 'rms_norm'", "already fuse as 'add+rms_norm'"}));
 }
