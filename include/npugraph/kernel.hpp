@@ -148,8 +148,8 @@ const void* captured_state(const Stream& stream, const KernelDef& kernel);
 // same order, for instance row by row instead of pass by pass — so that a replay stays bitwise equal
 // to eager (docs/semantics.md). `match` must refuse what it cannot promise that for: other dtypes,
 // memory that one kernel writes and the other reads at other offsets. In a trace the pair is one
-// task named `name`; errors name the first task. Eager launches and the CUDA backend run the two
-// kernels as launched.
+// task named `name`, and its errors name both tasks. Eager launches and the CUDA backend run the
+// two kernels as launched.
 using FusedKernelFn = void (*)(const void* first, std::size_t first_size, const void* second,
                                std::size_t second_size, const ExecContext& ctx);
 using FusionMatchFn = bool (*)(std::span<const std::byte> first, std::span<const std::byte> second);
